@@ -1,0 +1,210 @@
+// Thread: main (the control thread). The vipd daemon: parse configuration,
+// dry-run or start the dataplane, then run the sync loop until SIGINT/SIGTERM.
+#include <signal.h>
+
+#include <atomic>
+#include <cstdio>
+#include <iostream>
+#include <thread>
+
+#include "common/log.h"
+#include "controlplane/backends/dpdk_backend.h"
+#include "controlplane/config/options.h"
+#include "controlplane/metrics/admin_server.h"
+#include "controlplane/sources/manifest_source.h"
+#include "controlplane/sync/sync_loop.h"
+#include "dataplane/runtime/dataplane.h"
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+
+void on_signal(int) { g_stop.store(true); }
+
+vipd::LogSeverity severity(vipd::config::LogLevel l) {
+  switch (l) {
+    case vipd::config::LogLevel::kDebug: return vipd::LogSeverity::kDebug;
+    case vipd::config::LogLevel::kWarn: return vipd::LogSeverity::kWarn;
+    case vipd::config::LogLevel::kError: return vipd::LogSeverity::kError;
+    default: return vipd::LogSeverity::kInfo;
+  }
+}
+
+nlohmann::json stats_json(const vipd::dp::Dataplane& dp) {
+  nlohmann::json workers = nlohmann::json::array();
+  for (const auto& w : dp.workers()) {
+    nlohmann::json reasons = nlohmann::json::object();
+    for (const auto& [name, v] : w.drop_reasons) reasons[name] = v;
+    workers.push_back({{"lcore", w.lcore},
+                       {"rx", w.rx},
+                       {"tx", w.tx},
+                       {"drops", w.drops},
+                       {"new_flows", w.new_flows},
+                       {"active_flows", w.active_flows},
+                       {"redirects", w.redirects_out},
+                       {"redirects_in", w.redirects_in},
+                       {"polls", w.polls},
+                       {"busy_polls", w.busy_polls},
+                       {"rst_sent", w.rst_sent},
+                       {"icmp_unreach_sent", w.icmp_unreach_sent},
+                       {"arp_replies", w.arp_replies},
+                       {"arp_requests", w.arp_requests},
+                       {"conn_entries", w.conn_entries},
+                       {"conn_capacity", w.conn_capacity},
+                       {"drop_reasons", reasons}});
+  }
+  nlohmann::json ports = nlohmann::json::array();
+  for (const auto& p : dp.ports()) {
+    ports.push_back({{"port_id", p.port_id}, {"device", p.device}, {"mac", p.mac},
+                     {"ipackets", p.ipackets}, {"opackets", p.opackets}, {"ierrors", p.ierrors},
+                     {"oerrors", p.oerrors}, {"imissed", p.imissed}});
+  }
+  return {{"workers", workers}, {"ports", ports}, {"neighbors", dp.neighbor_entries()}};
+}
+
+nlohmann::json services_json(const vipd::cp::SyncLoop& sync, const vipd::dp::Dataplane& dp,
+                             const char* fwd) {
+  auto table = sync.table();
+  nlohmann::json services = nlohmann::json::array();
+  auto stats = [](const vipd::dp::DestSnapshot& s) {
+    return nlohmann::json{{"conns", s.conns}, {"inpkts", s.inpkts}, {"outpkts", s.outpkts},
+                          {"inbytes", s.inbytes}, {"outbytes", s.outbytes}};
+  };
+  if (table) {
+    for (const auto& [key, svc] : table->services) {
+      vipd::dp::DestSnapshot total;
+      nlohmann::json backends = nlohmann::json::array();
+      for (const auto& b : svc.backends) {
+        auto d = dp.dest(key, b.ip, b.port);
+        total.conns += d.conns;
+        total.inpkts += d.inpkts;
+        total.outpkts += d.outpkts;
+        total.inbytes += d.inbytes;
+        total.outbytes += d.outbytes;
+        backends.push_back({{"ip", vipd::cp::ipv4_to_string(b.ip)}, {"port", b.port},
+                            {"weight", b.weight}, {"terminating", b.terminating},
+                            {"active_conns", std::max<int64_t>(d.active, 0)},
+                            {"inactive_conns", std::max<int64_t>(d.inactive, 0)},
+                            {"stats", stats(d)}});
+      }
+      services.push_back({{"name", svc.name}, {"protocol", vipd::cp::protocol_name(key.protocol)},
+                          {"vip", vipd::cp::ipv4_to_string(key.vip)}, {"port", key.port},
+                          {"scheduler", svc.scheduler},
+                          {"persistence_timeout_s", svc.persistence_timeout_s},
+                          {"when_empty", vipd::cp::when_empty_name(svc.when_empty)},
+                          {"stats", stats(total)}, {"backends", backends}});
+    }
+  }
+  return {{"generation", table ? table->generation : 0}, {"forward_method", fwd},
+          {"services", services}};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace vipd;
+  std::optional<config::Options> parsed;
+  try {
+    parsed = config::parse(argc, argv, std::cout);
+  } catch (const config::ConfigError& e) {
+    std::cerr << e.what() << "\n";
+    return 2;
+  }
+  if (!parsed) return 0;  // --help / --version
+  const config::Options& opt = *parsed;
+  set_log_level(severity(opt.log_level));
+
+  cp::ManifestSource source(opt.manifests_dir, opt.default_scheduler);
+  if (opt.dry_run) {
+    cp::LoadResult r = source.load();
+    for (const auto& e : r.errors) std::cerr << "vipd: manifest error: " << e.to_string() << "\n";
+    r.table.normalize();
+    std::cout << cp::to_dry_run_json(r.table) << "\n";
+    return r.errors.empty() ? 0 : 1;
+  }
+  if (opt.mode != config::Mode::kDpdk) {
+    std::cerr << "config: --mode '" << config::mode_name(opt.mode)
+              << "': not implemented yet (only dpdk; iptables and ipvs modes come later)\n";
+    return 2;
+  }
+
+  dp::DataplaneConfig dc;
+  dc.program = "vipd";
+  dc.eal_args = opt.eal_args;
+  for (const auto& p : opt.ports)
+    dc.ports.push_back(dp::PortSpec{p.device, p.is_pci, p.ip, p.prefix_len, p.gateway.value_or(0)});
+  dc.main_lcore = opt.main_lcore;
+  dc.worker_lcores = opt.worker_lcores;
+  dc.fnat = opt.forward_method == config::ForwardMethod::kFnat;
+  dc.local_addrs = opt.fnat_local_addrs;
+  dc.conn_table_size = opt.conn_table_size;
+  dc.tcp_established_timeout_s = opt.tcp_established_timeout_s;
+  dc.tcp_fin_timeout_s = opt.tcp_fin_timeout_s;
+  dc.udp_timeout_s = opt.udp_timeout_s;
+  dc.neighbor_timeout_s = opt.neighbor_timeout_s;
+  dc.mbuf_count = opt.mbuf_count;
+  dc.idle_sleep_us = opt.worker_idle_sleep_us;
+
+  std::string err;
+  auto dataplane = dp::Dataplane::create(dc, &err);
+  if (!dataplane) {
+    log_error(err);
+    return 1;
+  }
+  if (!dataplane->start(&err)) {
+    log_error(err);
+    return 1;
+  }
+
+  struct sigaction sa{};
+  sa.sa_handler = on_signal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+
+  cp::DpdkBackend backend(*dataplane);
+  cp::SyncOptions so;
+  so.min_interval_ms = opt.sync_min_interval_ms;
+  cp::SyncLoop sync(source, backend, so);
+  const char* fwd = config::forward_method_name(opt.forward_method);
+
+  cp::AdminServer admin(opt.admin_socket);
+  admin.handle("/v1/stats", [&] { return stats_json(*dataplane); });
+  admin.handle("/v1/services", [&] { return services_json(sync, *dataplane, fwd); });
+  admin.handle_ordered("/v1/table", [&] {
+    auto t = sync.table();
+    nlohmann::ordered_json j;
+    j["generation"] = t ? t->generation : 0;
+    j["table"] = nlohmann::ordered_json::parse(cp::to_dry_run_json(t ? *t : cp::ServiceTable{}));
+    return j;
+  });
+  admin.handle("/v1/status", [&] {
+    auto s = sync.status();
+    return nlohmann::json{{"mode", config::mode_name(opt.mode)},
+                          {"forward_method", fwd},
+                          {"generation", s.generation},
+                          {"syncs", s.syncs},
+                          {"sync_errors", s.sync_errors},
+                          {"last_sync_unix_ns", s.last_sync_unix_ns},
+                          {"last_change_to_applied_ms", s.last_change_to_applied_ms},
+                          {"last_error", s.last_error},
+                          {"source_errors", s.source_errors},
+                          {"config", {{"config_file", opt.config_file},
+                                      {"manifests_dir", opt.manifests_dir},
+                                      {"workers", opt.worker_lcores},
+                                      {"ports", opt.ports.size()},
+                                      {"conn_table_size", opt.conn_table_size},
+                                      {"admin_socket", opt.admin_socket}}}};
+  });
+  if (!admin.start(&err)) {
+    log_error(err);
+    dataplane->stop();
+    return 1;
+  }
+  log_info("vipd: running (" + std::string(fwd) + ", " + std::to_string(opt.worker_lcores.size()) +
+           " worker(s), admin socket " + opt.admin_socket + ")");
+  sync.run(g_stop);
+  log_info("vipd: stopping");
+  admin.stop();
+  dataplane->stop();
+  return 0;
+}

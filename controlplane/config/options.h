@@ -1,0 +1,68 @@
+// Thread: control (parsed once at start-up, then read-only).
+// vipd's configuration: an INI-style file plus command line (command line wins),
+// parsed with Boost.Program_options. See docs/configuration.md.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace vipd::config {
+
+enum class Mode { kDpdk, kIptables, kIpvs };
+enum class ForwardMethod { kFnat, kNat };
+enum class LogLevel { kDebug, kInfo, kWarn, kError };
+
+// One dataplane port: `port = DEVICE IP/PREFIX [via GATEWAY]`.
+// DEVICE is a PCI address ("0000:00:08.0") or a vdev string
+// ("net_af_packet0,iface=veth1"), no spaces.
+struct PortConfig {
+  std::string device;
+  bool is_pci = false;  // device looks like a PCI address (DDDD:BB:DD.F or BB:DD.F)
+  uint32_t ip = 0;      // host byte order
+  uint8_t prefix_len = 0;
+  std::optional<uint32_t> gateway;
+};
+
+struct Options {
+  std::string config_file;                // --config
+  Mode mode = Mode::kDpdk;                // --mode
+  bool dry_run = false;                   // --dry-run
+  std::vector<std::string> eal_args;      // --eal-args (split on whitespace)
+  std::vector<PortConfig> ports;          // --port (repeatable)
+  unsigned main_lcore = 0;                // --main-lcore
+  std::vector<unsigned> worker_lcores{1}; // --worker-lcores "1,2" or "1-3"
+  ForwardMethod forward_method = ForwardMethod::kFnat;  // --forward-method fnat|nat
+  std::vector<uint32_t> fnat_local_addrs;  // --fnat-local-addrs "a,b,c" (required for fnat)
+  std::string manifests_dir;               // --manifests-dir
+  std::string admin_socket = "/run/vipd/admin.sock";  // --admin-socket
+  std::string metrics_address = "127.0.0.1:10249";     // --metrics-address host:port
+  LogLevel log_level = LogLevel::kInfo;                 // --log-level
+  std::string default_scheduler = "rr";                 // --scheduler rr|wrr
+  uint32_t conn_table_size = 262144;  // --conn-table-size (per worker, entries)
+  uint32_t tcp_established_timeout_s = 900;  // --tcp-timeout
+  uint32_t tcp_fin_timeout_s = 120;          // --tcp-fin-timeout
+  uint32_t udp_timeout_s = 300;              // --udp-timeout
+  uint32_t neighbor_timeout_s = 60;          // --neighbor-timeout (ARP entry reachable time)
+  uint32_t mbuf_count = 8191;                // --mbufs (mempool size)
+  uint32_t sync_min_interval_ms = 0;         // --sync-min-interval-ms (coalescing)
+  uint32_t worker_idle_sleep_us = 0;         // --worker-idle-sleep-us (0 = busy poll)
+};
+
+// A configuration error: `what()` is one line naming the option and the problem,
+// e.g. "config: --port 'foo': expected DEVICE IP/PREFIX [via GATEWAY]".
+class ConfigError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Parses argv and the file named by --config. Returns nullopt when --help or
+// --version was handled (text already printed to `out`). Throws ConfigError.
+std::optional<Options> parse(int argc, const char* const argv[], std::ostream& out);
+
+const char* mode_name(Mode m);
+const char* forward_method_name(ForwardMethod f);
+
+}  // namespace vipd::config

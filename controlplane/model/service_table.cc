@@ -1,0 +1,104 @@
+// Thread: any.
+#include "controlplane/model/service_table.h"
+
+#include <arpa/inet.h>
+
+#include <algorithm>
+#include <cctype>
+#include <nlohmann/json.hpp>
+
+namespace vipd::cp {
+
+const char* protocol_name(Protocol p) { return p == Protocol::kUdp ? "UDP" : "TCP"; }
+
+std::optional<Protocol> parse_protocol(const std::string& s) {
+  std::string u;
+  for (char c : s) u.push_back(static_cast<char>(std::toupper(static_cast<unsigned char>(c))));
+  if (u == "TCP") return Protocol::kTcp;
+  if (u == "UDP") return Protocol::kUdp;
+  return std::nullopt;
+}
+
+std::string ipv4_to_string(Ipv4 a) {
+  return std::to_string(a >> 24) + "." + std::to_string((a >> 16) & 0xff) + "." +
+         std::to_string((a >> 8) & 0xff) + "." + std::to_string(a & 0xff);
+}
+
+std::optional<Ipv4> parse_ipv4(const std::string& s) {
+  // inet_pton accepts only the strict dotted-quad form for AF_INET.
+  in_addr a{};
+  if (s.empty() || inet_pton(AF_INET, s.c_str(), &a) != 1) return std::nullopt;
+  return ntohl(a.s_addr);
+}
+
+const char* when_empty_name(WhenEmpty w) { return w == WhenEmpty::kDrop ? "drop" : "reject"; }
+
+std::string to_string(const ServiceKey& k) {
+  return std::string(protocol_name(k.protocol)) + " " + ipv4_to_string(k.vip) + ":" +
+         std::to_string(k.port);
+}
+
+void ServiceTable::normalize() {
+  for (auto& [key, svc] : services) {
+    auto& b = svc.backends;
+    std::sort(b.begin(), b.end(), [](const RealServer& x, const RealServer& y) {
+      return std::tie(x.ip, x.port) < std::tie(y.ip, y.port);
+    });
+    b.erase(std::unique(b.begin(), b.end(),
+                        [](const RealServer& x, const RealServer& y) {
+                          return x.ip == y.ip && x.port == y.port;
+                        }),
+            b.end());
+  }
+}
+
+TableDiff TableDiff::compute(const ServiceTable& prev, const ServiceTable& next) {
+  TableDiff d;
+  auto p = prev.services.begin();
+  auto n = next.services.begin();
+  while (p != prev.services.end() || n != next.services.end()) {
+    if (n == next.services.end() || (p != prev.services.end() && p->first < n->first)) {
+      d.removed.push_back(p->first);
+      ++p;
+    } else if (p == prev.services.end() || n->first < p->first) {
+      d.added.push_back(&n->second);
+      ++n;
+    } else {
+      if (!(p->second == n->second)) d.changed.push_back(&n->second);
+      ++p;
+      ++n;
+    }
+  }
+  return d;
+}
+
+std::string to_dry_run_json(const ServiceTable& t) {
+  nlohmann::ordered_json services = nlohmann::ordered_json::array();
+  for (const auto& [key, svc] : t.services) {
+    nlohmann::ordered_json backends = nlohmann::ordered_json::array();
+    for (const auto& b : svc.backends) {
+      nlohmann::ordered_json j;
+      j["ip"] = ipv4_to_string(b.ip);
+      j["port"] = b.port;
+      j["weight"] = b.weight;
+      j["terminating"] = b.terminating;
+      backends.push_back(std::move(j));
+    }
+    nlohmann::ordered_json s;
+    s["name"] = svc.name;
+    s["protocol"] = protocol_name(key.protocol);
+    s["vip"] = ipv4_to_string(key.vip);
+    s["port"] = key.port;
+    s["kind"] = svc.kind;
+    s["scheduler"] = svc.scheduler;
+    s["persistence_timeout_s"] = svc.persistence_timeout_s;
+    s["when_empty"] = when_empty_name(svc.when_empty);
+    s["backends"] = std::move(backends);
+    services.push_back(std::move(s));
+  }
+  nlohmann::ordered_json doc;
+  doc["services"] = std::move(services);
+  return doc.dump();
+}
+
+}  // namespace vipd::cp

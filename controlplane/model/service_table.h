@@ -1,0 +1,79 @@
+// Thread: any (immutable values; built by the control thread).
+// ServiceTable: the backend-agnostic desired state that every source produces and
+// every backend consumes. IPVS vocabulary, no Kubernetes vocabulary.
+#pragma once
+
+#include <compare>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace vipd::cp {
+
+enum class Protocol : uint8_t { kTcp = 6, kUdp = 17 };
+
+const char* protocol_name(Protocol p);                      // "TCP" / "UDP"
+std::optional<Protocol> parse_protocol(const std::string& s);  // "TCP"/"UDP", case-insensitive
+
+// IPv4 address in host byte order.
+using Ipv4 = uint32_t;
+std::string ipv4_to_string(Ipv4 a);
+std::optional<Ipv4> parse_ipv4(const std::string& s);  // strict dotted quad
+
+enum class WhenEmpty : uint8_t { kReject, kDrop };
+const char* when_empty_name(WhenEmpty w);  // "reject" / "drop"
+
+struct ServiceKey {
+  Ipv4 vip = 0;
+  uint16_t port = 0;
+  Protocol protocol = Protocol::kTcp;
+  // Ordering: vip, port, protocol (the dry-run output order).
+  auto operator<=>(const ServiceKey&) const = default;
+};
+std::string to_string(const ServiceKey& k);  // "TCP 10.96.0.100:8080"
+
+struct RealServer {
+  Ipv4 ip = 0;
+  uint16_t port = 0;
+  uint32_t weight = 1;       // 0 = quiesced: no new flows
+  bool terminating = false;  // serving but terminating (graceful termination)
+  auto operator<=>(const RealServer&) const = default;
+};
+
+struct VirtualService {
+  ServiceKey key;
+  std::string name;            // "namespace/service:portname" (or "namespace/service")
+  std::string kind = "ClusterIP";
+  std::string scheduler = "rr";
+  uint32_t persistence_timeout_s = 0;  // 0 = no persistence
+  WhenEmpty when_empty = WhenEmpty::kReject;
+  std::vector<RealServer> backends;    // sorted by (ip, port), unique
+  bool operator==(const VirtualService&) const = default;
+};
+
+class ServiceTable {
+ public:
+  uint64_t generation = 0;
+  std::map<ServiceKey, VirtualService> services;
+
+  // Sorts each service's backends by (ip, port) and drops duplicates.
+  void normalize();
+  bool same_content(const ServiceTable& o) const { return services == o.services; }
+};
+
+struct TableDiff {
+  std::vector<const VirtualService*> added;    // points into `next`
+  std::vector<const VirtualService*> changed;  // points into `next`
+  std::vector<ServiceKey> removed;
+  bool empty() const { return added.empty() && changed.empty() && removed.empty(); }
+  static TableDiff compute(const ServiceTable& prev, const ServiceTable& next);
+};
+
+// The dry-run JSON document (see docs/configuration.md): keys in a fixed order,
+// services sorted by vip, port, protocol; backends by ip, port. One line, no
+// trailing newline.
+std::string to_dry_run_json(const ServiceTable& t);
+
+}  // namespace vipd::cp

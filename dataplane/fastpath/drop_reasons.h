@@ -1,0 +1,49 @@
+// Thread: any. Counted reasons for every packet the dataplane does not forward.
+#pragma once
+
+#include <cstdint>
+
+namespace vipd::dp {
+
+#define VIPD_DROP_REASONS(X)                                                  \
+  X(kTruncated, "truncated")                 /* shorter than its headers */   \
+  X(kBadEthertype, "unsupported_ethertype")  /* not IPv4 or ARP */            \
+  X(kNotForUs, "not_for_us")                 /* destination MAC not ours */   \
+  X(kBadIpHeader, "bad_ip_header")           /* version, IHL, lengths */      \
+  X(kBadIpChecksum, "bad_ip_checksum")                                        \
+  X(kFragment, "ip_fragment")                /* fragments are not NATed */    \
+  X(kTtlExceeded, "ttl_exceeded")                                             \
+  X(kBadL4Header, "bad_l4_header")                                            \
+  X(kUnsupportedProto, "unsupported_protocol")                                \
+  X(kNoService, "no_service")                /* not a VIP, not a reply */     \
+  X(kVipNoPort, "vip_port_not_served")       /* VIP address, unknown port */  \
+  X(kNoConn, "no_connection")                /* mid-flow TCP without entry */ \
+  X(kNoEndpointsDrop, "no_endpoints_drop")   /* when_empty = drop */          \
+  X(kConnTableFull, "conn_table_full")                                        \
+  X(kFnatPortsExhausted, "fnat_ports_exhausted")                              \
+  X(kDestExpired, "dest_expired")            /* reply for a removed dest */   \
+  X(kNoRoute, "no_route")                                                     \
+  X(kNeighQueueFull, "neigh_queue_full")                                      \
+  X(kNeighUnresolved, "neigh_unresolved")                                     \
+  X(kRedirectRingFull, "redirect_ring_full")                                  \
+  X(kTxFull, "tx_queue_full")                                                 \
+  X(kArpIgnored, "arp_ignored")              /* ARP not for us / malformed */ \
+  X(kLocalUnhandled, "local_unhandled")      /* to a port address, not ping */
+
+enum DropReason : uint8_t {
+#define VIPD_X(e, s) e,
+  VIPD_DROP_REASONS(VIPD_X)
+#undef VIPD_X
+  kNumDropReasons
+};
+
+inline const char* drop_reason_name(unsigned r) {
+  static const char* const kNames[] = {
+#define VIPD_X(e, s) s,
+      VIPD_DROP_REASONS(VIPD_X)
+#undef VIPD_X
+  };
+  return r < kNumDropReasons ? kNames[r] : "unknown";
+}
+
+}  // namespace vipd::dp

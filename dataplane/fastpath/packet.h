@@ -1,0 +1,82 @@
+// Thread: worker (pure functions over one frame; also used by tests).
+// Header parsing with validation, NAT rewrite with incremental checksums, and
+// in-place builders for the replies the dataplane originates (TCP RST, ICMP
+// port unreachable, ICMP echo reply, ARP reply/request). No allocation, no
+// locks, no exceptions.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "dataplane/fastpath/drop_reasons.h"
+
+namespace vipd::dp {
+
+constexpr uint8_t kProtoIcmp = 1;
+constexpr uint8_t kProtoTcp = 6;
+constexpr uint8_t kProtoUdp = 17;
+constexpr size_t kEthLen = 14;
+constexpr uint16_t kEtherTypeIpv4 = 0x0800;
+constexpr uint16_t kEtherTypeArp = 0x0806;
+
+constexpr uint8_t kTcpFin = 0x01, kTcpSyn = 0x02, kTcpRst = 0x04, kTcpPsh = 0x08,
+                  kTcpAck = 0x10;
+
+enum class FrameKind : uint8_t { kDrop, kArp, kIpv4 };
+
+// Result of parsing one Ethernet frame. Addresses and ports in HOST order.
+struct Parsed {
+  FrameKind kind = FrameKind::kDrop;
+  DropReason drop = kTruncated;  // valid when kind == kDrop
+  uint16_t l3_off = kEthLen;
+  uint16_t l4_off = 0;
+  uint16_t ip_total_len = 0;  // from the IPv4 header
+  uint16_t l4_len = 0;        // ip_total_len - ihl
+  uint8_t proto = 0;
+  uint8_t tcp_flags = 0;
+  uint8_t ttl = 0;
+  uint32_t src = 0, dst = 0;
+  uint16_t sport = 0, dport = 0;  // ICMP: id in sport, type<<8|code in dport
+};
+
+// Parses and validates an Ethernet frame of `len` bytes. IPv4: version, IHL,
+// total length against the frame, header checksum, fragments (dropped),
+// TCP data offset, UDP length. TTL is not checked here.
+Parsed parse_frame(const uint8_t* frame, size_t len) noexcept;
+
+// Rewrites addresses/ports of an IPv4 TCP/UDP packet (host-order values);
+// updates L4 checksum incrementally (UDP checksum 0 stays 0), decrements TTL
+// and updates the IPv4 checksum incrementally.
+void rewrite_l3l4(uint8_t* frame, const Parsed& p, uint32_t new_src, uint16_t new_sport,
+                  uint32_t new_dst, uint16_t new_dport) noexcept;
+
+// Turns a TCP packet into the RST the receiver would send back (addresses
+// and ports swapped), in place. Returns the new frame length.
+size_t make_tcp_rst_reply(uint8_t* frame, const Parsed& p) noexcept;
+
+// Turns an IPv4 packet into an ICMP destination unreachable (type 3, `code`)
+// from `from` (host order) back to its source, quoting the IP header + 8
+// bytes. Needs 28 bytes of room in front of the frame's L3 header: the caller
+// passes the frame start already moved 28 bytes earlier (`frame` points to the
+// new start, the old frame begins at frame + 28). Returns the new length.
+size_t make_icmp_unreach(uint8_t* frame, const Parsed& p, uint32_t from, uint8_t code) noexcept;
+
+// ICMP echo request -> echo reply in place (addresses swapped). Returns false
+// if the packet is not an echo request.
+bool make_icmp_echo_reply(uint8_t* frame, const Parsed& p) noexcept;
+
+// ARP (Ethernet/IPv4 only).
+struct ArpInfo {
+  uint16_t op = 0;  // 1 request, 2 reply
+  uint8_t sha[6]{};
+  uint32_t spa = 0;  // host order
+  uint32_t tpa = 0;  // host order
+};
+bool parse_arp(const uint8_t* frame, size_t len, ArpInfo* out) noexcept;
+// Turns a request into our reply in place (frame >= 42 bytes). Returns length.
+size_t make_arp_reply(uint8_t* frame, const uint8_t our_mac[6], uint32_t our_ip) noexcept;
+// Writes a broadcast ARP request into `frame` (>= 42 bytes). Returns length.
+size_t make_arp_request(uint8_t* frame, const uint8_t our_mac[6], uint32_t our_ip,
+                        uint32_t target_ip) noexcept;
+
+}  // namespace vipd::dp

@@ -1,0 +1,98 @@
+// Thread: any. The structures shared between the control-side publisher
+// (single writer) and the workers (readers): VIP keys, immutable Service
+// objects, destination slots with generations, per-worker counters.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "dataplane/fastpath/drop_reasons.h"
+
+struct rte_hash;
+struct rte_rcu_qsbr;
+
+namespace vipd::dp {
+
+constexpr unsigned kMaxWorkers = 64;
+constexpr unsigned kMaxPorts = 8;
+
+enum class Sched : uint8_t { kRr, kWrr };
+enum class Forward : uint8_t { kFnat, kNat };
+
+// Key of the VIP table: (vip, port, protocol), host order, 8 bytes.
+struct VipKey {
+  uint32_t vip;
+  uint16_t port;
+  uint8_t proto;
+  uint8_t pad;
+};
+static_assert(sizeof(VipKey) == 8);
+
+// One real server as seen by the fast path. `slot`/`gen` identify the
+// destination across table generations (see DestSlots).
+struct DestRef {
+  uint32_t ip;
+  uint16_t port;
+  uint16_t pad;
+  uint32_t weight;
+  uint32_t slot;
+  uint32_t gen;
+};
+
+// Immutable after publication; replaced (never modified) by the publisher and
+// freed after every worker went through a quiescent state.
+struct Service {
+  uint32_t id;  // dense id: index into per-worker scheduler state
+  uint32_t vip;
+  uint16_t port;
+  uint8_t proto;
+  Sched sched;
+  uint8_t drop_when_empty;  // 0 = reject (RST / ICMP unreachable), 1 = drop
+  uint8_t pad[3];
+  uint32_t persistence_s;
+  uint32_t n_dests;     // all destinations, including weight 0
+  uint32_t n_weighted;  // destinations with weight > 0
+  int32_t max_weight;
+  int32_t gcd_weight;
+  DestRef dests[];  // n_dests entries, sorted by (ip, port)
+};
+
+// Destination generations: a conn entry records (slot, gen); when the
+// publisher removes a destination it bumps the slot's generation, which
+// expires every connection to it at its next packet.
+struct DestSlot {
+  std::atomic<uint32_t> gen;
+};
+
+// Per-worker, per-destination counters (indexed by slot). Single writer.
+struct DestCounters {
+  uint64_t conns;
+  uint64_t inpkts, outpkts, inbytes, outbytes;
+  int64_t active, inactive;
+  uint64_t pad;
+};
+
+// Per-worker counters: written only by the owning worker, read by the
+// control thread with relaxed loads. Cache-line aligned.
+struct alignas(64) WorkerCounters {
+  std::atomic<uint64_t> rx;
+  std::atomic<uint64_t> tx;
+  std::atomic<uint64_t> new_flows;
+  std::atomic<uint64_t> active_flows;
+  std::atomic<uint64_t> redirects_out;
+  std::atomic<uint64_t> redirects_in;
+  std::atomic<uint64_t> polls;
+  std::atomic<uint64_t> busy_polls;
+  std::atomic<uint64_t> rst_sent;
+  std::atomic<uint64_t> icmp_unreach_sent;
+  std::atomic<uint64_t> arp_replies;
+  std::atomic<uint64_t> arp_requests;
+  std::atomic<uint64_t> drops[kNumDropReasons];
+};
+
+// Single-writer increment without a locked instruction.
+inline void bump(std::atomic<uint64_t>& c, uint64_t n = 1) {
+  c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+}
+
+}  // namespace vipd::dp

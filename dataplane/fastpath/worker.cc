@@ -1,0 +1,472 @@
+// Thread: worker. No allocation (mbufs come from the mempool), no locks, no
+// exceptions, no logging.
+#include "dataplane/fastpath/worker.h"
+
+#include <rte_cycles.h>
+#include <rte_ethdev.h>
+#include <rte_hash.h>
+#include <rte_mbuf.h>
+#include <rte_rcu_qsbr.h>
+#include <rte_ring.h>
+
+#include <cstring>
+
+#include "dataplane/fastpath/packet.h"
+
+namespace vipd::dp {
+namespace {
+
+inline void count_drop(Worker& w, DropReason r) { bump(w.counters.drops[r]); }
+
+inline void drop(Worker& w, rte_mbuf* m, DropReason r) {
+  count_drop(w, r);
+  rte_pktmbuf_free(m);
+}
+
+inline bool is_port_ip(const Shared& sh, uint32_t ip) {
+  for (uint16_t i = 0; i < sh.n_ports; ++i)
+    if (sh.ports[i].ip == ip) return true;
+  return false;
+}
+
+inline int local_addr_index(const Shared& sh, uint32_t ip) {
+  for (uint32_t i = 0; i < sh.n_local_addrs; ++i)
+    if (sh.local_addrs[i] == ip) return static_cast<int>(i);
+  return -1;
+}
+
+inline bool is_vip_addr(const Shared& sh, uint32_t ip) {
+  return rte_hash_lookup(sh.vip_addrs, &ip) >= 0;
+}
+
+inline int port_index(const Shared& sh, uint16_t port_id) {
+  for (uint16_t i = 0; i < sh.n_ports; ++i)
+    if (sh.ports[i].port_id == port_id) return i;
+  return -1;
+}
+
+// Egress port and next hop for a destination: a connected subnet first, then
+// the first port with a gateway.
+inline bool route(const Shared& sh, uint32_t dst, uint16_t* port, uint32_t* nexthop) {
+  for (uint16_t i = 0; i < sh.n_ports; ++i) {
+    const PortInfo& p = sh.ports[i];
+    if ((dst & p.mask) == (p.ip & p.mask)) {
+      *port = i;
+      *nexthop = dst;
+      return true;
+    }
+  }
+  for (uint16_t i = 0; i < sh.n_ports; ++i) {
+    if (sh.ports[i].gateway) {
+      *port = i;
+      *nexthop = sh.ports[i].gateway;
+      return true;
+    }
+  }
+  return false;
+}
+
+inline void tx_enqueue(Worker& w, uint16_t pidx, rte_mbuf* m) {
+  if (w.n_tx[pidx] >= kBurst * 2) flush_tx(w);
+  w.txbuf[pidx][w.n_tx[pidx]++] = m;
+}
+
+void send_arp_request(Worker& w, uint16_t pidx, uint32_t target) {
+  rte_mbuf* m = rte_pktmbuf_alloc(w.pool);
+  if (!m) return;
+  const PortInfo& p = w.sh->ports[pidx];
+  uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
+  size_t len = make_arp_request(f, p.mac, p.ip, target);
+  m->data_len = static_cast<uint16_t>(len);
+  m->pkt_len = static_cast<uint32_t>(len);
+  bump(w.counters.arp_requests);
+  tx_enqueue(w, pidx, m);
+}
+
+// Routes an IPv4 packet to `dst`: fills the Ethernet header and queues it for
+// tx, or parks it until the next hop is resolved.
+void output(Worker& w, rte_mbuf* m, uint32_t dst) {
+  Shared& sh = *w.sh;
+  uint16_t pidx;
+  uint32_t nh;
+  if (!route(sh, dst, &pidx, &nh)) return drop(w, m, kNoRoute);
+  uint8_t mac[6];
+  NeighState st = sh.neigh.lookup(nh, mac, w.now);
+  if (st == NeighState::kMissing) {
+    if (w.n_pending >= kPendingMax) return drop(w, m, kNeighQueueFull);
+    w.pending[w.n_pending++] = PendingPkt{m, nh, pidx, w.now};
+    if (sh.neigh.claim_request(nh, w.now, sh.arp_retry)) send_arp_request(w, pidx, nh);
+    return;
+  }
+  if (st == NeighState::kStale && sh.neigh.claim_request(nh, w.now, sh.arp_retry))
+    send_arp_request(w, pidx, nh);
+  uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
+  std::memcpy(f, mac, 6);
+  std::memcpy(f + 6, sh.ports[pidx].mac, 6);
+  tx_enqueue(w, pidx, m);
+}
+
+// Sends a locally built reply back out of the port it came in on (the
+// builders already swapped the Ethernet addresses).
+inline void reply_same_port(Worker& w, rte_mbuf* m, size_t len) {
+  int pidx = port_index(*w.sh, m->port);
+  if (pidx < 0) return drop(w, m, kNoRoute);
+  m->data_len = static_cast<uint16_t>(len);
+  m->pkt_len = static_cast<uint32_t>(len);
+  uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
+  std::memcpy(f + 6, w.sh->ports[pidx].mac, 6);
+  tx_enqueue(w, static_cast<uint16_t>(pidx), m);
+}
+
+void send_rst(Worker& w, rte_mbuf* m, const Parsed& p) {
+  size_t len = make_tcp_rst_reply(rte_pktmbuf_mtod(m, uint8_t*), p);
+  bump(w.counters.rst_sent);
+  reply_same_port(w, m, len);
+}
+
+void send_port_unreachable(Worker& w, rte_mbuf* m, const Parsed& p) {
+  uint8_t* f = reinterpret_cast<uint8_t*>(rte_pktmbuf_prepend(m, 28));
+  if (!f) return drop(w, m, kTruncated);
+  size_t len = make_icmp_unreach(f, p, p.dst, 3);
+  bump(w.counters.icmp_unreach_sent);
+  reply_same_port(w, m, len);
+}
+
+void handle_arp(Worker& w, rte_mbuf* m) {
+  Shared& sh = *w.sh;
+  uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
+  ArpInfo a;
+  if (!parse_arp(f, rte_pktmbuf_data_len(m), &a)) return drop(w, m, kArpIgnored);
+  int pidx = port_index(sh, m->port);
+  if (pidx < 0) return drop(w, m, kArpIgnored);
+  const PortInfo& p = sh.ports[pidx];
+  if ((a.spa & p.mask) == (p.ip & p.mask) || a.spa == p.gateway) sh.neigh.update(a.spa, a.sha, w.now);
+  if (a.op == 1 && (a.tpa == p.ip || local_addr_index(sh, a.tpa) >= 0 || is_vip_addr(sh, a.tpa))) {
+    size_t len = make_arp_reply(f, p.mac, a.tpa);
+    bump(w.counters.arp_replies);
+    m->data_len = static_cast<uint16_t>(len);
+    m->pkt_len = static_cast<uint32_t>(len);
+    tx_enqueue(w, static_cast<uint16_t>(pidx), m);
+    return;
+  }
+  if (a.op == 2) {  // a reply: consumed by the learning above
+    rte_pktmbuf_free(m);
+    return;
+  }
+  drop(w, m, kArpIgnored);
+}
+
+inline void set_state(Worker& w, Conn& c, ConnState s) {
+  if (c.state == s) return;
+  DestCounters& dc = w.dest_counters[c.dest_slot];
+  const bool was = c.state == ConnState::kEstablished;
+  const bool is = s == ConnState::kEstablished;
+  if (was != is) {
+    dc.active += is ? 1 : -1;
+    dc.inactive += is ? -1 : 1;
+  }
+  c.state = s;
+}
+
+inline uint64_t timeout_for(const Shared& sh, ConnState s) {
+  switch (s) {
+    case ConnState::kSynRecv: return sh.t_syn;
+    case ConnState::kEstablished: return sh.t_est;
+    case ConnState::kFinWait: return sh.t_fin;
+    case ConnState::kClose: return sh.t_close;
+    case ConnState::kUdp: return sh.t_udp;
+    default: return sh.t_close;
+  }
+}
+
+void track(Worker& w, Conn& c, uint8_t flags, bool from_client) {
+  if (c.proto == kProtoTcp) {
+    ConnState s = c.state;
+    if (flags & kTcpRst) {
+      s = ConnState::kClose;
+    } else if (flags & kTcpFin) {
+      s = ConnState::kFinWait;
+    } else if (s == ConnState::kSynRecv && from_client && (flags & kTcpAck) && !(flags & kTcpSyn)) {
+      s = ConnState::kEstablished;
+    }
+    set_state(w, c, s);
+  }
+  c.expires = w.now + timeout_for(*w.sh, c.state);
+}
+
+// Releases what a connection holds (called before ConnTable::remove).
+void release(Worker& w, Conn& c) {
+  DestCounters& dc = w.dest_counters[c.dest_slot];
+  if (c.state == ConnState::kEstablished) --dc.active; else --dc.inactive;
+  if (w.sh->forward == Forward::kFnat) {
+    FnatPool& fp = w.fnat[c.laddr_idx];
+    fp.ports[fp.top++] = c.lport;
+  }
+  w.counters.active_flows.store(w.counters.active_flows.load(std::memory_order_relaxed) - 1,
+                                std::memory_order_relaxed);
+}
+
+inline void expire_conn(Worker& w, Conn* c) {
+  release(w, *c);
+  w.conns.remove(c);
+}
+
+bool dest_alive(const Shared& sh, const Conn& c) {
+  return sh.dest_slots[c.dest_slot].gen.load(std::memory_order_acquire) == c.dest_gen;
+}
+
+void new_flow(Worker& w, rte_mbuf* m, const Parsed& p, const Service& svc) {
+  Shared& sh = *w.sh;
+  if (p.proto == kProtoTcp && ((p.tcp_flags & (kTcpSyn | kTcpAck | kTcpRst)) != kTcpSyn))
+    return drop(w, m, kNoConn);
+  int32_t idx = svc.n_weighted ? sched_pick(svc, w.sched[svc.id]) : -1;
+  if (idx < 0) {
+    if (svc.drop_when_empty) return drop(w, m, kNoEndpointsDrop);
+    if (p.proto == kProtoTcp) return send_rst(w, m, p);
+    return send_port_unreachable(w, m, p);
+  }
+  const DestRef& d = svc.dests[idx];
+  uint32_t laddr = p.src;
+  uint16_t lport = p.sport;
+  uint8_t lidx = 0;
+  if (sh.forward == Forward::kFnat) {
+    bool got = false;
+    for (uint32_t k = 0; k < sh.n_local_addrs && !got; ++k) {
+      uint32_t i = (w.fnat_cursor + k) % sh.n_local_addrs;
+      FnatPool& fp = w.fnat[i];
+      if (fp.top) {
+        lport = fp.ports[--fp.top];
+        laddr = sh.local_addrs[i];
+        lidx = static_cast<uint8_t>(i);
+        w.fnat_cursor = i + 1;
+        got = true;
+      }
+    }
+    if (!got) return drop(w, m, kFnatPortsExhausted);
+  }
+  Conn* c = w.conns.insert(make_key(p.src, p.sport, p.dst, p.dport, p.proto),
+                           make_key(d.ip, d.port, laddr, lport, p.proto));
+  if (!c) {
+    if (sh.forward == Forward::kFnat) w.fnat[lidx].ports[w.fnat[lidx].top++] = lport;
+    return drop(w, m, kConnTableFull);
+  }
+  c->caddr = p.src;
+  c->cport = p.sport;
+  c->vaddr = p.dst;
+  c->vport = p.dport;
+  c->laddr = laddr;
+  c->lport = lport;
+  c->daddr = d.ip;
+  c->dport = d.port;
+  c->proto = p.proto;
+  c->laddr_idx = lidx;
+  c->dest_slot = d.slot;
+  c->dest_gen = d.gen;
+  c->state = p.proto == kProtoTcp ? ConnState::kSynRecv : ConnState::kUdp;
+  c->expires = w.now + timeout_for(sh, c->state);
+  DestCounters& dc = w.dest_counters[d.slot];
+  ++dc.conns;
+  ++dc.inactive;
+  bump(w.counters.new_flows);
+  bump(w.counters.active_flows);
+  dc.inpkts++;
+  dc.inbytes += p.ip_total_len;
+  rewrite_l3l4(rte_pktmbuf_mtod(m, uint8_t*), p, laddr, lport, d.ip, d.port);
+  output(w, m, d.ip);
+}
+
+void from_client(Worker& w, rte_mbuf* m, const Parsed& p, const Service& svc) {
+  bool reply = false;
+  Conn* c = w.conns.lookup(make_key(p.src, p.sport, p.dst, p.dport, p.proto), &reply);
+  if (c && !reply) {
+    const bool syn = p.proto == kProtoTcp && (p.tcp_flags & (kTcpSyn | kTcpAck)) == kTcpSyn;
+    if (!dest_alive(*w.sh, *c)) {
+      // expire_nodest_conn: the destination is gone. TCP mid-flow gets a RST
+      // so the client retries; a new SYN or UDP is scheduled afresh.
+      expire_conn(w, c);
+      if (p.proto == kProtoTcp && !syn) {
+        if (p.tcp_flags & kTcpRst) return drop(w, m, kDestExpired);
+        return send_rst(w, m, p);
+      }
+      return new_flow(w, m, p, svc);
+    }
+    if (syn && (c->state == ConnState::kFinWait || c->state == ConnState::kClose)) {
+      expire_conn(w, c);  // port reuse after close: a new connection
+      return new_flow(w, m, p, svc);
+    }
+    track(w, *c, p.tcp_flags, true);
+    DestCounters& dc = w.dest_counters[c->dest_slot];
+    dc.inpkts++;
+    dc.inbytes += p.ip_total_len;
+    rewrite_l3l4(rte_pktmbuf_mtod(m, uint8_t*), p, c->laddr, c->lport, c->daddr, c->dport);
+    return output(w, m, c->daddr);
+  }
+  new_flow(w, m, p, svc);
+}
+
+void from_dest(Worker& w, rte_mbuf* m, const Parsed& p) {
+  bool reply = false;
+  Conn* c = w.conns.lookup(make_key(p.src, p.sport, p.dst, p.dport, p.proto), &reply);
+  if (!c || !reply) return drop(w, m, kNoService);
+  if (!dest_alive(*w.sh, *c)) {
+    expire_conn(w, c);
+    return drop(w, m, kDestExpired);
+  }
+  track(w, *c, p.tcp_flags, false);
+  DestCounters& dc = w.dest_counters[c->dest_slot];
+  dc.outpkts++;
+  dc.outbytes += p.ip_total_len;
+  rewrite_l3l4(rte_pktmbuf_mtod(m, uint8_t*), p, c->vaddr, c->vport, c->caddr, c->cport);
+  output(w, m, c->caddr);
+}
+
+inline bool redirect(Worker& w, rte_mbuf* m, uint32_t owner) {
+  if (owner == w.index) return false;
+  if (rte_ring_mp_enqueue(w.sh->rings[owner], m) != 0) {
+    drop(w, m, kRedirectRingFull);
+  } else {
+    bump(w.counters.redirects_out);
+  }
+  return true;
+}
+
+void process_one(Worker& w, rte_mbuf* m, bool from_ring) {
+  Shared& sh = *w.sh;
+  uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
+  const size_t len = rte_pktmbuf_data_len(m);
+  if (m->nb_segs != 1) return drop(w, m, kTruncated);
+  if (len < kEthLen) return drop(w, m, kTruncated);
+  const int pidx = port_index(sh, m->port);
+  if (pidx < 0) return drop(w, m, kNotForUs);
+  if (!(f[0] & 1) && std::memcmp(f, sh.ports[pidx].mac, 6) != 0) return drop(w, m, kNotForUs);
+  const Parsed p = parse_frame(f, len);
+  if (p.kind == FrameKind::kDrop) return drop(w, m, p.drop);
+  if (p.kind == FrameKind::kArp) return handle_arp(w, m);
+  if (f[0] & 1) return drop(w, m, kNotForUs);  // IP to a broadcast/multicast MAC
+  if (p.proto == kProtoTcp || p.proto == kProtoUdp) {
+    const VipKey key{p.dst, p.dport, p.proto, 0};
+    void* data = nullptr;
+    if (rte_hash_lookup_data(sh.vip_table, &key, &data) >= 0) {
+      if (p.ttl <= 1) return drop(w, m, kTtlExceeded);
+      if (!from_ring && redirect(w, m, flow_owner(p.src, p.sport, sh.n_workers))) return;
+      return from_client(w, m, p, *static_cast<const Service*>(data));
+    }
+    if (sh.forward == Forward::kFnat) {
+      if (local_addr_index(sh, p.dst) >= 0) {
+        if (p.ttl <= 1) return drop(w, m, kTtlExceeded);
+        if (!from_ring && redirect(w, m, p.dport % sh.n_workers)) return;
+        return from_dest(w, m, p);
+      }
+    } else if (!is_port_ip(sh, p.dst) && !is_vip_addr(sh, p.dst)) {
+      if (p.ttl <= 1) return drop(w, m, kTtlExceeded);
+      if (!from_ring && redirect(w, m, flow_owner(p.dst, p.dport, sh.n_workers))) return;
+      return from_dest(w, m, p);
+    }
+    if (is_vip_addr(sh, p.dst)) return drop(w, m, kVipNoPort);
+    if (is_port_ip(sh, p.dst)) return drop(w, m, kLocalUnhandled);
+    return drop(w, m, kNoService);
+  }
+  if (p.proto == kProtoIcmp) {
+    if (is_port_ip(sh, p.dst) || is_vip_addr(sh, p.dst) || local_addr_index(sh, p.dst) >= 0) {
+      if (make_icmp_echo_reply(f, p)) return reply_same_port(w, m, len);
+      return drop(w, m, kLocalUnhandled);
+    }
+    return drop(w, m, kNoService);
+  }
+  drop(w, m, kUnsupportedProto);
+}
+
+}  // namespace
+
+void process_burst(Worker& w, rte_mbuf** pkts, uint16_t n, bool from_ring) noexcept {
+  for (uint16_t i = 0; i < n; ++i) {
+    if (i + 1 < n) rte_prefetch0(rte_pktmbuf_mtod(pkts[i + 1], void*));
+    process_one(w, pkts[i], from_ring);
+  }
+}
+
+void flush_tx(Worker& w) noexcept {
+  for (uint16_t i = 0; i < w.sh->n_ports; ++i) {
+    uint16_t n = w.n_tx[i];
+    if (!n) continue;
+    uint16_t sent = rte_eth_tx_burst(w.sh->ports[i].port_id, static_cast<uint16_t>(w.index), w.txbuf[i], n);
+    bump(w.counters.tx, sent);
+    for (uint16_t k = sent; k < n; ++k) drop(w, w.txbuf[i][k], kTxFull);
+    w.n_tx[i] = 0;
+  }
+}
+
+void service_pending(Worker& w) noexcept {
+  Shared& sh = *w.sh;
+  uint32_t keep = 0;
+  for (uint32_t i = 0; i < w.n_pending; ++i) {
+    PendingPkt pp = w.pending[i];
+    uint8_t mac[6];
+    if (sh.neigh.lookup(pp.nexthop, mac, w.now) != NeighState::kMissing) {
+      uint8_t* f = rte_pktmbuf_mtod(pp.m, uint8_t*);
+      std::memcpy(f, mac, 6);
+      std::memcpy(f + 6, sh.ports[pp.port].mac, 6);
+      tx_enqueue(w, pp.port, pp.m);
+    } else if (w.now - pp.since > sh.arp_give_up) {
+      drop(w, pp.m, kNeighUnresolved);
+    } else {
+      if (sh.neigh.claim_request(pp.nexthop, w.now, sh.arp_retry)) send_arp_request(w, pp.port, pp.nexthop);
+      w.pending[keep++] = pp;
+    }
+  }
+  w.n_pending = keep;
+}
+
+void sweep_conns(Worker& w, uint32_t budget) noexcept {
+  const uint64_t now = w.now;
+  const Shared& sh = *w.sh;
+  w.conns.sweep(budget, [&](Conn& c) {
+    if (c.expires > now && dest_alive(sh, c)) return false;
+    release(w, c);
+    return true;
+  });
+}
+
+int worker_main(void* arg) {
+  Worker& w = *static_cast<Worker*>(arg);
+  Shared& sh = *w.sh;
+  rte_rcu_qsbr_thread_register(sh.qsbr, w.index);
+  rte_rcu_qsbr_thread_online(sh.qsbr, w.index);
+  rte_mbuf* pkts[kBurst];
+  while (!sh.stop.load(std::memory_order_relaxed)) {
+    w.now = rte_rdtsc();
+    uint32_t got = 0;
+    for (uint16_t i = 0; i < sh.n_ports; ++i) {
+      uint16_t n = rte_eth_rx_burst(sh.ports[i].port_id, static_cast<uint16_t>(w.index), pkts, kBurst);
+      if (n) {
+        bump(w.counters.rx, n);
+        got += n;
+        process_burst(w, pkts, n, false);
+      }
+    }
+    if (sh.n_workers > 1) {
+      unsigned n = rte_ring_sc_dequeue_burst(sh.rings[w.index], reinterpret_cast<void**>(pkts), kBurst, nullptr);
+      if (n) {
+        bump(w.counters.redirects_in, n);
+        got += n;
+        process_burst(w, pkts, static_cast<uint16_t>(n), true);
+      }
+    }
+    if (w.n_pending) service_pending(w);
+    flush_tx(w);
+    sweep_conns(w, 64);
+    rte_rcu_qsbr_quiescent(sh.qsbr, w.index);
+    bump(w.counters.polls);
+    if (got) {
+      bump(w.counters.busy_polls);
+    } else if (sh.idle_sleep_us) {
+      rte_delay_us_sleep(sh.idle_sleep_us);
+    }
+  }
+  flush_tx(w);
+  rte_rcu_qsbr_thread_offline(sh.qsbr, w.index);
+  rte_rcu_qsbr_thread_unregister(sh.qsbr, w.index);
+  return 0;
+}
+
+}  // namespace vipd::dp

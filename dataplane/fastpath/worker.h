@@ -1,0 +1,105 @@
+// Thread: worker (worker_main and process_*); the structures are set up by
+// the control thread before the workers start.
+// The per-packet pipeline: rx burst -> parse -> ARP / ICMP / VIP lookup ->
+// redirect to the owning worker -> conn lookup or schedule -> NAT rewrite ->
+// neighbour resolution -> tx burst.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "dataplane/fastpath/conn_table.h"
+#include "dataplane/fastpath/neighbor.h"
+#include "dataplane/fastpath/tables.h"
+#include "dataplane/sched/sched.h"
+
+struct rte_mbuf;
+struct rte_mempool;
+struct rte_ring;
+
+namespace vipd::dp {
+
+constexpr unsigned kBurst = 32;
+constexpr unsigned kMaxLocalAddrs = 16;
+constexpr unsigned kPendingMax = 64;
+
+struct PortInfo {
+  uint16_t port_id = 0;
+  uint8_t mac[6]{};
+  uint32_t ip = 0;
+  uint32_t mask = 0;
+  uint32_t gateway = 0;  // 0 = none
+};
+
+// Read-only for workers after start (except the atomics and lock-free tables).
+struct Shared {
+  rte_hash* vip_table = nullptr;  // VipKey -> Service* (RW_CONCURRENCY_LF)
+  rte_hash* vip_addrs = nullptr;  // uint32 VIP address -> refcount (LF)
+  rte_rcu_qsbr* qsbr = nullptr;
+  DestSlot* dest_slots = nullptr;
+  uint32_t max_dests = 0;
+  uint32_t max_services = 0;
+  NeighborTable neigh;
+  PortInfo ports[kMaxPorts];
+  uint16_t n_ports = 0;
+  Forward forward = Forward::kFnat;
+  uint32_t local_addrs[kMaxLocalAddrs]{};
+  uint32_t n_local_addrs = 0;
+  uint32_t n_workers = 1;
+  rte_ring* rings[kMaxWorkers]{};
+  uint64_t tsc_hz = 0;
+  uint64_t t_syn = 0, t_est = 0, t_fin = 0, t_close = 0, t_udp = 0;  // TSC
+  uint64_t arp_retry = 0, arp_give_up = 0;                           // TSC
+  uint32_t idle_sleep_us = 0;
+  std::atomic<bool> stop{false};
+};
+
+struct PendingPkt {
+  rte_mbuf* m;
+  uint32_t nexthop;
+  uint16_t port;  // index into Shared::ports
+  uint64_t since;
+};
+
+struct FnatPool {
+  uint16_t* ports = nullptr;  // stack of free local ports owned by this worker
+  uint32_t top = 0;
+};
+
+struct Worker {
+  uint32_t index = 0;  // 0..n_workers-1, also the rx/tx queue and QSBR id
+  unsigned lcore = 0;
+  Shared* sh = nullptr;
+  rte_mempool* pool = nullptr;
+  ConnTable conns;
+  SchedState* sched = nullptr;          // [max_services]
+  DestCounters* dest_counters = nullptr;  // [max_dests]
+  FnatPool fnat[kMaxLocalAddrs];
+  uint32_t fnat_cursor = 0;
+  PendingPkt pending[kPendingMax];
+  uint32_t n_pending = 0;
+  rte_mbuf* txbuf[kMaxPorts][kBurst * 2];
+  uint16_t n_tx[kMaxPorts]{};
+  uint64_t now = 0;
+  WorkerCounters counters;
+};
+
+// Which worker owns the flow of client (addr, port).
+inline uint32_t flow_owner(uint32_t client, uint16_t cport, uint32_t n_workers) {
+  uint32_t h = (client ^ (uint32_t{cport} * 0x9e3779b1u)) * 0x85ebca6bu;
+  return (h >> 16) % n_workers;
+}
+
+// Processes a burst (takes ownership of every mbuf: sent, queued or freed).
+// from_ring: the packets were redirected by another worker (never redirect
+// them again).
+void process_burst(Worker& w, rte_mbuf** pkts, uint16_t n, bool from_ring) noexcept;
+// Sends what is buffered; retries and expires packets waiting for ARP.
+void flush_tx(Worker& w) noexcept;
+void service_pending(Worker& w) noexcept;
+// Expires up to `budget` connections.
+void sweep_conns(Worker& w, uint32_t budget) noexcept;
+// The lcore entry point (arg: Worker*). Polls until sh->stop.
+int worker_main(void* arg);
+
+}  // namespace vipd::dp

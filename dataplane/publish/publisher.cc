@@ -1,0 +1,175 @@
+// Thread: control.
+#include "dataplane/publish/publisher.h"
+
+#include <rte_errno.h>
+#include <rte_hash.h>
+#include <rte_malloc.h>
+#include <rte_rcu_qsbr.h>
+
+#include <numeric>
+
+namespace vipd::dp {
+
+Publisher::Publisher(Shared& sh) : sh_(sh) {
+  for (uint32_t i = sh.max_services; i > 0; --i) free_ids_.push_back(i - 1);
+  for (uint32_t i = 0; i < sh.max_dests; ++i) free_slots_.push_back(i);
+}
+
+Publisher::~Publisher() {
+  for (auto& [k, r] : recs_) rte_free(r.obj);
+}
+
+int64_t Publisher::dest_slot(const cp::ServiceKey& k, uint32_t ip, uint16_t port) const {
+  auto it = recs_.find(k);
+  if (it == recs_.end()) return -1;
+  auto s = it->second.slots.find({ip, port});
+  return s == it->second.slots.end() ? -1 : static_cast<int64_t>(s->second);
+}
+
+void Publisher::vip_ref(uint32_t vip, int delta, Deferred& d) {
+  uint32_t& n = vip_refs_[vip];
+  if (delta > 0) {
+    if (n++ == 0) rte_hash_add_key_data(sh_.vip_addrs, &vip, nullptr);
+    return;
+  }
+  if (--n == 0) {
+    int32_t pos = rte_hash_del_key(sh_.vip_addrs, &vip);
+    if (pos >= 0) d.addr_positions.push_back(pos);
+    vip_refs_.erase(vip);
+  }
+}
+
+bool Publisher::upsert(const cp::VirtualService& vs, Deferred& d, std::string* error) {
+  auto it = recs_.find(vs.key);
+  const bool fresh = it == recs_.end();
+  if (!fresh && it->second.spec == vs) return true;
+  if (vs.backends.size() > free_slots_.size() + (fresh ? 0 : it->second.slots.size())) {
+    *error = "destination capacity exhausted (max-dests " + std::to_string(sh_.max_dests) + ") at " +
+             cp::to_string(vs.key);
+    return false;
+  }
+  if (fresh && free_ids_.empty()) {
+    *error = "service capacity exhausted (max-services " + std::to_string(sh_.max_services) + ")";
+    return false;
+  }
+  const size_t n = vs.backends.size();
+  auto* obj = static_cast<Service*>(rte_zmalloc("vipd_service", sizeof(Service) + n * sizeof(DestRef), 64));
+  if (!obj) {
+    *error = "out of DPDK memory for service " + cp::to_string(vs.key);
+    return false;
+  }
+  Rec& r = recs_[vs.key];
+  if (fresh) {
+    r.id = free_ids_.back();
+    free_ids_.pop_back();
+    vip_ref(vs.key.vip, +1, d);
+  }
+  std::map<std::pair<uint32_t, uint16_t>, uint32_t> slots;
+  obj->id = r.id;
+  obj->vip = vs.key.vip;
+  obj->port = vs.key.port;
+  obj->proto = static_cast<uint8_t>(vs.key.protocol);
+  obj->sched = vs.scheduler == "wrr" ? Sched::kWrr : Sched::kRr;
+  obj->drop_when_empty = vs.when_empty == cp::WhenEmpty::kDrop ? 1 : 0;
+  obj->persistence_s = vs.persistence_timeout_s;
+  obj->n_dests = static_cast<uint32_t>(n);
+  int32_t maxw = 0, g = 0;
+  uint32_t weighted = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const cp::RealServer& b = vs.backends[i];
+    const std::pair<uint32_t, uint16_t> id{b.ip, b.port};
+    uint32_t slot;
+    auto old = r.slots.find(id);
+    if (old != r.slots.end()) {
+      slot = old->second;
+      r.slots.erase(old);
+    } else {
+      slot = free_slots_.front();
+      free_slots_.pop_front();
+    }
+    slots[id] = slot;
+    DestRef& dr = obj->dests[i];
+    dr.ip = b.ip;
+    dr.port = b.port;
+    dr.weight = b.weight;
+    dr.slot = slot;
+    dr.gen = sh_.dest_slots[slot].gen.load(std::memory_order_relaxed);
+    if (b.weight > 0) {
+      ++weighted;
+      maxw = std::max<int32_t>(maxw, static_cast<int32_t>(b.weight));
+      g = std::gcd(g, static_cast<int32_t>(b.weight));
+    }
+  }
+  obj->n_weighted = weighted;
+  obj->max_weight = maxw;
+  obj->gcd_weight = g > 0 ? g : 1;
+  // Destinations that disappeared: expire their connections after quiescence.
+  for (auto& [id, slot] : r.slots) d.dead_slots.push_back(slot);
+  r.slots = std::move(slots);
+  const VipKey key{vs.key.vip, vs.key.port, static_cast<uint8_t>(vs.key.protocol), 0};
+  if (rte_hash_add_key_data(sh_.vip_table, &key, obj) < 0) {
+    *error = "VIP table full adding " + cp::to_string(vs.key);
+    // Keep the old object published; undo nothing else (a full sync follows).
+    rte_free(obj);
+    return false;
+  }
+  if (r.obj) d.objs.push_back(r.obj);
+  r.obj = obj;
+  r.spec = vs;
+  return true;
+}
+
+void Publisher::remove(const cp::ServiceKey& k, Deferred& d) {
+  auto it = recs_.find(k);
+  if (it == recs_.end()) return;
+  Rec& r = it->second;
+  const VipKey key{k.vip, k.port, static_cast<uint8_t>(k.protocol), 0};
+  int32_t pos = rte_hash_del_key(sh_.vip_table, &key);
+  if (pos >= 0) d.vip_positions.push_back(pos);
+  d.objs.push_back(r.obj);
+  for (auto& [id, slot] : r.slots) d.dead_slots.push_back(slot);
+  d.ids.push_back(r.id);
+  vip_ref(k.vip, -1, d);
+  recs_.erase(it);
+}
+
+void Publisher::reclaim(Deferred& d) {
+  if (d.empty()) return;
+  // Wait until no worker can still hold a pointer read before the changes.
+  rte_rcu_qsbr_synchronize(sh_.qsbr, RTE_QSBR_THRID_INVALID);
+  for (void* o : d.objs) rte_free(o);
+  for (int32_t p : d.vip_positions) rte_hash_free_key_with_position(sh_.vip_table, p);
+  for (int32_t p : d.addr_positions) rte_hash_free_key_with_position(sh_.vip_addrs, p);
+  for (uint32_t s : d.dead_slots) {
+    // No published object refers to the slot any more: bumping the generation
+    // expires every connection still pinned to it (expire_nodest_conn).
+    sh_.dest_slots[s].gen.fetch_add(1, std::memory_order_release);
+    free_slots_.push_back(s);
+  }
+  for (uint32_t id : d.ids) free_ids_.push_back(id);
+  d = Deferred{};
+}
+
+bool Publisher::apply(const cp::ServiceTable& next, const cp::TableDiff& diff, bool full,
+                      std::string* error) {
+  Deferred d;
+  bool ok = true;
+  if (full) {
+    std::vector<cp::ServiceKey> gone;
+    for (auto& [k, r] : recs_)
+      if (!next.services.count(k)) gone.push_back(k);
+    for (auto& k : gone) remove(k, d);
+    for (auto& [k, vs] : next.services)
+      if (!upsert(vs, d, error)) { ok = false; break; }
+  } else {
+    for (auto& k : diff.removed) remove(k, d);
+    for (const auto* vs : diff.added)
+      if (ok && !upsert(*vs, d, error)) ok = false;
+    for (const auto* vs : diff.changed)
+      if (ok && !upsert(*vs, d, error)) ok = false;
+  }
+  reclaim(d);
+  return ok;
+}
+
+}  // namespace vipd::dp

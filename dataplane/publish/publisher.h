@@ -1,0 +1,64 @@
+// Thread: control (the single writer of the fast-path tables).
+// Turns ServiceTable changes into fast-path objects: builds a new immutable
+// Service per changed service, swaps it into the lock-free VIP rte_hash, and
+// frees old objects, hash positions and destination slots only after every
+// worker went through a quiescent state (rte_rcu_qsbr).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "controlplane/model/service_table.h"
+#include "dataplane/fastpath/worker.h"
+
+namespace vipd::dp {
+
+class Publisher {
+ public:
+  explicit Publisher(Shared& sh);
+  ~Publisher();
+  Publisher(const Publisher&) = delete;
+  Publisher& operator=(const Publisher&) = delete;
+
+  bool apply(const cp::ServiceTable& next, const cp::TableDiff& diff, bool full, std::string* error);
+
+  // Destination slot of (service, ip, port); -1 if not published.
+  int64_t dest_slot(const cp::ServiceKey& k, uint32_t ip, uint16_t port) const;
+  size_t services() const { return recs_.size(); }
+
+ private:
+  struct Rec {
+    Service* obj = nullptr;
+    uint32_t id = 0;
+    std::map<std::pair<uint32_t, uint16_t>, uint32_t> slots;
+    cp::VirtualService spec;
+  };
+  struct Deferred {
+    std::vector<void*> objs;
+    std::vector<int32_t> vip_positions;
+    std::vector<int32_t> addr_positions;
+    std::vector<uint32_t> dead_slots;  // bump generation, then free
+    std::vector<uint32_t> ids;
+    bool empty() const {
+      return objs.empty() && vip_positions.empty() && addr_positions.empty() && dead_slots.empty() &&
+             ids.empty();
+    }
+  };
+
+  bool upsert(const cp::VirtualService& vs, Deferred& d, std::string* error);
+  void remove(const cp::ServiceKey& k, Deferred& d);
+  void vip_ref(uint32_t vip, int delta, Deferred& d);
+  void reclaim(Deferred& d);
+
+  Shared& sh_;
+  std::map<cp::ServiceKey, Rec> recs_;
+  std::vector<uint32_t> free_ids_;
+  std::deque<uint32_t> free_slots_;  // FIFO: a slot is reused as late as possible
+  std::map<uint32_t, uint32_t> vip_refs_;
+};
+
+}  // namespace vipd::dp

@@ -1,0 +1,409 @@
+// Thread: control.
+#include "dataplane/runtime/dataplane.h"
+
+#include <rte_cycles.h>
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_ethdev.h>
+#include <rte_hash.h>
+#include <rte_jhash.h>
+#include <rte_lcore.h>
+#include <rte_malloc.h>
+#include <rte_mbuf.h>
+#include <rte_rcu_qsbr.h>
+#include <rte_ring.h>
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+
+#include "common/log.h"
+#include "dataplane/fastpath/worker.h"
+#include "dataplane/publish/publisher.h"
+
+namespace vipd::dp {
+namespace {
+
+std::string mac_str(const uint8_t m[6]) {
+  char b[32];
+  snprintf(b, sizeof b, "%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3], m[4], m[5]);
+  return b;
+}
+
+bool has_arg(const std::vector<std::string>& a, std::initializer_list<const char*> names) {
+  for (const auto& s : a)
+    for (const char* n : names)
+      if (s == n || s.rfind(std::string(n) + "=", 0) == 0) return true;
+  return false;
+}
+
+// Adds the queue count to vdevs whose drivers take it as a devarg.
+std::string vdev_with_queues(const std::string& dev, unsigned nq) {
+  auto add = [&](const char* prefix, const char* key) -> std::string {
+    if (dev.rfind(prefix, 0) != 0 || dev.find(std::string(key) + "=") != std::string::npos) return {};
+    return dev + (dev.find(',') == std::string::npos ? "," : ",") + key + "=" + std::to_string(nq);
+  };
+  if (nq <= 1) return dev;
+  for (auto [p, k] : {std::pair{"net_af_packet", "qpairs"}, std::pair{"net_af_xdp", "queue_count"},
+                      std::pair{"net_tap", "queues"}}) {
+    std::string s = add(p, k);
+    if (!s.empty()) return s;
+  }
+  return dev;
+}
+
+class DpdkDataplane final : public Dataplane {
+ public:
+  explicit DpdkDataplane(const DataplaneConfig& cfg) : cfg_(cfg) {}
+  ~DpdkDataplane() override { stop(); }
+
+  bool init(std::string* error);
+  bool start(std::string* error) override;
+  void stop() override;
+  bool apply(const cp::ServiceTable& next, const cp::TableDiff& diff, bool full, std::string* error) override {
+    std::lock_guard<std::mutex> g(mu_);
+    return pub_->apply(next, diff, full, error);
+  }
+  std::vector<WorkerSnapshot> workers() const override;
+  std::vector<PortSnapshot> ports() const override;
+  DestSnapshot dest(const cp::ServiceKey& svc, uint32_t ip, uint16_t port) const override;
+  uint32_t neighbor_entries() const override { return sh_.neigh.size(); }
+
+ private:
+  bool init_eal(std::string* error);
+  bool init_port(size_t i, std::string* error);
+
+  DataplaneConfig cfg_;
+  Shared sh_;
+  rte_mempool* pool_ = nullptr;
+  std::vector<std::unique_ptr<Worker>> workers_;
+  std::unique_ptr<Publisher> pub_;
+  mutable std::mutex mu_;
+  bool eal_ = false, started_ = false, stopped_ = false;
+};
+
+bool DpdkDataplane::init_eal(std::string* error) {
+  std::vector<std::string> args{cfg_.program};
+  for (const auto& a : cfg_.eal_args) args.push_back(a);
+  if (!has_arg(cfg_.eal_args, {"-l", "--lcores", "-c"})) {
+    std::string l = std::to_string(cfg_.main_lcore);
+    for (unsigned w : cfg_.worker_lcores) l += "," + std::to_string(w);
+    args.push_back("-l");
+    args.push_back(l);
+  }
+  if (!has_arg(cfg_.eal_args, {"--main-lcore"})) {
+    args.push_back("--main-lcore");
+    args.push_back(std::to_string(cfg_.main_lcore));
+  }
+  bool any_pci = false;
+  for (const auto& p : cfg_.ports) {
+    if (p.is_pci) {
+      any_pci = true;
+      args.push_back("-a");
+      args.push_back(p.device);
+    } else {
+      args.push_back("--vdev");
+      args.push_back(vdev_with_queues(p.device, static_cast<unsigned>(cfg_.worker_lcores.size())));
+    }
+  }
+  if (!any_pci && !has_arg(cfg_.eal_args, {"--no-pci", "-a", "--allow", "-b", "--block"}))
+    args.push_back("--no-pci");
+  std::string line;
+  for (const auto& a : args) line += " " + a;
+  log_info("dpdk: EAL arguments:" + line);
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  int rc = rte_eal_init(static_cast<int>(args.size()), argv.data());
+  if (rc < 0) {
+    *error = std::string("dpdk: EAL initialisation failed: ") + rte_strerror(rte_errno) +
+             " (EAL arguments:" + line + ")";
+    return false;
+  }
+  eal_ = true;
+  if (rte_get_main_lcore() != cfg_.main_lcore) {
+    *error = "dpdk: main lcore is " + std::to_string(rte_get_main_lcore()) + ", config says " +
+             std::to_string(cfg_.main_lcore);
+    return false;
+  }
+  for (unsigned w : cfg_.worker_lcores) {
+    if (w == cfg_.main_lcore || !rte_lcore_is_enabled(w)) {
+      *error = "dpdk: worker lcore " + std::to_string(w) +
+               " is not an enabled EAL lcore other than the main lcore (check --worker-lcores and -l/--lcores)";
+      return false;
+    }
+  }
+  return true;
+}
+
+bool DpdkDataplane::init_port(size_t i, std::string* error) {
+  const PortSpec& spec = cfg_.ports[i];
+  std::string name = spec.device.substr(0, spec.device.find(','));
+  uint16_t pid;
+  if (rte_eth_dev_get_port_by_name(name.c_str(), &pid) != 0) {
+    *error = "dpdk: port '" + spec.device + "': no such device after EAL probe (is the driver available and the interface present?)";
+    return false;
+  }
+  const uint16_t nq = static_cast<uint16_t>(workers_.size());
+  rte_eth_dev_info info{};
+  if (rte_eth_dev_info_get(pid, &info) != 0) {
+    *error = "dpdk: port '" + name + "': cannot read device info";
+    return false;
+  }
+  if (info.max_rx_queues < nq || info.max_tx_queues < nq) {
+    *error = "dpdk: port '" + name + "' supports " + std::to_string(info.max_rx_queues) + " rx / " +
+             std::to_string(info.max_tx_queues) + " tx queues, " + std::to_string(nq) +
+             " workers need one each (add qpairs=/queues= to the vdev)";
+    return false;
+  }
+  rte_eth_conf conf{};
+  if (nq > 1 && info.flow_type_rss_offloads) {
+    conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
+    conf.rx_adv_conf.rss_conf.rss_hf = info.flow_type_rss_offloads & (RTE_ETH_RSS_IP | RTE_ETH_RSS_TCP | RTE_ETH_RSS_UDP);
+  }
+  int rc = rte_eth_dev_configure(pid, nq, nq, &conf);
+  if (rc != 0) {
+    *error = "dpdk: port '" + name + "': configure failed: " + rte_strerror(-rc);
+    return false;
+  }
+  uint16_t nrx = cfg_.rx_desc, ntx = cfg_.tx_desc;
+  rte_eth_dev_adjust_nb_rx_tx_desc(pid, &nrx, &ntx);
+  const int sock = rte_eth_dev_socket_id(pid) < 0 ? 0 : rte_eth_dev_socket_id(pid);
+  for (uint16_t q = 0; q < nq; ++q) {
+    if ((rc = rte_eth_rx_queue_setup(pid, q, nrx, sock, nullptr, pool_)) != 0 ||
+        (rc = rte_eth_tx_queue_setup(pid, q, ntx, sock, nullptr)) != 0) {
+      *error = "dpdk: port '" + name + "': queue setup failed: " + rte_strerror(-rc);
+      return false;
+    }
+  }
+  if ((rc = rte_eth_dev_start(pid)) != 0) {
+    *error = "dpdk: port '" + name + "': start failed: " + rte_strerror(-rc);
+    return false;
+  }
+  PortInfo& p = sh_.ports[i];
+  p.port_id = pid;
+  rte_ether_addr mac{};
+  rte_eth_macaddr_get(pid, &mac);
+  std::memcpy(p.mac, mac.addr_bytes, 6);
+  p.ip = spec.ip;
+  p.mask = spec.prefix_len == 0 ? 0 : ~uint32_t{0} << (32 - spec.prefix_len);
+  p.gateway = spec.gateway;
+  log_info("dpdk: port " + std::to_string(pid) + " " + spec.device + " mac " + mac_str(p.mac) + " ip " +
+           cp::ipv4_to_string(spec.ip) + "/" + std::to_string(spec.prefix_len) +
+           (spec.gateway ? " via " + cp::ipv4_to_string(spec.gateway) : "") + ", " + std::to_string(nq) +
+           " queue(s)");
+  return true;
+}
+
+bool DpdkDataplane::init(std::string* error) {
+  if (cfg_.worker_lcores.empty() || cfg_.worker_lcores.size() > kMaxWorkers) {
+    *error = "dpdk: between 1 and " + std::to_string(kMaxWorkers) + " worker lcores are needed";
+    return false;
+  }
+  if (cfg_.ports.empty() || cfg_.ports.size() > kMaxPorts) {
+    *error = "dpdk: between 1 and " + std::to_string(kMaxPorts) + " ports are needed";
+    return false;
+  }
+  if (cfg_.fnat && (cfg_.local_addrs.empty() || cfg_.local_addrs.size() > kMaxLocalAddrs)) {
+    *error = "dpdk: fnat needs between 1 and " + std::to_string(kMaxLocalAddrs) + " local addresses";
+    return false;
+  }
+  if (!init_eal(error)) return false;
+  const int sock = static_cast<int>(rte_socket_id());
+  const uint32_t nw = static_cast<uint32_t>(cfg_.worker_lcores.size());
+  pool_ = rte_pktmbuf_pool_create("vipd_mbufs", cfg_.mbuf_count, 256, 0, RTE_MBUF_DEFAULT_BUF_SIZE, sock);
+  if (!pool_) {
+    *error = std::string("dpdk: cannot create mbuf pool of ") + std::to_string(cfg_.mbuf_count) +
+             " mbufs: " + rte_strerror(rte_errno) + " (raise -m or use hugepages)";
+    return false;
+  }
+  sh_.n_workers = nw;
+  sh_.max_services = cfg_.max_services;
+  sh_.max_dests = cfg_.max_dests;
+  sh_.forward = cfg_.fnat ? Forward::kFnat : Forward::kNat;
+  sh_.n_local_addrs = cfg_.fnat ? static_cast<uint32_t>(cfg_.local_addrs.size()) : 0;
+  for (uint32_t i = 0; i < sh_.n_local_addrs; ++i) sh_.local_addrs[i] = cfg_.local_addrs[i];
+  sh_.tsc_hz = rte_get_tsc_hz();
+  sh_.t_syn = 60 * sh_.tsc_hz;
+  sh_.t_est = uint64_t{cfg_.tcp_established_timeout_s} * sh_.tsc_hz;
+  sh_.t_fin = uint64_t{cfg_.tcp_fin_timeout_s} * sh_.tsc_hz;
+  sh_.t_close = 10 * sh_.tsc_hz;
+  sh_.t_udp = uint64_t{cfg_.udp_timeout_s} * sh_.tsc_hz;
+  sh_.arp_retry = sh_.tsc_hz / 5;  // 200 ms
+  sh_.arp_give_up = sh_.tsc_hz;    // 1 s
+  sh_.idle_sleep_us = cfg_.idle_sleep_us;
+
+  rte_hash_parameters hp{};
+  hp.name = "vipd_vips";
+  hp.entries = std::max<uint32_t>(cfg_.max_services, 64);
+  hp.key_len = sizeof(VipKey);
+  hp.hash_func = rte_jhash;
+  hp.socket_id = sock;
+  hp.extra_flag = RTE_HASH_EXTRA_FLAGS_RW_CONCURRENCY_LF | RTE_HASH_EXTRA_FLAGS_EXT_TABLE;
+  sh_.vip_table = rte_hash_create(&hp);
+  hp.name = "vipd_vip_addrs";
+  hp.key_len = sizeof(uint32_t);
+  sh_.vip_addrs = rte_hash_create(&hp);
+  const size_t qsz = rte_rcu_qsbr_get_memsize(nw);
+  sh_.qsbr = static_cast<rte_rcu_qsbr*>(rte_zmalloc("vipd_qsbr", qsz, RTE_CACHE_LINE_SIZE));
+  sh_.dest_slots = static_cast<DestSlot*>(rte_zmalloc("vipd_dest_slots", sizeof(DestSlot) * cfg_.max_dests, 64));
+  constexpr uint32_t kNeigh = 8192;
+  void* nmem = rte_zmalloc("vipd_neigh", NeighborTable::bytes_for(kNeigh), 64);
+  if (!sh_.vip_table || !sh_.vip_addrs || !sh_.qsbr || !sh_.dest_slots || !nmem) {
+    *error = std::string("dpdk: cannot allocate the VIP tables: ") + rte_strerror(rte_errno) + " (raise -m)";
+    return false;
+  }
+  rte_rcu_qsbr_init(sh_.qsbr, nw);
+  sh_.neigh.init(nmem, kNeigh, uint64_t{cfg_.neighbor_timeout_s} * sh_.tsc_hz,
+                 uint64_t{cfg_.neighbor_timeout_s} * 4 * sh_.tsc_hz);
+
+  for (uint32_t i = 0; i < nw; ++i) {
+    auto w = std::make_unique<Worker>();
+    w->index = i;
+    w->lcore = cfg_.worker_lcores[i];
+    w->sh = &sh_;
+    w->pool = pool_;
+    if (!w->conns.init("vipd_conns_" + std::to_string(i), cfg_.conn_table_size, sock, error)) return false;
+    w->sched = static_cast<SchedState*>(rte_zmalloc("vipd_sched", sizeof(SchedState) * cfg_.max_services, 64));
+    w->dest_counters = static_cast<DestCounters*>(rte_zmalloc("vipd_dctr", sizeof(DestCounters) * cfg_.max_dests, 64));
+    if (!w->sched || !w->dest_counters) {
+      *error = "dpdk: out of memory for worker state (lower --conn-table-size or raise -m)";
+      return false;
+    }
+    for (uint32_t a = 0; a < sh_.n_local_addrs; ++a) {
+      FnatPool& fp = w->fnat[a];
+      fp.ports = static_cast<uint16_t*>(rte_zmalloc("vipd_fnat", sizeof(uint16_t) * 65536, 64));
+      if (!fp.ports) {
+        *error = "dpdk: out of memory for fnat port pools";
+        return false;
+      }
+      for (uint32_t port = 65535; port >= 1024; --port)
+        if (port % nw == i) fp.ports[fp.top++] = static_cast<uint16_t>(port);
+    }
+    if (nw > 1) {
+      std::string rn = "vipd_redir_" + std::to_string(i);
+      sh_.rings[i] = rte_ring_create(rn.c_str(), 4096, sock, RING_F_SC_DEQ);
+      if (!sh_.rings[i]) {
+        *error = "dpdk: cannot create redirect ring: " + std::string(rte_strerror(rte_errno));
+        return false;
+      }
+    }
+    workers_.push_back(std::move(w));
+  }
+  for (size_t i = 0; i < cfg_.ports.size(); ++i)
+    if (!init_port(i, error)) return false;
+  sh_.n_ports = static_cast<uint16_t>(cfg_.ports.size());
+  pub_ = std::make_unique<Publisher>(sh_);
+  return true;
+}
+
+bool DpdkDataplane::start(std::string* error) {
+  for (auto& w : workers_) {
+    int rc = rte_eal_remote_launch(worker_main, w.get(), w->lcore);
+    if (rc != 0) {
+      *error = "dpdk: cannot launch worker on lcore " + std::to_string(w->lcore) + ": " + rte_strerror(-rc);
+      return false;
+    }
+    log_info("dpdk: worker " + std::to_string(w->index) + " running on lcore " + std::to_string(w->lcore));
+  }
+  started_ = true;
+  return true;
+}
+
+void DpdkDataplane::stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  sh_.stop.store(true);
+  if (started_) rte_eal_mp_wait_lcore();
+  if (!eal_) return;
+  for (uint16_t i = 0; i < sh_.n_ports; ++i) {
+    rte_eth_dev_stop(sh_.ports[i].port_id);
+    rte_eth_dev_close(sh_.ports[i].port_id);
+  }
+  pub_.reset();
+  workers_.clear();
+  rte_eal_cleanup();
+}
+
+std::vector<WorkerSnapshot> DpdkDataplane::workers() const {
+  std::vector<WorkerSnapshot> out;
+  auto ld = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
+  for (const auto& w : workers_) {
+    const WorkerCounters& c = w->counters;
+    WorkerSnapshot s;
+    s.lcore = w->lcore;
+    s.rx = ld(c.rx);
+    s.tx = ld(c.tx);
+    s.new_flows = ld(c.new_flows);
+    s.active_flows = ld(c.active_flows);
+    s.redirects_out = ld(c.redirects_out);
+    s.redirects_in = ld(c.redirects_in);
+    s.polls = ld(c.polls);
+    s.busy_polls = ld(c.busy_polls);
+    s.rst_sent = ld(c.rst_sent);
+    s.icmp_unreach_sent = ld(c.icmp_unreach_sent);
+    s.arp_replies = ld(c.arp_replies);
+    s.arp_requests = ld(c.arp_requests);
+    s.conn_entries = w->conns.size();
+    s.conn_capacity = w->conns.capacity();
+    for (unsigned r = 0; r < kNumDropReasons; ++r) {
+      uint64_t v = ld(c.drops[r]);
+      s.drops += v;
+      s.drop_reasons.emplace_back(drop_reason_name(r), v);
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::vector<PortSnapshot> DpdkDataplane::ports() const {
+  std::vector<PortSnapshot> out;
+  for (uint16_t i = 0; i < sh_.n_ports; ++i) {
+    PortSnapshot p;
+    p.device = cfg_.ports[i].device;
+    p.port_id = sh_.ports[i].port_id;
+    p.mac = mac_str(sh_.ports[i].mac);
+    rte_eth_stats st{};
+    if (rte_eth_stats_get(p.port_id, &st) == 0) {
+      p.ipackets = st.ipackets;
+      p.opackets = st.opackets;
+      p.ierrors = st.ierrors;
+      p.oerrors = st.oerrors;
+      p.imissed = st.imissed;
+    }
+    out.push_back(p);
+  }
+  return out;
+}
+
+DestSnapshot DpdkDataplane::dest(const cp::ServiceKey& svc, uint32_t ip, uint16_t port) const {
+  DestSnapshot s;
+  int64_t slot;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    slot = pub_ ? pub_->dest_slot(svc, ip, port) : -1;
+  }
+  if (slot < 0) return s;
+  for (const auto& w : workers_) {
+    // Plain reads of another thread's counters: values may be a moment old.
+    const volatile DestCounters& d = w->dest_counters[slot];
+    s.conns += d.conns;
+    s.inpkts += d.inpkts;
+    s.outpkts += d.outpkts;
+    s.inbytes += d.inbytes;
+    s.outbytes += d.outbytes;
+    s.active += d.active;
+    s.inactive += d.inactive;
+  }
+  return s;
+}
+
+}  // namespace
+
+std::unique_ptr<Dataplane> Dataplane::create(const DataplaneConfig& cfg, std::string* error) {
+  auto dp = std::make_unique<DpdkDataplane>(cfg);
+  if (!dp->init(error)) return nullptr;
+  return dp;
+}
+
+}  // namespace vipd::dp

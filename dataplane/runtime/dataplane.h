@@ -1,0 +1,87 @@
+// Thread: control. The DPDK dataplane as the control plane sees it: no DPDK
+// headers here, so controlplane/ and cmd/ can include it. Owns EAL, ports,
+// mempool, tables, worker lcores and the publisher.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "controlplane/model/service_table.h"
+
+namespace vipd::dp {
+
+struct PortSpec {
+  std::string device;  // PCI address or vdev string
+  bool is_pci = false;
+  uint32_t ip = 0;     // host order
+  uint8_t prefix_len = 24;
+  uint32_t gateway = 0;  // 0 = none
+};
+
+struct DataplaneConfig {
+  std::string program = "vipd";
+  std::vector<std::string> eal_args;
+  std::vector<PortSpec> ports;
+  unsigned main_lcore = 0;
+  std::vector<unsigned> worker_lcores{1};
+  bool fnat = true;
+  std::vector<uint32_t> local_addrs;
+  uint32_t conn_table_size = 262144;  // per worker
+  uint32_t max_services = 65536;
+  uint32_t max_dests = 262144;
+  uint32_t tcp_established_timeout_s = 900;
+  uint32_t tcp_fin_timeout_s = 120;
+  uint32_t udp_timeout_s = 300;
+  uint32_t neighbor_timeout_s = 60;
+  uint32_t mbuf_count = 8191;
+  uint32_t idle_sleep_us = 0;
+  uint16_t rx_desc = 1024, tx_desc = 1024;
+};
+
+struct WorkerSnapshot {
+  unsigned lcore = 0;
+  uint64_t rx = 0, tx = 0, drops = 0, new_flows = 0, active_flows = 0;
+  uint64_t redirects_out = 0, redirects_in = 0, polls = 0, busy_polls = 0;
+  uint64_t rst_sent = 0, icmp_unreach_sent = 0, arp_replies = 0, arp_requests = 0;
+  uint32_t conn_entries = 0, conn_capacity = 0;
+  std::vector<std::pair<std::string, uint64_t>> drop_reasons;  // all reasons, fixed order
+};
+
+struct DestSnapshot {
+  uint64_t conns = 0, inpkts = 0, outpkts = 0, inbytes = 0, outbytes = 0;
+  int64_t active = 0, inactive = 0;
+};
+
+struct PortSnapshot {
+  std::string device;
+  uint16_t port_id = 0;
+  std::string mac;
+  uint64_t ipackets = 0, opackets = 0, ierrors = 0, oerrors = 0, imissed = 0;
+};
+
+class Dataplane {
+ public:
+  // Initialises EAL, ports, tables; does not start workers. nullptr + *error.
+  static std::unique_ptr<Dataplane> create(const DataplaneConfig& cfg, std::string* error);
+  virtual ~Dataplane() = default;
+
+  virtual bool start(std::string* error) = 0;  // launches the worker lcores
+  virtual void stop() = 0;                      // stops workers, closes ports
+
+  // Single writer: programs the table. `full` reconciles against everything
+  // published so far; otherwise only `diff` is applied.
+  virtual bool apply(const cp::ServiceTable& next, const cp::TableDiff& diff, bool full,
+                     std::string* error) = 0;
+
+  virtual std::vector<WorkerSnapshot> workers() const = 0;
+  virtual std::vector<PortSnapshot> ports() const = 0;
+  // Counters of one destination of one service (summed over workers).
+  virtual DestSnapshot dest(const cp::ServiceKey& svc, uint32_t ip, uint16_t port) const = 0;
+  virtual uint32_t neighbor_entries() const = 0;
+};
+
+}  // namespace vipd::dp

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# usage: scripts/bootstrap.sh
+# Installs every Debian package that vipd's build, tests and demo need.
+# Idempotent: packages already present are left alone; apt-get runs only if
+# something is missing. Must run as root on Debian 12.
+set -euo pipefail
+
+PKGS=(
+  build-essential pkg-config meson ninja-build
+  libdpdk-dev dpdk
+  libboost-program-options-dev
+  prometheus-cpp-dev libcpp-httplib-dev nlohmann-json3-dev
+  libyaml-cpp-dev libsimdjson-dev
+  libgtest-dev libgmock-dev
+  libnl-3-dev libnl-genl-3-dev libnl-route-3-dev
+  iproute2 ethtool iptables procps kmod
+  python3 curl
+)
+
+missing=()
+for p in "${PKGS[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ "${#missing[@]}" -eq 0 ]; then
+  echo "bootstrap: all ${#PKGS[@]} packages present"
+  exit 0
+fi
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "bootstrap: missing packages (${missing[*]}) and not root; run as root" >&2
+  exit 1
+fi
+
+echo "bootstrap: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}"
+echo "bootstrap: done"
