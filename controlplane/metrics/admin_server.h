@@ -1,0 +1,88 @@
+// Thread: control (start/stop); handlers run on the server's own thread.
+// AdminServer: a small read-only HTTP/1.1 JSON API on a unix domain socket
+// (default /run/vipd/admin.sock), used by `vipctl`. Built on cpp-httplib.
+//
+// - Only GET is served; any other method gets 405.
+// - Handlers run one at a time on the server's single worker thread, so a
+//   handler never races another handler, but it does run concurrently with the
+//   control thread: it must only read state that is safe to read from there.
+// - A handler that throws produces 500 {"error": "<what()>"}.
+// - An unknown path produces 404 {"error": "not found", "paths": [...]}.
+// - The socket file is created mode 0600 (bound under a temporary name, chmod'ed,
+//   then renamed into place, so it is never reachable with looser permissions).
+//   A missing parent directory is created 0755. A stale socket file (nobody
+//   listening) is replaced; a live one or a non-socket file makes start() fail.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace httplib {
+class Server;
+}
+
+namespace vipd::cp {
+
+class AdminServer {
+ public:
+  static constexpr const char* kDefaultSocketPath = "/run/vipd/admin.sock";
+
+  explicit AdminServer(std::string socket_path);
+  ~AdminServer();  // stop()
+
+  AdminServer(const AdminServer&) = delete;
+  AdminServer& operator=(const AdminServer&) = delete;
+
+  // Registers a GET handler for an exact path ("/v1/services"). Registering the
+  // same path again replaces the handler. May be called before or after start().
+  void handle(const std::string& path, std::function<nlohmann::json()> handler);
+  // Same, for documents whose key order matters (e.g. the dry-run table, which
+  // has a fixed key order): the object is serialized in insertion order.
+  void handle_ordered(const std::string& path, std::function<nlohmann::ordered_json()> handler);
+
+  // Binds the socket and starts serving on a background thread. On failure
+  // returns false and, if `error` is non-null, sets it to one line such as
+  // "admin socket /run/vipd/admin.sock: bind failed: Permission denied".
+  // Returns false (with a message) if already started.
+  bool start(std::string* error);
+
+  // Stops serving, joins the server thread and unlinks the socket file.
+  // Idempotent; safe to call if start() failed or was never called.
+  void stop();
+
+  bool running() const { return running_.load(); }
+  const std::string& socket_path() const { return socket_path_; }
+
+  // Paths with a handler, sorted.
+  std::vector<std::string> paths() const;
+
+ private:
+  // Returns the serialized JSON body; may throw.
+  using BodyFn = std::function<std::string()>;
+
+  void add(const std::string& path, BodyFn fn);
+  bool prepare_path(std::string* error);  // parent dir, stale socket
+  bool bind_socket(std::string* error);   // bind, chmod 0600, move into place
+  void shutdown_server();                 // stop + join the server thread
+
+  const std::string socket_path_;
+  mutable std::mutex mu_;  // guards handlers_
+  std::map<std::string, BodyFn> handlers_;
+
+  std::unique_ptr<httplib::Server> server_;
+  std::thread thread_;
+  std::atomic<bool> running_{false};
+  std::atomic<bool> listen_returned_{false};
+  bool bound_ = false;  // socket_path_ is ours to unlink
+  int listen_fd_ = -1;  // httplib's listening socket (owned by httplib)
+};
+
+}  // namespace vipd::cp

@@ -1,0 +1,231 @@
+// Thread: test main thread.
+#include "cmd/vipctl_format.h"
+
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+#include <string>
+
+namespace vipd::ctl {
+namespace {
+
+using nlohmann::json;
+
+json sample_services() {
+  return json::parse(R"({
+    "generation": 3, "forward_method": "fnat",
+    "services": [
+      {"name": "default/db:http", "protocol": "TCP", "vip": "10.96.0.100", "port": 8080,
+       "scheduler": "rr", "persistence_timeout_s": 0, "when_empty": "reject",
+       "stats": {"conns": 120, "inpkts": 4000, "outpkts": 3900, "inbytes": 512000, "outbytes": 2048000},
+       "backends": [
+         {"ip": "10.244.1.15", "port": 8080, "weight": 1, "terminating": false,
+          "active_conns": 7, "inactive_conns": 2,
+          "stats": {"conns": 70, "inpkts": 2500, "outpkts": 2400, "inbytes": 300000, "outbytes": 1200000}},
+         {"ip": "10.244.2.7", "port": 8080, "weight": 0, "terminating": true,
+          "active_conns": 0, "inactive_conns": 11,
+          "stats": {"conns": 50, "inpkts": 1500, "outpkts": 1500, "inbytes": 212000, "outbytes": 848000}}
+       ]},
+      {"name": "kube-system/dns:dns", "protocol": "UDP", "vip": "10.96.0.10", "port": 53,
+       "scheduler": "wrr", "persistence_timeout_s": 360, "when_empty": "drop",
+       "stats": {"conns": 0, "inpkts": 0, "outpkts": 0, "inbytes": 0, "outbytes": 0},
+       "backends": []}
+    ]})");
+}
+
+TEST(VipctlFormat, ForwardLabel) {
+  EXPECT_EQ(forward_label("fnat"), "FullNat");
+  EXPECT_EQ(forward_label("nat"), "Masq");
+  EXPECT_EQ(forward_label("dr"), "dr");
+}
+
+TEST(VipctlFormat, ListLikeIpvsadm) {
+  EXPECT_EQ(format_list(sample_services()),
+            "IP Virtual Server (vipd) generation 3, 2 services\n"
+            "Prot LocalAddress:Port Scheduler Flags\n"
+            "  -> RemoteAddress:Port           Forward Weight ActiveConn InActConn\n"
+            "TCP  10.96.0.100:8080 rr\n"
+            "  -> 10.244.1.15:8080             FullNat 1      7          2\n"
+            "  -> 10.244.2.7:8080              FullNat 0      0          11\n"
+            "UDP  10.96.0.10:53 wrr persistent 360\n");
+}
+
+TEST(VipctlFormat, ListBriefExampleAndMasq) {
+  json doc = json::parse(R"({"generation":3,"forward_method":"nat","services":[
+    {"name":"default/db:http","protocol":"TCP","vip":"10.96.0.100","port":8080,"scheduler":"rr",
+     "persistence_timeout_s":0,"when_empty":"reject",
+     "stats":{"conns":0,"inpkts":0,"outpkts":0,"inbytes":0,"outbytes":0},
+     "backends":[{"ip":"10.244.1.15","port":8080,"weight":1,"terminating":false,
+                  "active_conns":0,"inactive_conns":0,
+                  "stats":{"conns":0,"inpkts":0,"outpkts":0,"inbytes":0,"outbytes":0}}]}]})");
+  EXPECT_EQ(format_list(doc),
+            "IP Virtual Server (vipd) generation 3, 1 services\n"
+            "Prot LocalAddress:Port Scheduler Flags\n"
+            "  -> RemoteAddress:Port           Forward Weight ActiveConn InActConn\n"
+            "TCP  10.96.0.100:8080 rr\n"
+            "  -> 10.244.1.15:8080             Masq    1      0          0\n");
+}
+
+TEST(VipctlFormat, ListEmptyAndMalformedIsTolerated) {
+  EXPECT_EQ(format_list(json::parse(R"({"generation":0,"forward_method":"fnat","services":[]})")),
+            "IP Virtual Server (vipd) generation 0, 0 services\n"
+            "Prot LocalAddress:Port Scheduler Flags\n"
+            "  -> RemoteAddress:Port           Forward Weight ActiveConn InActConn\n");
+  // Not an object at all: header only, no throw.
+  EXPECT_NO_THROW(format_list(json::array()));
+  EXPECT_NO_THROW(format_list_stats(json(nullptr)));
+  EXPECT_NO_THROW(format_stats(json("x")));
+  EXPECT_NO_THROW(format_status(json(1), 0));
+}
+
+TEST(VipctlFormat, ListStats) {
+  EXPECT_EQ(format_list_stats(sample_services()),
+            "IP Virtual Server (vipd) generation 3, 2 services\n"
+            "Prot LocalAddress:Port               Conns   InPkts  OutPkts  InBytes OutBytes\n"
+            "  -> RemoteAddress:Port\n"
+            "TCP  10.96.0.100:8080                  120     4000     3900   512000  2048000\n"
+            "  -> 10.244.1.15:8080                   70     2500     2400   300000  1200000\n"
+            "  -> 10.244.2.7:8080                    50     1500     1500   212000   848000\n"
+            "UDP  10.96.0.10:53                       0        0        0        0        0\n");
+}
+
+TEST(VipctlFormat, ComputeRates) {
+  json before = sample_services();
+  json after = sample_services();
+  after["generation"] = 4;
+  auto& svc = after["services"][0];
+  svc["stats"] = {{"conns", 140}, {"inpkts", 5000}, {"outpkts", 4900}, {"inbytes", 612000}, {"outbytes", 2548000}};
+  svc["backends"][0]["stats"] = {{"conns", 90}, {"inpkts", 3500}, {"outpkts", 3400}, {"inbytes", 400000}, {"outbytes", 1700000}};
+  // A backend that was not there in the first sample counts from zero.
+  svc["backends"].push_back(json::parse(R"({"ip":"10.244.3.3","port":8080,"weight":1,
+    "active_conns":1,"inactive_conns":0,
+    "stats":{"conns":4,"inpkts":8,"outpkts":6,"inbytes":800,"outbytes":600}})"));
+  // Counters that went backwards (daemon restart) give zero, not a huge number.
+  after["services"][1]["stats"]["conns"] = 0;
+  before["services"][1]["stats"]["conns"] = 10;
+
+  json r = compute_rates(before, after, 2.0);
+  EXPECT_EQ(r["generation"], 4);
+  EXPECT_EQ(r["interval_s"], 2.0);
+  const json& s0 = r["services"][0];
+  EXPECT_EQ(s0["vip"], "10.96.0.100");
+  EXPECT_DOUBLE_EQ(s0["rate"]["cps"].get<double>(), 10.0);
+  EXPECT_DOUBLE_EQ(s0["rate"]["inpps"].get<double>(), 500.0);
+  EXPECT_DOUBLE_EQ(s0["rate"]["outpps"].get<double>(), 500.0);
+  EXPECT_DOUBLE_EQ(s0["rate"]["inbps"].get<double>(), 50000.0);
+  EXPECT_DOUBLE_EQ(s0["rate"]["outbps"].get<double>(), 250000.0);
+  EXPECT_DOUBLE_EQ(s0["backends"][0]["rate"]["cps"].get<double>(), 10.0);
+  EXPECT_DOUBLE_EQ(s0["backends"][1]["rate"]["cps"].get<double>(), 0.0);
+  EXPECT_DOUBLE_EQ(s0["backends"][2]["rate"]["cps"].get<double>(), 2.0);
+  EXPECT_DOUBLE_EQ(s0["backends"][2]["rate"]["inbps"].get<double>(), 400.0);
+  EXPECT_DOUBLE_EQ(r["services"][1]["rate"]["cps"].get<double>(), 0.0);
+
+  EXPECT_EQ(format_list_rate(r),
+            "IP Virtual Server (vipd) generation 4, 2 services\n"
+            "Prot LocalAddress:Port                 CPS    InPPS   OutPPS    InBPS   OutBPS\n"
+            "  -> RemoteAddress:Port\n"
+            "TCP  10.96.0.100:8080                   10      500      500    50000   250000\n"
+            "  -> 10.244.1.15:8080                   10      500      500    50000   250000\n"
+            "  -> 10.244.2.7:8080                     0        0        0        0        0\n"
+            "  -> 10.244.3.3:8080                     2        4        3      400      300\n"
+            "UDP  10.96.0.10:53                       0        0        0        0        0\n");
+}
+
+TEST(VipctlFormat, ComputeRatesZeroIntervalAndNewService) {
+  json before = json::parse(R"({"generation":1,"services":[]})");
+  json after = sample_services();
+  json r = compute_rates(before, after, 0.0);
+  EXPECT_DOUBLE_EQ(r["services"][0]["rate"]["cps"].get<double>(), 0.0);
+  r = compute_rates(before, after, 1.0);
+  EXPECT_DOUBLE_EQ(r["services"][0]["rate"]["cps"].get<double>(), 120.0);
+}
+
+TEST(VipctlFormat, Stats) {
+  json doc = json::parse(R"({"workers":[
+    {"lcore":1,"rx":1000,"tx":990,"drops":10,"new_flows":50,"active_flows":20,"redirects":3,
+     "drop_reasons":{"no_service":6,"bad_checksum":0,"ring_full":4}},
+    {"lcore":2,"rx":2000000,"tx":1999000,"drops":1000,"new_flows":7,"active_flows":5,"redirects":0,
+     "drop_reasons":{"no_service":994,"bad_checksum":6,"ring_full":0}}]})");
+  EXPECT_EQ(format_stats(doc),
+            "Lcore       RX       TX  Drops  NewFlows  ActiveFlows  Redirects\n"
+            "1         1000      990     10        50           20          3\n"
+            "2      2000000  1999000   1000         7            5          0\n"
+            "total  2001000  1999990   1010        57           25          3\n"
+            "\n"
+            "Drops by reason (all workers):\n"
+            "  no_service    1000\n"
+            "  bad_checksum     6\n"
+            "  ring_full        4\n");
+}
+
+TEST(VipctlFormat, StatsAllDropsZero) {
+  json doc = json::parse(R"({"workers":[
+    {"lcore":3,"rx":5,"tx":5,"drops":0,"new_flows":1,"active_flows":1,"redirects":0,
+     "drop_reasons":{"no_service":0}}]})");
+  EXPECT_EQ(format_stats(doc),
+            "Lcore  RX  TX  Drops  NewFlows  ActiveFlows  Redirects\n"
+            "3       5   5      0         1            1          0\n"
+            "\n"
+            "Drops by reason: none (all reasons zero)\n");
+  EXPECT_EQ(format_stats(json::parse(R"({"workers":[]})")), "No workers.\n");
+}
+
+TEST(VipctlFormat, Status) {
+  json doc = json::parse(R"({"mode":"dpdk","forward_method":"fnat","generation":3,"syncs":17,
+    "sync_errors":1,"last_sync_unix_ns":1000000000000,"last_change_to_applied_ms":1.234,
+    "last_error":"","source_errors":["manifests: bad.yaml: port 0 out of range"],
+    "config":{"admin_socket":"/run/vipd/admin.sock","worker_lcores":[1,2]}})");
+  const int64_t now = 1000000000000 + 4200000000;  // 4.2 s later
+  EXPECT_EQ(format_status(doc, now),
+            "Mode:                      dpdk\n"
+            "Forward method:            fnat\n"
+            "Generation:                3\n"
+            "Syncs:                     17\n"
+            "Sync errors:               1\n"
+            "Last sync:                 4.2s ago\n"
+            "Last change to dataplane:  1.23 ms\n"
+            "Last error:                none\n"
+            "Source errors:             1\n"
+            "  manifests: bad.yaml: port 0 out of range\n"
+            "Config:\n"
+            "  admin_socket:  /run/vipd/admin.sock\n"
+            "  worker_lcores: [1,2]\n");
+}
+
+TEST(VipctlFormat, StatusNeverSynced) {
+  json doc = json::parse(R"({"mode":"ipvs","forward_method":"nat","generation":0,"syncs":0,
+    "sync_errors":0,"last_sync_unix_ns":0,"last_change_to_applied_ms":null,
+    "last_error":"apply: netlink: EPERM","source_errors":[]})");
+  EXPECT_EQ(format_status(doc, 5),
+            "Mode:                      ipvs\n"
+            "Forward method:            nat\n"
+            "Generation:                0\n"
+            "Syncs:                     0\n"
+            "Sync errors:               0\n"
+            "Last sync:                 never\n"
+            "Last change to dataplane:  n/a\n"
+            "Last error:                apply: netlink: EPERM\n"
+            "Source errors:             none\n");
+}
+
+TEST(VipctlFormat, Age) {
+  EXPECT_EQ(format_age(0.04), "0.0s");
+  EXPECT_EQ(format_age(-3), "0.0s");
+  EXPECT_EQ(format_age(59.94), "59.9s");
+  EXPECT_EQ(format_age(192), "3m12s");
+  EXPECT_EQ(format_age(2 * 3600 + 3 * 60 + 9), "2h03m");
+  EXPECT_EQ(format_age(5 * 86400 + 4 * 3600), "5d04h");
+}
+
+TEST(VipctlFormat, DumpKeepsKeyOrderOnOneLine) {
+  const std::string table =
+      R"({"services":[{"name":"default/db:http","protocol":"TCP","vip":"10.96.0.100","port":8080,)"
+      R"("kind":"ClusterIP","scheduler":"rr","persistence_timeout_s":0,"when_empty":"reject",)"
+      R"("backends":[{"ip":"10.244.1.15","port":8080,"weight":1,"terminating":false}]}]})";
+  auto doc = nlohmann::ordered_json::parse("{\"generation\": 3,\n \"table\": " + table + "}");
+  EXPECT_EQ(format_dump(doc), table + "\n");
+  EXPECT_THROW(format_dump(nlohmann::ordered_json::parse(R"({"generation":3})")), std::runtime_error);
+}
+
+}  // namespace
+}  // namespace vipd::ctl
