@@ -1,0 +1,291 @@
+#!/usr/bin/env bash
+# usage: scripts/lab.sh up|down|status|kill-pod N|start-pod N
+#
+# Builds (up) or removes (down) vipd's network-namespace test lab. Every
+# namespace name starts with $LAB_PREFIX (default "vipd-"), so labs with
+# different prefixes can run side by side. Nothing is configured in the root
+# namespace: veth pairs are created directly inside the lab namespaces.
+#
+#   ${P}client  eth0 10.0.0.2/24, route 10.96.0.0/12 via 10.0.0.1 (nothing else off-link)
+#        | veth
+#   ${P}lb      c0, p0: up, NO addresses (vipd's DPDK af_packet ports), ip_forward 0
+#        | veth (p0 <-> up)
+#   ${P}sw      bridge br0 (stp off, forward delay 0): up, pod1..pod4
+#        | veth x4
+#   ${P}pod1..4 eth0 10.244.1.15/16 10.244.2.88/16 10.244.3.12/16 10.244.3.44/16,
+#               route 10.0.0.0/24 via 10.244.0.1; podserver.py on TCP 8080 / UDP 9053
+#
+# Offloads (tx/rx checksum, TSO, GSO, GRO) are off on both ends of every veth
+# and IPv6 is disabled in every lab namespace. See docs/lab.md.
+#
+#   up           tear down any old lab with this prefix, then build it and start the pods
+#   down         kill every process in the lab namespaces, delete them (idempotent)
+#   status       show namespaces, links, addresses and pod servers; exit 0 if fully up
+#   kill-pod N   stop podN's server (the pod keeps its address; connections get RST)
+#   start-pod N  start podN's server again
+set -euo pipefail
+
+usage() {
+  echo "usage: scripts/lab.sh up|down|status|kill-pod N|start-pod N   (env LAB_PREFIX, default 'vipd-')" >&2
+  exit 2
+}
+
+P=${LAB_PREFIX:-vipd-}
+if ! [[ $P =~ ^[A-Za-z0-9_.-]{1,32}$ ]]; then
+  echo "lab: LAB_PREFIX '$P' must be 1-32 characters of [A-Za-z0-9_.-]" >&2
+  exit 2
+fi
+LAB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lab
+STATE=/run/vipd-lab/$P
+PODS=(1 2 3 4)
+POD_IP=([1]=10.244.1.15 [2]=10.244.2.88 [3]=10.244.3.12 [4]=10.244.3.44)
+NAMESPACES=("${P}client" "${P}lb" "${P}sw" "${P}pod1" "${P}pod2" "${P}pod3" "${P}pod4")
+# The distribution's python3 (standard library only) unless PYTHON is set.
+if [ -z "${PYTHON:-}" ]; then if [ -x /usr/bin/python3 ]; then PYTHON=/usr/bin/python3; else PYTHON=python3; fi; fi
+LAUNCHED=()
+
+log() { echo "lab: $*"; }
+die() { echo "lab: error: $*" >&2; exit 1; }
+
+need_root() {
+  [ "$(id -u)" -eq 0 ] || die "must run as root (network namespaces)"
+  command -v ip >/dev/null || die "'ip' (iproute2) not found; run scripts/bootstrap.sh"
+}
+
+ns_exists() { [ -e "/run/netns/$1" ]; }
+inns() { local ns=$1; shift; ip netns exec "$ns" "$@"; }
+
+# Turn off checksum/segmentation/receive offloads; features a driver refuses
+# to change are ignored.
+offloads_off() {
+  inns "$1" ethtool -K "$2" tx off rx off tso off gso off gro off >/dev/null 2>&1 || true
+}
+
+pid_alive() { [ -n "${1:-}" ] && kill -0 "$1" 2>/dev/null; }
+
+# Kills the given pids: TERM, up to ~3 s grace, then KILL.
+kill_pids() {
+  local pids=("$@") p alive _
+  [ "${#pids[@]}" -eq 0 ] && return 0
+  kill -TERM "${pids[@]}" 2>/dev/null || true
+  for _ in $(seq 1 30); do
+    alive=0
+    for p in "${pids[@]}"; do pid_alive "$p" && alive=1; done
+    [ "$alive" -eq 0 ] && return 0
+    sleep 0.1
+  done
+  kill -KILL "${pids[@]}" 2>/dev/null || true
+}
+
+pod_pid() {
+  local f=$STATE/pod$1.pid pid
+  [ -f "$f" ] || return 1
+  pid=$(cat "$f" 2>/dev/null) || return 1
+  pid_alive "$pid" || return 1
+  grep -q podserver.py "/proc/$pid/cmdline" 2>/dev/null || return 1
+  echo "$pid"
+}
+
+check_pod_arg() {
+  [[ ${1:-} =~ ^[1-4]$ ]] || { echo "lab: pod number must be 1..4" >&2; usage; }
+  ns_exists "${P}pod$1" || die "namespace ${P}pod$1 does not exist (run: scripts/lab.sh up)"
+}
+
+# Launches podN's server in the background (no wait). Returns 1 if it was
+# already running.
+launch_pod() {
+  local n=$1 pid
+  if pid=$(pod_pid "$n"); then
+    log "pod$n server already running (pid $pid)"
+    return 1
+  fi
+  mkdir -p "$STATE"
+  rm -f "$STATE/pod$n.pid"
+  ip netns exec "${P}pod$n" "$PYTHON" "$LAB_DIR/podserver.py" --name "pod$n" \
+    --http-port 8080 --udp-port 9053 --pidfile "$STATE/pod$n.pid" \
+    </dev/null >>"$STATE/pod$n.log" 2>&1 &
+  LAUNCHED[n]=$!
+}
+
+# Waits (up to 10 s) until podN's pid file appears: both sockets are bound.
+wait_pod() {
+  local n=$1 pid _
+  for _ in $(seq 1 200); do
+    if pid=$(pod_pid "$n"); then
+      log "pod$n server ready (pid $pid, ${POD_IP[$n]}: tcp 8080, udp 9053)"
+      return 0
+    fi
+    # Launched process gone without a pid file: it failed to start.
+    if [ -n "${LAUNCHED[$n]:-}" ] && ! pid_alive "${LAUNCHED[$n]}"; then
+      pod_pid "$n" >/dev/null && continue
+      break
+    fi
+    sleep 0.05
+  done
+  echo "lab: pod$n server log:" >&2
+  tail -n 20 "$STATE/pod$n.log" >&2 || true
+  die "pod$n server did not become ready (exited, or not ready within 10 s)"
+}
+
+start_pod() {
+  if launch_pod "$1"; then wait_pod "$1"; fi
+}
+
+kill_pod() {
+  local n=$1 pid pids=()
+  if pid=$(pod_pid "$n"); then pids+=("$pid"); fi
+  # Also any stray server in that namespace (e.g. pid file lost).
+  for pid in $(ip netns pids "${P}pod$n" 2>/dev/null); do
+    grep -q podserver.py "/proc/$pid/cmdline" 2>/dev/null && pids+=("$pid")
+  done
+  if [ "${#pids[@]}" -eq 0 ]; then
+    log "pod$n server not running"
+  else
+    # shellcheck disable=SC2046
+    kill_pids $(printf '%s\n' "${pids[@]}" | sort -u)
+    log "pod$n server stopped"
+  fi
+  rm -f "$STATE/pod$n.pid"
+}
+
+cmd_down() {
+  need_root
+  local ns found=() pids=()
+  for ns in "${NAMESPACES[@]}"; do
+    ns_exists "$ns" || continue
+    found+=("$ns")
+    # shellcheck disable=SC2207
+    pids+=($(ip netns pids "$ns" 2>/dev/null || true))
+  done
+  # Every process still inside a lab namespace (pod servers, vipd, clients).
+  [ "${#pids[@]}" -gt 0 ] && kill_pids "${pids[@]}"
+  for ns in "${found[@]}"; do
+    ip netns del "$ns" 2>/dev/null || true
+  done
+  rm -rf "$STATE"
+  rmdir /run/vipd-lab 2>/dev/null || true
+  if [ "${#found[@]}" -gt 0 ]; then log "down (prefix '$P')"; else log "nothing to remove (prefix '$P')"; fi
+}
+
+UP_DONE=0
+on_up_exit() {
+  local rc=$?
+  trap - EXIT INT TERM ERR
+  [ "$UP_DONE" -eq 1 ] && exit "$rc"
+  echo "lab: error: 'up' did not complete (exit $rc); tearing the lab down" >&2
+  set +e
+  cmd_down >&2
+  exit 1
+}
+
+cmd_up() {
+  need_root
+  command -v ethtool >/dev/null || die "'ethtool' not found; run scripts/bootstrap.sh"
+  command -v "$PYTHON" >/dev/null || die "'$PYTHON' not found; run scripts/bootstrap.sh"
+  cmd_down >/dev/null
+  set -E
+  trap 'echo "lab: error: command failed at line $LINENO" >&2' ERR
+  trap on_up_exit EXIT
+  trap 'exit 130' INT TERM
+  mkdir -p "$STATE"
+
+  local ns n
+  for ns in "${NAMESPACES[@]}"; do
+    ip netns add "$ns"
+    inns "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1 >/dev/null
+    inns "$ns" sysctl -qw net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.default.rp_filter=0 >/dev/null
+    ip -n "$ns" link set dev lo up
+  done
+  inns "${P}lb" sysctl -qw net.ipv4.ip_forward=0 >/dev/null
+  # Bridged frames must not be seen by (empty) netfilter chains in the switch.
+  inns "${P}sw" sysctl -qw net.bridge.bridge-nf-call-iptables=0 >/dev/null 2>&1 || true
+
+  # Links are created inside lab namespaces only; none ever exists in root.
+  ip -n "${P}client" link add name eth0 type veth peer name c0 netns "${P}lb"
+  ip -n "${P}lb" link add name p0 type veth peer name up netns "${P}sw"
+  ip -n "${P}sw" link add name br0 type bridge stp_state 0 forward_delay 0
+  ip -n "${P}sw" link set dev br0 up
+  ip -n "${P}sw" link set dev up master br0
+  for n in "${PODS[@]}"; do
+    ip -n "${P}sw" link add name "pod$n" type veth peer name eth0 netns "${P}pod$n"
+    ip -n "${P}sw" link set dev "pod$n" master br0
+  done
+
+  offloads_off "${P}client" eth0
+  offloads_off "${P}lb" c0
+  offloads_off "${P}lb" p0
+  offloads_off "${P}sw" up
+  for n in "${PODS[@]}"; do
+    offloads_off "${P}sw" "pod$n"
+    offloads_off "${P}pod$n" eth0
+  done
+
+  # client
+  ip -n "${P}client" addr add 10.0.0.2/24 dev eth0
+  ip -n "${P}client" link set dev eth0 up
+  ip -n "${P}client" route add 10.96.0.0/12 via 10.0.0.1 dev eth0
+  # lb: interfaces up, no addresses (vipd owns them through DPDK af_packet)
+  ip -n "${P}lb" link set dev c0 up
+  ip -n "${P}lb" link set dev p0 up
+  # switch
+  ip -n "${P}sw" link set dev up up
+  for n in "${PODS[@]}"; do
+    ip -n "${P}sw" link set dev "pod$n" up
+    ip -n "${P}pod$n" addr add "${POD_IP[$n]}/16" dev eth0
+    ip -n "${P}pod$n" link set dev eth0 up
+    ip -n "${P}pod$n" route add 10.0.0.0/24 via 10.244.0.1 dev eth0
+  done
+  log "namespaces up: ${NAMESPACES[*]}"
+
+  for n in "${PODS[@]}"; do launch_pod "$n" || true; done
+  for n in "${PODS[@]}"; do wait_pod "$n"; done
+  trap - ERR
+  set +E
+  UP_DONE=1
+  log "up (prefix '$P'; state in $STATE)"
+}
+
+cmd_status() {
+  need_root
+  local ns n pid missing=0 down=0 pids
+  for ns in "${NAMESPACES[@]}"; do
+    if ! ns_exists "$ns"; then
+      echo "== $ns: missing"
+      missing=$((missing + 1))
+      continue
+    fi
+    echo "== $ns"
+    ip -n "$ns" -br addr show | grep -v '^lo ' | sed 's/^/   /'
+    case $ns in
+      "${P}client"|"${P}pod"*) ip -n "$ns" route show | sed 's/^/   route: /' ;;
+    esac
+    pids=$(ip netns pids "$ns" 2>/dev/null || true)
+    for pid in $pids; do
+      printf '   pid %s: %s\n' "$pid" "$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | cut -c1-150)"
+    done
+  done
+  if [ "$missing" -eq "${#NAMESPACES[@]}" ]; then
+    log "down (prefix '$P')"
+    return 1
+  fi
+  for n in "${PODS[@]}"; do
+    if pid=$(pod_pid "$n"); then echo "pod$n server: running (pid $pid)"; else echo "pod$n server: stopped"; down=$((down + 1)); fi
+  done
+  if [ "$missing" -eq 0 ] && [ "$down" -eq 0 ]; then
+    log "up (prefix '$P')"
+    return 0
+  fi
+  log "partial (prefix '$P': $missing namespaces missing, $down pod servers stopped)"
+  return 1
+}
+
+[ $# -ge 1 ] || usage
+case $1 in
+  up) [ $# -eq 1 ] || usage; cmd_up ;;
+  down) [ $# -eq 1 ] || usage; cmd_down ;;
+  status) [ $# -eq 1 ] || usage; cmd_status ;;
+  kill-pod) [ $# -eq 2 ] || usage; need_root; check_pod_arg "$2"; kill_pod "$2" ;;
+  start-pod) [ $# -eq 2 ] || usage; need_root; check_pod_arg "$2"; start_pod "$2" ;;
+  -h|--help|help) usage ;;
+  *) usage ;;
+esac

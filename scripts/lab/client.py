@@ -1,0 +1,195 @@
+#!/usr/bin/env python3
+"""usage:
+  client.py http URL --count N [--timeout S] [--interval S] [--max-time S]
+  client.py udp HOST:PORT --count N [--timeout S] [--interval S] [--max-time S]
+  client.py connect HOST:PORT [--timeout S]
+
+Lab traffic generator; runs inside the client network namespace.
+
+http:    N sequential GETs, each on a new TCP connection. Prints one JSON line
+         {"ok":N,"failed":N,"by_pod":{"pod1":N,...},"errors":{"ConnectionRefusedError":N,...},
+          "elapsed_s":X}. by_pod counts response bodies (first line, e.g. "pod1").
+udp:     N datagrams, each from a new socket (new source port, so a new flow),
+         waiting for one reply each; same JSON, by_pod from the replies.
+connect: one TCP connect; prints exactly one of: connected, refused, timeout, error: ...
+
+Everything is bounded: --count <= 100000 and --max-time (default 120 s) caps the
+whole run; requests not attempted before the limit count as failed with error
+"TotalTimeLimit". Exit status: 0 when the result was printed, 2 on usage errors.
+"""
+import argparse
+import json
+import socket
+import sys
+import time
+import urllib.parse
+
+MAX_COUNT = 100000
+
+
+def err_name(e):
+    if isinstance(e, socket.timeout):  # alias of TimeoutError on 3.10+
+        return "TimeoutError"
+    return type(e).__name__
+
+
+class BadResponse(Exception):
+    pass
+
+
+def recv_all(sock, limit=65536):
+    chunks = []
+    total = 0
+    while total < limit:
+        b = sock.recv(4096)
+        if not b:
+            break
+        chunks.append(b)
+        total += len(b)
+    return b"".join(chunks)
+
+
+def http_once(host, port, path, hosthdr, timeout):
+    """Returns the pod name (first body line). Raises on any failure."""
+    s = socket.create_connection((host, port), timeout=timeout)
+    try:
+        s.settimeout(timeout)
+        req = ("GET %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: vipd-lab-client\r\n"
+               "Connection: close\r\n\r\n" % (path, hosthdr)).encode()
+        s.sendall(req)
+        data = recv_all(s)
+    finally:
+        s.close()
+    head, sep, body = data.partition(b"\r\n\r\n")
+    if not sep:
+        raise BadResponse("no header end")
+    status = head.split(b"\r\n", 1)[0].split()
+    if len(status) < 2 or not status[0].startswith(b"HTTP/"):
+        raise BadResponse("bad status line")
+    if status[1] != b"200":
+        raise BadResponse("HTTP " + status[1].decode(errors="replace"))
+    line = body.split(b"\n", 1)[0].strip().decode(errors="replace")
+    if not line:
+        raise BadResponse("empty body")
+    return line[:64]
+
+
+def udp_once(host, port, timeout):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        s.settimeout(timeout)
+        s.connect((host, port))  # connected: ICMP errors surface as exceptions
+        s.send(b"ping\n")
+        data = s.recv(2048)
+    finally:
+        s.close()
+    line = data.split(b"\n", 1)[0].strip().decode(errors="replace")
+    if not line:
+        raise BadResponse("empty reply")
+    return line[:64]
+
+
+def run_loop(args, once):
+    res = {"ok": 0, "failed": 0, "by_pod": {}, "errors": {}}
+    start = time.monotonic()
+    deadline = start + args.max_time
+    for i in range(args.count):
+        if time.monotonic() >= deadline:
+            left = args.count - i
+            res["failed"] += left
+            res["errors"]["TotalTimeLimit"] = res["errors"].get("TotalTimeLimit", 0) + left
+            break
+        try:
+            pod = once()
+            res["ok"] += 1
+            res["by_pod"][pod] = res["by_pod"].get(pod, 0) + 1
+        except (OSError, BadResponse) as e:
+            res["failed"] += 1
+            n = err_name(e)
+            res["errors"][n] = res["errors"].get(n, 0) + 1
+        if args.interval > 0 and i + 1 < args.count:
+            time.sleep(args.interval)
+    res["by_pod"] = dict(sorted(res["by_pod"].items()))
+    res["elapsed_s"] = round(time.monotonic() - start, 3)
+    print(json.dumps(res), flush=True)
+    return 0
+
+
+def host_port(text, default_port=None):
+    host, sep, port = text.rpartition(":")
+    if not sep:
+        if default_port is None:
+            raise argparse.ArgumentTypeError("expected HOST:PORT, got %r" % text)
+        return text, default_port
+    try:
+        p = int(port)
+    except ValueError:
+        raise argparse.ArgumentTypeError("bad port in %r" % text)
+    if not (0 < p < 65536) or not host:
+        raise argparse.ArgumentTypeError("bad HOST:PORT %r" % text)
+    return host, p
+
+
+def count_arg(text):
+    n = int(text)
+    if n < 1 or n > MAX_COUNT:
+        raise argparse.ArgumentTypeError("count must be 1..%d" % MAX_COUNT)
+    return n
+
+
+def pos_float(text):
+    v = float(text)
+    if v < 0 or v > 3600:
+        raise argparse.ArgumentTypeError("must be 0..3600")
+    return v
+
+
+def main():
+    ap = argparse.ArgumentParser(description="lab client (see module doc)")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+
+    h = sub.add_parser("http", help="N sequential HTTP GETs, new connection each")
+    h.add_argument("url")
+    u = sub.add_parser("udp", help="N UDP request/replies, new source port each")
+    u.add_argument("target", type=host_port)
+    for p in (h, u):
+        p.add_argument("--count", type=count_arg, required=True)
+        p.add_argument("--timeout", type=pos_float, default=2.0, help="per request, s")
+        p.add_argument("--interval", type=pos_float, default=0.0, help="pause between requests, s")
+        p.add_argument("--max-time", type=pos_float, default=120.0, help="whole run limit, s")
+    c = sub.add_parser("connect", help="one TCP connect attempt")
+    c.add_argument("target", type=host_port)
+    c.add_argument("--timeout", type=pos_float, default=2.0)
+    args = ap.parse_args()
+
+    if args.cmd == "http":
+        url = urllib.parse.urlsplit(args.url)
+        if url.scheme != "http" or not url.hostname:
+            ap.error("only http://HOST[:PORT]/PATH URLs are supported")
+        port = url.port or 80
+        path = url.path or "/"
+        if url.query:
+            path += "?" + url.query
+        hosthdr = url.netloc
+        return run_loop(args, lambda: http_once(url.hostname, port, path, hosthdr, args.timeout))
+
+    if args.cmd == "udp":
+        host, port = args.target
+        return run_loop(args, lambda: udp_once(host, port, args.timeout))
+
+    host, port = args.target
+    try:
+        s = socket.create_connection((host, port), timeout=args.timeout)
+        s.close()
+        print("connected")
+    except ConnectionRefusedError:
+        print("refused")
+    except socket.timeout:
+        print("timeout")
+    except OSError as e:
+        print("error: %s" % e)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

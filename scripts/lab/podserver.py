@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""usage: podserver.py --name NAME [--http-port 8080] [--udp-port 9053] [--pidfile FILE]
+
+A lab "pod": runs inside a pod network namespace (scripts/lab.sh starts it).
+- HTTP/1.1 on TCP --http-port: every GET gets 200 with body "NAME\\n"; the
+  connection is closed after the response (Connection: close).
+- UDP echo on --udp-port: every datagram is answered with "NAME\\n".
+Standard library only; one thread per TCP connection, so many short
+connections are fine. The pid file is written after both sockets are bound,
+so its existence means "ready". SIGTERM/SIGINT stop the server cleanly.
+"""
+import argparse
+import http.server
+import os
+import signal
+import socket
+import socketserver
+import sys
+import threading
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "podserver/1"
+    timeout = 10  # seconds a client may idle before we drop it
+
+    def do_GET(self):  # noqa: N802 (stdlib naming)
+        body = (self.server.pod_name + "\n").encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(body)
+        self.close_connection = True
+
+    def log_message(self, fmt, *args):  # keep the lab quiet
+        pass
+
+
+class HTTPServer(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 256
+    block_on_close = False
+
+
+def udp_echo(sock, name, stop):
+    reply = (name + "\n").encode()
+    while not stop.is_set():
+        try:
+            _data, peer = sock.recvfrom(2048)
+        except socket.timeout:
+            continue
+        except OSError:
+            if stop.is_set():
+                return
+            continue
+        try:
+            sock.sendto(reply, peer)
+        except OSError:
+            pass
+
+
+def main():
+    ap = argparse.ArgumentParser(description="lab pod server (HTTP + UDP echo)")
+    ap.add_argument("--name", required=True)
+    ap.add_argument("--http-port", type=int, default=8080)
+    ap.add_argument("--udp-port", type=int, default=9053)
+    ap.add_argument("--pidfile")
+    args = ap.parse_args()
+
+    httpd = HTTPServer(("0.0.0.0", args.http_port), Handler)
+    httpd.pod_name = args.name
+    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    udp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    udp.bind(("0.0.0.0", args.udp_port))
+    udp.settimeout(0.5)
+
+    stop = threading.Event()
+    t = threading.Thread(target=udp_echo, args=(udp, args.name, stop), daemon=True)
+    t.start()
+
+    def on_signal(_sig, _frame):
+        stop.set()
+        # shutdown() blocks until serve_forever returns, so call it elsewhere.
+        threading.Thread(target=httpd.shutdown, daemon=True).start()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+    if args.pidfile:
+        tmp = args.pidfile + ".tmp"
+        with open(tmp, "w") as f:
+            f.write("%d\n" % os.getpid())
+        os.replace(tmp, args.pidfile)
+
+    try:
+        httpd.serve_forever(poll_interval=0.2)
+    finally:
+        stop.set()
+        httpd.server_close()
+        udp.close()
+        if args.pidfile:
+            try:
+                with open(args.pidfile) as f:
+                    if f.read().strip() == str(os.getpid()):
+                        os.unlink(args.pidfile)
+            except OSError:
+                pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,215 @@
+#!/usr/bin/env bash
+# usage: scripts/test.sh [--unit-only]
+#
+# vipd's whole test run:
+#  1. installs missing packages (scripts/bootstrap.sh) and builds
+#     (meson setup build if needed; ninja -C build);
+#  2. runs every GoogleTest executable under build/tests/unit (working directory
+#     build/, as `meson test` does) and counts its individual tests from the
+#     --gtest_output JSON;
+#  3. unless --unit-only, and only as root: runs tests/integration/*_test.sh,
+#     once per variant named on a "# variants: a b" header line (seed_test.sh:
+#     fnat, nat), counting their PASS:/FAIL:/SKIP: lines. Exit status 77 means
+#     "cannot run here": its checks count as skipped, and it is said loudly.
+# Prints a summary per suite and ends with exactly one line
+# "N passed, N failed, N skipped" summed over everything. Exit status 1 if
+# anything failed (a build failure or a crashed test executable counts as one).
+# Env: VIPD_BUILD_DIR (build directory, default "build").
+set -uo pipefail
+
+UNIT_ONLY=0
+for a in "$@"; do
+  case $a in
+    --unit-only) UNIT_ONLY=1 ;;
+    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "usage: scripts/test.sh [--unit-only]" >&2; exit 2 ;;
+  esac
+done
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT" || exit 1
+# The distribution's python3 (standard library only) unless PYTHON is set.
+if [ -z "${PYTHON:-}" ]; then if [ -x /usr/bin/python3 ]; then PYTHON=/usr/bin/python3; else PYTHON=python3; fi; fi
+export PYTHON
+B=${VIPD_BUILD_DIR:-build}
+TMP=$(mktemp -d /tmp/vipd-test.XXXXXX)
+trap 'rm -rf "$TMP"' EXIT
+T_START=$(date +%s)
+
+PASSED=0
+FAILED=0
+SKIPPED=0
+SUMMARY=()
+add_suite() {  # name passed failed skipped [note]
+  PASSED=$((PASSED + $2)); FAILED=$((FAILED + $3)); SKIPPED=$((SKIPPED + $4))
+  SUMMARY+=("$(printf '  %-24s %4d passed, %3d failed, %3d skipped%s' "$1" "$2" "$3" "$4" "${5:+   ($5)}")")
+}
+finish() {
+  echo
+  echo "== summary ($(( $(date +%s) - T_START )) s)"
+  local s
+  for s in "${SUMMARY[@]}"; do echo "$s"; done
+  echo "$PASSED passed, $FAILED failed, $SKIPPED skipped"
+  [ "$FAILED" -eq 0 ]
+  exit $?
+}
+section() { echo; echo "== $*"; }
+
+# ---- packages -----------------------------------------------------------------
+need_bootstrap() {
+  local c m
+  for c in ip ethtool sysctl "$PYTHON" meson ninja pkg-config g++; do
+    command -v "$c" >/dev/null 2>&1 || return 0
+  done
+  for m in libdpdk yaml-cpp nlohmann_json cpp-httplib gtest gmock; do
+    pkg-config --exists "$m" 2>/dev/null || return 0
+  done
+  [ -e /usr/include/boost/program_options.hpp ] || return 0
+  return 1
+}
+section "packages"
+if need_bootstrap; then
+  echo "something is missing; running scripts/bootstrap.sh"
+  if ! bash scripts/bootstrap.sh; then
+    add_suite bootstrap 0 1 0 "scripts/bootstrap.sh failed"
+    finish
+  fi
+else
+  echo "all present"
+fi
+
+# ---- build ------------------------------------------------------------------------
+section "build"
+if [ ! -f "$B/build.ninja" ]; then
+  echo "meson setup $B"
+  if ! meson setup "$B" >"$TMP/meson.log" 2>&1; then
+    tail -n 40 "$TMP/meson.log"
+    add_suite build 0 1 0 "meson setup failed"
+    finish
+  fi
+fi
+echo "ninja -C $B"
+if ! ninja -C "$B" >"$TMP/build.log" 2>&1; then
+  grep -E -A8 'error|FAILED' "$TMP/build.log" | head -n 60
+  echo "... (last lines of the build log)"
+  tail -n 15 "$TMP/build.log"
+  add_suite build 0 1 0 "ninja failed"
+  finish
+fi
+tail -n 1 "$TMP/build.log"
+
+# ---- unit tests -------------------------------------------------------------------
+section "unit tests ($B/tests/unit)"
+# Counts one gtest JSON report: prints "passed failed skipped" then failed names.
+gtest_count() {
+  "$PYTHON" - "$1" <<'PY'
+import json, sys
+try:
+    d = json.load(open(sys.argv[1]))
+except (OSError, ValueError):
+    sys.exit(1)
+p = f = s = 0
+names = []
+for suite in d.get("testsuites", []):
+    for t in suite.get("testsuite", []):
+        name = "%s.%s" % (suite.get("name", "?"), t.get("name", "?"))
+        if t.get("failures"):
+            f += 1
+            names.append(name)
+        elif t.get("result") in ("SKIPPED", "SUPPRESSED") or t.get("status") == "NOTRUN":
+            s += 1
+        else:
+            p += 1
+print(p, f, s)
+for n in names:
+    print(n)
+PY
+}
+mapfile -t UNIT_BINS < <(
+  [ -d "$B/tests/unit" ] && find "$B/tests/unit" -type f -perm -u+x -not -path '*.p/*' -print 2>/dev/null | sort)
+UP=0; UF=0; US=0; NBIN=0
+for bin in "${UNIT_BINS[@]}"; do
+  # ELF executables only (skip scripts or stray files)
+  [ "$(head -c 4 "$bin" 2>/dev/null | od -An -c | tr -d ' ')" = '177ELF' ] || continue
+  NBIN=$((NBIN + 1))
+  rel=${bin#"$B"/}
+  json=$TMP/unit-$NBIN.json
+  log=$TMP/unit-$NBIN.log
+  # (braces + 2>/dev/null: no "Aborted" job message from bash when a test crashes)
+  { (cd "$B" && timeout 300 "./$rel" --gtest_output="json:$json" >"$log" 2>&1); } 2>/dev/null
+  rc=$?
+  if counts=$(gtest_count "$json"); then
+    read -r p f s <<<"$(head -n 1 <<<"$counts")"
+    if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+      f=1
+      echo "  $rel: exited with status $rc although no test failed"
+    fi
+  else
+    p=0; f=1; s=0
+    if [ "$rc" -eq 124 ]; then echo "  $rel: timed out after 300 s (no JSON report)"
+    else echo "  $rel: no JSON report (crashed? exit status $rc)"; fi
+  fi
+  printf '  %-50s %4d passed, %3d failed, %3d skipped\n' "$rel" "$p" "$f" "$s"
+  if [ "$f" -gt 0 ]; then
+    tail -n +2 <<<"${counts:-}" | sed 's/^/    FAILED: /'
+    echo "    ---- last lines of its output ----"
+    tail -n 25 "$log" | sed 's/^/    | /'
+  fi
+  UP=$((UP + p)); UF=$((UF + f)); US=$((US + s))
+done
+if [ "$NBIN" -eq 0 ]; then
+  echo "  !!! no unit test executables found under $B/tests/unit"
+fi
+add_suite unit "$UP" "$UF" "$US" "$NBIN executables"
+
+# ---- integration tests -------------------------------------------------------------
+if [ "$UNIT_ONLY" -eq 1 ]; then
+  section "integration tests: not run (--unit-only)"
+  finish
+fi
+section "integration tests (tests/integration)"
+RUNS=()
+for t in tests/integration/*_test.sh; do
+  [ -f "$t" ] || continue
+  variants=$(sed -n 's/^# variants:[[:space:]]*//p' "$t" | head -n 1)
+  if [ -n "$variants" ]; then
+    for v in $variants; do RUNS+=("$t $v"); done
+  else
+    RUNS+=("$t")
+  fi
+done
+if [ "${#RUNS[@]}" -eq 0 ]; then
+  echo "  !!! no integration tests found"
+elif [ "$(id -u)" -ne 0 ]; then
+  echo "  !!! INTEGRATION TESTS SKIPPED: not root (they need network namespaces); run scripts/test.sh as root"
+  for r in "${RUNS[@]}"; do
+    # shellcheck disable=SC2086
+    set -- $r
+    add_suite "$(basename "$1" .sh)${2:+($2)}" 0 0 1 "skipped: not root"
+  done
+else
+  for r in "${RUNS[@]}"; do
+    # shellcheck disable=SC2086
+    set -- $r
+    name="$(basename "$1" .sh)${2:+($2)}"
+    log=$TMP/integ.log
+    echo "-- $name"
+    timeout 600 bash "$@" 2>&1 | tee "$log"
+    rc=${PIPESTATUS[0]}
+    p=$(grep -c '^PASS: ' "$log")
+    f=$(grep -c '^FAIL: ' "$log")
+    s=$(grep -c '^SKIP: ' "$log")
+    note=
+    if [ "$rc" -eq 77 ]; then
+      [ "$s" -eq 0 ] && s=1
+      echo "  !!! $name: SKIPPED (exit status 77): $(grep -m1 '^SKIP: ' "$log" | cut -c7-)"
+      note="SKIPPED: cannot run here"
+    elif [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+      f=1
+      if [ "$rc" -eq 124 ]; then note="timed out after 600 s"; else note="exit status $rc without a FAIL line"; fi
+      echo "  !!! $name: $note"
+    fi
+    add_suite "$name" "$p" "$f" "$s" "$note"
+  done
+fi
+finish

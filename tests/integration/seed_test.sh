@@ -1,0 +1,288 @@
+#!/usr/bin/env bash
+# usage: tests/integration/seed_test.sh fnat|nat
+# variants: fnat nat
+#
+# The seed scenario as assertions, with vipd in dpdk mode (af_packet vdevs) in a
+# private network-namespace lab (scripts/lab.sh, unique LAB_PREFIX), for one
+# forward method. Each check prints exactly "PASS: <name>" or
+# "FAIL: <name>: <detail>"; other output is indented. Exit status: 0 if all
+# passed, 1 if any failed, 2 on usage errors, 77 (with "SKIP: ..." lines) when
+# the test cannot run here (not root, no network namespaces).
+# Env: VIPD_BIN / VIPCTL_BIN (default $VIPD_BUILD_DIR/vipd or .../cmd/vipd, same for
+# vipctl; VIPD_BUILD_DIR defaults to build).
+set -uo pipefail
+
+METHOD=${1:-}
+case $METHOD in
+  fnat|nat) ;;
+  *) echo "usage: tests/integration/seed_test.sh fnat|nat" >&2; exit 2 ;;
+esac
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$ROOT" || exit 1
+# The distribution's python3 (standard library only) unless PYTHON is set.
+if [ -z "${PYTHON:-}" ]; then if [ -x /usr/bin/python3 ]; then PYTHON=/usr/bin/python3; else PYTHON=python3; fi; fi
+NAME="seed_test($METHOD)"
+
+# ---- can we run here? ---------------------------------------------------------
+CHECKS=(vipd-starts forward-method http-four-pods-even change-to-dataplane http-after-removal
+        no-endpoints-refused udp-roundtrip vipctl-list vipctl-stats vipd-alive)
+skip_all() {
+  local c
+  for c in "${CHECKS[@]}"; do echo "SKIP: $c: $1"; done
+  echo "!!! $NAME: all ${#CHECKS[@]} checks SKIPPED: $1 -- run as root on a kernel with network namespaces, veth and bridge" >&2
+  exit 77
+}
+[ "$(id -u)" -eq 0 ] || skip_all "not root (network namespaces need root)"
+command -v ip >/dev/null 2>&1 || skip_all "'ip' (iproute2) not installed"
+probe="vipd-probe-$$"
+if ! ip netns add "$probe" 2>/dev/null; then skip_all "cannot create network namespaces"; fi
+if ! ip -n "$probe" link add name pa type veth peer name pb 2>/dev/null ||
+   ! ip -n "$probe" link add name pbr type bridge 2>/dev/null; then
+  ip netns del "$probe" 2>/dev/null
+  skip_all "cannot create veth pairs or bridges in a namespace"
+fi
+ip netns del "$probe"
+
+NPASS=0
+NFAIL=0
+pass() { echo "PASS: $1"; NPASS=$((NPASS + 1)); }
+fail() { echo "FAIL: $1: $2"; NFAIL=$((NFAIL + 1)); }
+note() { echo "    $*"; }
+
+find_bin() { local b d=${VIPD_BUILD_DIR:-build}; for b in "$d/$1" "$d/cmd/$1"; do [ -x "$b" ] && { echo "$b"; return 0; }; done; return 1; }
+VIPD=${VIPD_BIN:-$(find_bin vipd)}
+VIPCTL=${VIPCTL_BIN:-$(find_bin vipctl)}
+if [ -z "$VIPD" ] || [ -z "$VIPCTL" ]; then
+  fail build "vipd/vipctl binaries not found under build/ (run: meson setup build && ninja -C build)"
+  exit 1
+fi
+
+export LAB_PREFIX="vt${METHOD}$$-"
+P=$LAB_PREFIX
+TMP=$(mktemp -d "/tmp/vipd-seed-$METHOD.XXXXXX")
+VIPD_PID=
+CONF=config/demo/vipd.conf
+
+cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM
+  if [ "$NFAIL" -gt 0 ] && [ -s "$TMP/vipd.log" ]; then
+    note "---- last lines of the vipd log ----"
+    tail -n 30 "$TMP/vipd.log" | sed 's/^/    | /'
+  fi
+  if [ -n "$VIPD_PID" ] && kill -0 "$VIPD_PID" 2>/dev/null; then
+    kill -TERM "$VIPD_PID" 2>/dev/null
+    for _ in $(seq 1 50); do kill -0 "$VIPD_PID" 2>/dev/null || break; sleep 0.1; done
+    kill -0 "$VIPD_PID" 2>/dev/null && kill -KILL "$VIPD_PID" 2>/dev/null
+    wait "$VIPD_PID" 2>/dev/null
+  fi
+  scripts/lab.sh down >/dev/null 2>&1
+  rm -rf "$TMP"
+  note "$NAME: $NPASS passed, $NFAIL failed"
+  if [ "$NFAIL" -gt 0 ]; then exit 1; fi
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'fail interrupted "signal received"; exit 1' INT TERM
+
+vipctl() { "$VIPCTL" --socket "$TMP/admin.sock" "$@"; }
+status_json() { vipctl status --json 2>/dev/null; }
+generation_of() { [[ $1 =~ \"generation\"[[:space:]]*:[[:space:]]*([0-9]+) ]] && echo "${BASH_REMATCH[1]}"; }
+json_field() { "$PYTHON" -c 'import json,sys; v=json.loads(sys.argv[1]).get(sys.argv[2]); print("" if v is None else v)' "$1" "$2" 2>/dev/null; }
+vipd_alive() { [ -n "$VIPD_PID" ] && kill -0 "$VIPD_PID" 2>/dev/null; }
+client() { ip netns exec "${P}client" "$PYTHON" scripts/lab/client.py "$@"; }
+# Evaluates a Python expression over a client.py result `r`; prints "" if true,
+# otherwise the result itself as the failure detail.
+judge() {
+  "$PYTHON" - "$1" "$2" <<'PY'
+import json, sys
+r = json.loads(sys.argv[1])
+pods = r["by_pod"]
+n = lambda p: pods.get(p, 0)
+print("" if eval(sys.argv[2]) else sys.argv[1])
+PY
+}
+
+# ---- lab + vipd -----------------------------------------------------------------
+note "$NAME: lab prefix '$P', temp dir $TMP"
+if ! scripts/lab.sh up >"$TMP/lab.log" 2>&1; then
+  fail lab-up "scripts/lab.sh up failed: $(tail -n 3 "$TMP/lab.log" | tr '\n' ' ')"
+  exit 1
+fi
+mkdir -p "$TMP/manifests" "$TMP/stage"
+cp config/demo/manifests/*.yaml "$TMP/manifests/"
+EAL=$(sed -n 's/^[[:space:]]*eal-args[[:space:]]*=[[:space:]]*//p' "$CONF" | tail -n 1)
+ip netns exec "${P}lb" "$VIPD" --config "$CONF" --forward-method "$METHOD" \
+  --manifests-dir "$TMP/manifests" --admin-socket "$TMP/admin.sock" \
+  "--eal-args=$EAL --file-prefix ${P}vipd" \
+  </dev/null >"$TMP/vipd.log" 2>&1 &
+VIPD_PID=$!
+
+gen=
+st=
+t0=$(date +%s%N)
+for _ in $(seq 1 300); do   # ~30 s
+  vipd_alive || break
+  if st=$(status_json); then
+    gen=$(generation_of "$st")
+    [ -n "$gen" ] && [ "$gen" -ge 1 ] && break
+  fi
+  gen=
+  sleep 0.1
+done
+if [ -n "$gen" ]; then
+  pass vipd-starts
+  note "generation $gen after $(( ($(date +%s%N) - t0) / 1000000 )) ms"
+elif ! vipd_alive; then
+  wait "$VIPD_PID"; rc=$?; VIPD_PID=
+  fail vipd-starts "vipd exited during start-up (exit status $rc): $(tail -n 1 "$TMP/vipd.log")"
+  exit 1
+else
+  fail vipd-starts "no generation >= 1 in 'vipctl status --json' within 30 s (last: ${st:-no answer})"
+  exit 1
+fi
+
+mode=$(json_field "$st" mode)
+fm=$(json_field "$st" forward_method)
+if [ "$mode" = dpdk ] && [ "$fm" = "$METHOD" ]; then pass forward-method
+else fail forward-method "status says mode '$mode', forward_method '$fm'; expected dpdk, $METHOD"; fi
+
+# ---- 400 requests over 4 pods ------------------------------------------------------
+r=$(client http http://10.96.0.100:8080/ --count 400 --timeout 2 --max-time 40)
+note "4 pods: $r"
+d=$(judge "$r" 'r["failed"] == 0 and all(70 <= n("pod%d" % i) <= 130 for i in range(1, 5))')
+if [ -z "$d" ] && [ -n "$r" ]; then pass http-four-pods-even; else fail http-four-pods-even "want 0 failed and each pod 70..130: ${d:-no result}"; fi
+
+# ---- remove pod4 -----------------------------------------------------------------
+gen_before=$(generation_of "$(status_json)")
+# New file in a directory vipd does not watch, then mv (rename) it over the old
+# one, in one process: vipd dates the change by the file's mtime, and the
+# outside measurement starts at the rename; the two are microseconds apart.
+if ! t_mv=$("$PYTHON" - "$TMP/manifests/endpointslice-db.yaml" 10.244.3.44 "$TMP/stage" <<'PY'
+import os, re, sys, time
+path, ip, stage_dir = sys.argv[1], sys.argv[2], sys.argv[3]
+lines = open(path).read().splitlines(keepends=True)
+out, i, removed = [], 0, 0
+item = re.compile(r"^(\s*)- addresses:")
+while i < len(lines):
+    m = item.match(lines[i])
+    if m:
+        ind = len(m.group(1))
+        j = i + 1
+        while j < len(lines) and (not lines[j].strip() or
+                                  len(lines[j]) - len(lines[j].lstrip(" ")) > ind):
+            j += 1
+        if re.search(r"(?<![\d.])" + re.escape(ip) + r"(?![\d.])", "".join(lines[i:j])):
+            removed += 1
+            i = j
+            continue
+    out.append(lines[i])
+    i += 1
+if not removed:
+    sys.exit("no endpoint with address %s in %s" % (ip, path))
+# New file outside the watched directory (same filesystem), then mv it over
+# the old one: one rename(2), so vipd never sees a half-written file.
+staged = os.path.join(stage_dir, os.path.basename(path))
+with open(staged, "w") as f:
+    f.write("".join(out))
+t_us = time.time_ns() // 1000
+os.replace(staged, path)
+print(t_us)
+PY
+); then
+  t_mv=${EPOCHREALTIME/./}
+  note "warning: could not rewrite the EndpointSlice copy"
+fi
+gen_after=
+t_poll=$t_mv
+for _ in $(seq 1 5000); do   # bounded: 10 s
+  t_poll=${EPOCHREALTIME/./}
+  st=$(status_json) && g=$(generation_of "$st") && [ -n "$g" ] && [ -n "$gen_before" ] &&
+    [ "$g" -gt "$gen_before" ] && { gen_after=$g; break; }
+  [ $(( ${EPOCHREALTIME/./} - t_mv )) -ge 10000000 ] && break
+  sleep 0.002
+done
+t_seen=${EPOCHREALTIME/./}
+outside_us=$(( t_seen - t_mv ))
+if [ -z "$gen_after" ]; then
+  fail change-to-dataplane "generation did not advance past '${gen_before:-?}' within 10 s of the manifest change"
+else
+  ms=$(json_field "$st" last_change_to_applied_ms)
+  ms=$(printf '%.3f' "$ms" 2>/dev/null || echo "$ms")
+  note "change-to-dataplane: vipd reports ${ms:-?} ms; outside (mv -> new generation visible) $((outside_us / 1000)).$(printf '%03d' $((outside_us % 1000))) ms (last vipctl poll took $(( (t_seen - t_poll) / 1000 )) ms); generation $gen_before -> $gen_after"
+  if [ -n "$ms" ] && "$PYTHON" -c 'import sys; sys.exit(0 if 0 <= float(sys.argv[1]) < 100 else 1)' "$ms" 2>/dev/null; then
+    pass change-to-dataplane
+  else
+    fail change-to-dataplane "last_change_to_applied_ms '${ms}' is not a number below 100"
+  fi
+fi
+scripts/lab.sh kill-pod 4 >/dev/null 2>&1 || note "warning: kill-pod 4 failed"
+
+r=$(client http http://10.96.0.100:8080/ --count 400 --timeout 2 --max-time 40)
+note "pod4 removed: $r"
+d=$(judge "$r" 'r["failed"] == 0 and n("pod4") == 0 and all(n("pod%d" % i) > 0 for i in range(1, 4))')
+if [ -z "$d" ] && [ -n "$r" ]; then pass http-after-removal; else fail http-after-removal "want 0 failed, none to pod4, pod1..pod3 > 0: ${d:-no result}"; fi
+
+# ---- no endpoints -> RST ----------------------------------------------------------
+out=$(client connect 10.96.0.101:80 --timeout 2)
+if [ "$out" = refused ]; then pass no-endpoints-refused; else fail no-endpoints-refused "connect 10.96.0.101:80 gave '$out', want 'refused'"; fi
+
+# ---- UDP ------------------------------------------------------------------------
+r=$(client udp 10.96.0.100:9053 --count 100 --timeout 1 --max-time 30)
+note "udp: $r"
+d=$(judge "$r" 'r["ok"] >= 95 and set(pods) <= {"pod1", "pod2", "pod3"}')
+if [ -z "$d" ] && [ -n "$r" ]; then pass udp-roundtrip; else fail udp-roundtrip "want >= 95 of 100 replies, only from pod1..pod3: ${d:-no result}"; fi
+
+# ---- vipctl ---------------------------------------------------------------------
+if out=$(vipctl list 2>&1) && grep -q '10\.96\.0\.100' <<<"$out"; then
+  pass vipctl-list
+else
+  fail vipctl-list "exit/output not as expected: $(head -c 300 <<<"$out" | tr '\n' ' ')"
+fi
+# rx > 0 in `vipctl stats` (a table, or key: value lines), else in `stats --json`.
+rx_positive() {
+  "$PYTHON" -c '
+import json, re, sys
+text = sys.stdin.read()
+def walk(v, key=""):
+    if isinstance(v, dict):
+        return any(walk(x, k) for k, x in v.items())
+    if isinstance(v, list):
+        return any(walk(x, key) for x in v)
+    return bool(re.match(r"(?i)rx", str(key))) and isinstance(v, (int, float)) and v > 0
+try:
+    sys.exit(0 if walk(json.loads(text)) else 1)
+except ValueError:
+    pass
+num = lambda s: re.fullmatch(r"\d[\d,]*", s) and int(s.replace(",", "")) or 0
+lines = [l.split() for l in text.splitlines()]
+for i, toks in enumerate(lines):
+    cols = [j for j, t in enumerate(toks) if re.match(r"(?i)rx", t)]
+    for j in cols:  # header line: look down the column
+        for row in lines[i + 1:]:
+            if j < len(row) and num(row[j]) > 0:
+                sys.exit(0)
+        # "rx_packets: 12" / "rx 12" on the same line
+        if j + 1 < len(toks) and num(toks[j + 1]) > 0:
+            sys.exit(0)
+for m in re.finditer(r"(?i)\brx[\w-]*\s*[:=]\s*(\d[\d,]*)", text):
+    if int(m.group(1).replace(",", "")) > 0:
+        sys.exit(0)
+sys.exit(1)'
+}
+if out=$(vipctl stats 2>&1); then
+  if rx_positive <<<"$out" || { js=$(vipctl stats --json 2>/dev/null) && rx_positive <<<"$js"; }; then
+    pass vipctl-stats
+  else
+    fail vipctl-stats "no rx counter > 0 in: $(head -c 300 <<<"$out" | tr '\n' ' ')"
+  fi
+else
+  fail vipctl-stats "vipctl stats failed: $(head -c 200 <<<"$out" | tr '\n' ' ')"
+fi
+
+# ---- still alive ------------------------------------------------------------------
+if vipd_alive && status_json >/dev/null; then
+  pass vipd-alive
+else
+  fail vipd-alive "vipd is not running or not answering at the end of the test"
+fi
