@@ -1,0 +1,123 @@
+// Thread: control. Kubernetes Service (v1) and EndpointSlice (discovery.k8s.io/v1)
+// objects as plain structs, parsed from yaml-cpp nodes (JSON parses too), and the
+// translation of a set of them into a ServiceTable following docs CONTRACT.md
+// section 2. Kubernetes vocabulary stays in this module. Nothing here throws:
+// problems come back as ObjectError values.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <yaml-cpp/yaml.h>
+
+#include "controlplane/model/service_table.h"
+
+namespace vipd::cp::k8s {
+
+inline constexpr const char* kServiceNameLabel = "kubernetes.io/service-name";
+inline constexpr const char* kHeadlessLabel = "service.kubernetes.io/headless";
+inline constexpr const char* kServiceProxyNameLabel = "service.kubernetes.io/service-proxy-name";
+inline constexpr const char* kSchedulerAnnotation = "vipd.io/scheduler";
+inline constexpr uint32_t kDefaultAffinityTimeoutS = 10800;
+inline constexpr uint32_t kMaxAffinityTimeoutS = 86400;
+
+// A problem with one object: `object` is "Kind ns/name" (or "document N" when the
+// object has no usable kind/name), `origin` is where the object came from (a file
+// name; empty when unknown).
+struct ObjectError {
+  std::string origin;
+  std::string object;
+  std::string reason;
+};
+
+struct ObjectMeta {
+  std::string namespace_ = "default";
+  std::string name;
+  std::map<std::string, std::string> labels;
+  std::map<std::string, std::string> annotations;
+};
+
+struct ServicePort {
+  std::string name;              // "" allowed
+  std::string protocol = "TCP";  // TCP | UDP | SCTP
+  uint16_t port = 0;
+};
+
+struct Service {
+  ObjectMeta meta;
+  std::string origin;
+  std::string type = "ClusterIP";  // ClusterIP | NodePort | LoadBalancer | ExternalName
+  std::string cluster_ip;                // spec.clusterIP ("None" = headless)
+  std::vector<std::string> cluster_ips;  // spec.clusterIPs
+  std::vector<ServicePort> ports;
+  bool client_ip_affinity = false;                       // sessionAffinity: ClientIP
+  uint32_t affinity_timeout_s = kDefaultAffinityTimeoutS;  // ...clientIP.timeoutSeconds
+  std::string scheduler;  // annotation vipd.io/scheduler; empty = default
+};
+
+struct EndpointConditions {
+  std::optional<bool> ready;        // nil means true
+  std::optional<bool> serving;      // nil means true
+  std::optional<bool> terminating;  // nil means false
+};
+
+struct Endpoint {
+  std::vector<std::string> addresses;
+  EndpointConditions conditions;
+  std::string node_name;
+  std::string zone;
+};
+
+struct EndpointPort {
+  std::optional<std::string> name;  // absent vs "" matters
+  std::string protocol = "TCP";
+  std::optional<uint16_t> port;
+};
+
+struct EndpointSlice {
+  ObjectMeta meta;
+  std::string origin;
+  std::string address_type;  // IPv4 | IPv6 | FQDN
+  std::vector<Endpoint> endpoints;
+  std::vector<EndpointPort> ports;
+  std::string service_name() const;  // label kubernetes.io/service-name, or ""
+};
+
+// "Service ns/name", "EndpointSlice ns/name".
+std::string object_id(const char* kind, const ObjectMeta& m);
+
+// Parses one object. On failure returns nullopt and fills *error.
+std::optional<Service> parse_service(const YAML::Node& n, ObjectError* error);
+std::optional<EndpointSlice> parse_endpoint_slice(const YAML::Node& n, ObjectError* error);
+
+struct ParsedObjects {
+  std::vector<Service> services;
+  std::vector<EndpointSlice> slices;
+  std::vector<ObjectError> errors;  // invalid objects
+  std::vector<ObjectError> notes;   // objects of other kinds, skipped
+};
+
+// Parses one document: a Service, an EndpointSlice, a `kind: List` with items,
+// or a null document (ignored). Other kinds are skipped with a note.
+// `doc_index` (1-based) names objects that have no name of their own.
+void parse_document(const YAML::Node& doc, int doc_index, ParsedObjects* out);
+
+struct BuildResult {
+  ServiceTable table;               // normalized; generation 0
+  std::vector<ObjectError> errors;  // conflicts between valid objects
+  std::vector<ObjectError> notes;   // things deliberately ignored (SCTP, IPv6, headless...)
+};
+
+// Builds the table from all Services and EndpointSlices (CONTRACT.md section 2).
+// `default_scheduler` applies to services without the vipd.io/scheduler annotation.
+BuildResult build_service_table(const std::vector<Service>& services,
+                                const std::vector<EndpointSlice>& slices,
+                                const std::string& default_scheduler);
+
+// IPVS scheduler names accepted in the vipd.io/scheduler annotation.
+bool is_known_scheduler(const std::string& name);
+
+}  // namespace vipd::cp::k8s

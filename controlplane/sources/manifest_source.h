@@ -1,0 +1,90 @@
+// Thread: control. A directory of Kubernetes manifests (Service, EndpointSlice,
+// List) as a source of desired state, watched with inotify.
+//
+// load() reads every *.yaml / *.yml / *.json file in the directory (not
+// recursive, sorted by name; hidden files and editor leftovers skipped), each
+// possibly holding several `---` documents. A file is all or nothing: when it has
+// a syntax error or an invalid object, its errors are reported and its last good
+// version (if any) stays in force, so a bad edit never loses good state.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "controlplane/model/service_table.h"
+#include "controlplane/sources/k8s_objects.h"
+
+namespace vipd::cp {
+
+struct SourceError {
+  std::string file;    // file name inside the directory (or the directory itself)
+  std::string object;  // "Service ns/name", "document 2", ... ; empty for the whole file
+  std::string reason;
+  std::string to_string() const;  // "FILE: OBJECT: REASON"
+  bool operator==(const SourceError&) const = default;
+};
+
+struct LoadResult {
+  ServiceTable table;               // generation 0; the caller numbers it
+  std::vector<SourceError> errors;  // broken files/objects and conflicts
+  std::vector<SourceError> notes;   // ignored objects/ports, stale files kept
+  // Realtime (CLOCK_REALTIME, ns) of the newest change seen by wait() since the
+  // previous load(); 0 when none (e.g. the first load).
+  int64_t newest_change_unix_ns = 0;
+};
+
+class ManifestSource {
+ public:
+  // Starts watching `dir` at once so no change between construction and the
+  // first load() is missed. Never throws; watch problems are logged and retried.
+  ManifestSource(std::string dir, std::string default_scheduler);
+  ~ManifestSource();
+  ManifestSource(const ManifestSource&) = delete;
+  ManifestSource& operator=(const ManifestSource&) = delete;
+
+  LoadResult load();
+
+  // The inotify descriptor (for an external poll loop), -1 if unavailable.
+  int fd() const { return fd_; }
+  // Waits up to timeout_ms for changes, drains all pending events and returns
+  // true if something relevant changed (a manifest written, moved, deleted,
+  // the directory replaced). Without inotify it sleeps and returns true.
+  bool wait(int timeout_ms);
+  // Newest change timestamp (realtime ns) of the events drained since the last load().
+  int64_t newest_change_unix_ns() const { return pending_change_ns_; }
+
+  const std::string& dir() const { return dir_; }
+
+  // True for names load() reads: *.yaml, *.yml, *.json, not hidden, not editor temp.
+  static bool is_manifest_name(const std::string& name);
+
+ private:
+  struct FileState {
+    std::string content;  // last content read
+    bool parsed = false;  // `content` was read and parsed
+    bool good = false;    // content parsed without errors
+    std::vector<k8s::Service> services;     // last good objects
+    std::vector<k8s::EndpointSlice> slices;
+    std::vector<SourceError> errors;        // errors of `content` (when !good)
+    std::vector<SourceError> notes;
+    bool has_good = false;                  // services/slices hold a good version
+  };
+
+  void parse_file(const std::string& name, const std::string& content, FileState* st);
+  void add_watches();
+  void drop_dir_watch();
+  bool handle_events();
+
+  std::string dir_;
+  std::string watch_path_;  // absolute, normalized dir_ (for the parent watch)
+  std::string default_scheduler_;
+  std::map<std::string, FileState> files_;
+  int fd_ = -1;
+  int dir_wd_ = -1;
+  int parent_wd_ = -1;
+  int64_t pending_change_ns_ = 0;
+};
+
+}  // namespace vipd::cp

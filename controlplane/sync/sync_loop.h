@@ -1,0 +1,85 @@
+// Thread: run() and sync_now() on the control thread only; status() and table()
+// from any thread. The proxier loop: wait for source changes, coalesce bursts,
+// build the next ServiceTable, diff it against the last applied one and hand it
+// to the Backend. A failed apply keeps the last applied table and is retried as
+// a full sync.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "controlplane/backends/backend.h"
+#include "controlplane/model/service_table.h"
+#include "controlplane/sources/manifest_source.h"
+
+namespace vipd::cp {
+
+struct SyncOptions {
+  uint32_t min_interval_ms = 0;       // at least this long between two syncs
+  uint32_t quiet_ms = 5;              // a burst of changes ends after this much quiet...
+  uint32_t max_coalesce_ms = 20;      // ...or after this long, whichever comes first
+  uint32_t retry_interval_ms = 1000;  // full-sync retry after a failed apply
+  uint32_t poll_ms = 100;             // how often run() looks at its stop flag
+};
+
+struct SyncStatus {
+  uint64_t generation = 0;  // of the last applied table (0: nothing applied yet)
+  uint64_t syncs = 0;       // successful applies
+  uint64_t sync_errors = 0; // failed applies
+  int64_t last_sync_unix_ns = 0;          // end of the last successful apply
+  double last_change_to_applied_ms = 0;   // newest source change -> end of apply
+  std::string last_error;                 // of the last failed apply; cleared on success
+  std::vector<std::string> source_errors; // current source problems, "FILE: OBJECT: REASON"
+};
+
+class SyncLoop {
+ public:
+  using Status = SyncStatus;
+
+  SyncLoop(ManifestSource& source, Backend& backend, SyncOptions opts = {});
+  SyncLoop(const SyncLoop&) = delete;
+  SyncLoop& operator=(const SyncLoop&) = delete;
+
+  // Initial load + full apply, then follows changes until `stop` is set.
+  void run(const std::atomic<bool>& stop);
+
+  // One cycle: load the source, number the table, apply when its content
+  // changed or a full sync is pending. Returns false when the apply failed.
+  bool sync_now();
+
+  Status status() const;
+  std::shared_ptr<const ServiceTable> table() const;  // last applied; null before the first
+
+ private:
+  using Clock = std::chrono::steady_clock;
+
+  void coalesce(const std::atomic<bool>& stop);
+  void report_source_issues(const LoadResult& r, bool source_changed);
+
+  ManifestSource& source_;
+  Backend& backend_;
+  SyncOptions opts_;
+
+  // Control thread only.
+  std::shared_ptr<const ServiceTable> built_;  // last table built (applied or not)
+  bool need_full_ = true;
+  bool retry_pending_ = false;
+  Clock::time_point retry_at_{};
+  Clock::time_point last_sync_end_{};
+  bool synced_once_ = false;
+  int64_t pending_change_ns_ = 0;  // newest change not yet in the dataplane
+  std::set<std::string> logged_errors_;
+  std::set<std::string> logged_notes_;
+
+  mutable std::mutex mu_;  // guards status_ and applied_
+  Status status_;
+  std::shared_ptr<const ServiceTable> applied_;
+};
+
+}  // namespace vipd::cp

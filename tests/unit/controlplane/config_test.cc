@@ -1,0 +1,382 @@
+// Thread: test main thread. Tests for controlplane/config/options.cc.
+#include "controlplane/config/options.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cctype>
+#include <set>
+#include <sstream>
+
+#include "controlplane/model/service_table.h"
+#include "tests/unit/controlplane/test_util.h"
+
+namespace vipd::config {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+class ConfigTest : public ::testing::Test {
+ protected:
+  // Parses "vipd ARGS..."; throws what parse() throws.
+  std::optional<Options> run(std::vector<std::string> args) {
+    args.insert(args.begin(), "vipd");
+    std::vector<const char*> argv;
+    for (const auto& a : args) argv.push_back(a.c_str());
+    out_.str("");
+    return parse(static_cast<int>(argv.size()), argv.data(), out_);
+  }
+  // Parses with a valid manifests dir and --dry-run (so no port is needed).
+  Options ok(std::vector<std::string> args) {
+    args.insert(args.begin(), {"--manifests-dir", dir_.path(), "--dry-run"});
+    auto o = run(args);
+    EXPECT_TRUE(o.has_value());
+    return o.value_or(Options{});
+  }
+  // The error message for ARGS (with the manifests dir and --dry-run added).
+  std::string error(std::vector<std::string> args, bool add_base = true) {
+    if (add_base) args.insert(args.begin(), {"--manifests-dir", dir_.path(), "--dry-run"});
+    try {
+      run(args);
+    } catch (const ConfigError& e) {
+      return e.what();
+    }
+    return "no error";
+  }
+
+  testing::TempDir dir_;
+  std::ostringstream out_;
+};
+
+TEST_F(ConfigTest, DefaultsMatchTheStruct) {
+  const Options o = ok({});
+  const Options d;
+  EXPECT_EQ(o.mode, d.mode);
+  EXPECT_TRUE(o.dry_run);
+  EXPECT_EQ(o.manifests_dir, dir_.path());
+  EXPECT_TRUE(o.ports.empty());
+  EXPECT_TRUE(o.eal_args.empty());
+  EXPECT_EQ(o.main_lcore, 0u);
+  EXPECT_EQ(o.worker_lcores, std::vector<unsigned>{1});
+  EXPECT_EQ(o.forward_method, ForwardMethod::kFnat);
+  EXPECT_EQ(o.admin_socket, "/run/vipd/admin.sock");
+  EXPECT_EQ(o.metrics_address, "127.0.0.1:10249");
+  EXPECT_EQ(o.log_level, LogLevel::kInfo);
+  EXPECT_EQ(o.default_scheduler, "rr");
+  EXPECT_EQ(o.conn_table_size, d.conn_table_size);
+  EXPECT_EQ(o.tcp_established_timeout_s, 900u);
+  EXPECT_EQ(o.tcp_fin_timeout_s, 120u);
+  EXPECT_EQ(o.udp_timeout_s, 300u);
+  EXPECT_EQ(o.neighbor_timeout_s, 60u);
+  EXPECT_EQ(o.mbuf_count, 8191u);
+  EXPECT_EQ(o.sync_min_interval_ms, 0u);
+  EXPECT_EQ(o.worker_idle_sleep_us, 0u);
+}
+
+TEST_F(ConfigTest, HelpListsEveryOptionWithDefault) {
+  EXPECT_FALSE(run({"--help"}).has_value());
+  const std::string h = out_.str();
+  EXPECT_THAT(h, StartsWith("Usage: vipd"));
+  for (const char* name :
+       {"--config", "--mode", "--dry-run", "--eal-args", "--port", "--main-lcore", "--worker-lcores",
+        "--forward-method", "--fnat-local-addrs", "--manifests-dir", "--admin-socket",
+        "--metrics-address", "--log-level", "--scheduler", "--conn-table-size", "--tcp-timeout",
+        "--tcp-fin-timeout", "--udp-timeout", "--neighbor-timeout", "--mbufs",
+        "--sync-min-interval-ms", "--worker-idle-sleep-us", "--help", "--version"})
+    EXPECT_THAT(h, HasSubstr(name));
+  EXPECT_THAT(h, HasSubstr("(default: 262144)"));
+  EXPECT_THAT(h, HasSubstr("(default: 127.0.0.1:10249)"));
+  EXPECT_THAT(h, HasSubstr("(default: dpdk)"));
+}
+
+TEST_F(ConfigTest, Version) {
+  EXPECT_FALSE(run({"--version"}).has_value());
+  EXPECT_THAT(out_.str(), StartsWith("vipd "));
+}
+
+TEST_F(ConfigTest, UnknownOptionOnCommandLine) {
+  EXPECT_EQ(error({"--foo"}), "config: unknown option --foo");
+  // No abbreviations: --conf is not --config.
+  EXPECT_EQ(error({"--conf", "x"}), "config: unknown option --conf");
+}
+
+TEST_F(ConfigTest, UnknownOptionInFile) {
+  const std::string f = dir_.write("vipd.conf", "# comment\nmode = ipvs\nfoo = 1\n");
+  EXPECT_EQ(error({"--config", f}), "config: " + f + ": unknown option 'foo'");
+}
+
+TEST_F(ConfigTest, BadLineInFile) {
+  const std::string f = dir_.write("vipd.conf", "mode = ipvs\njust words\n");
+  EXPECT_EQ(error({"--config", f}), "config: " + f + ":2: expected 'name = value', got 'just words'");
+}
+
+TEST_F(ConfigTest, ConfigCannotBeSetInFile) {
+  const std::string f = dir_.write("vipd.conf", "config = other.conf\n");
+  EXPECT_EQ(error({"--config", f}), "config: " + f + ": unknown option 'config'");
+}
+
+TEST_F(ConfigTest, MissingConfigFile) {
+  EXPECT_EQ(error({"--config", "x"}), "config: --config 'x': cannot open file");
+  EXPECT_THAT(error({"--config", dir_.path()}), StartsWith("config: --config '" + dir_.path() + "': cannot open file"));
+}
+
+TEST_F(ConfigTest, OptionGivenTwice) {
+  EXPECT_EQ(error({"--mode", "ipvs", "--mode", "iptables"}), "config: --mode: given more than once");
+  const std::string f = dir_.write("vipd.conf", "mode = ipvs\nmode = dpdk\n");
+  EXPECT_EQ(error({"--config", f}), "config: " + f + ": option 'mode' given more than once");
+}
+
+TEST_F(ConfigTest, UnexpectedArgument) {
+  EXPECT_EQ(error({"stray"}), "config: unexpected argument 'stray'");
+}
+
+TEST_F(ConfigTest, MissingValue) {
+  EXPECT_THAT(error({"--mode"}), StartsWith("config: "));
+}
+
+TEST_F(ConfigTest, PortParsing) {
+  const Options o = ok({"--port", "0000:00:08.0 10.0.0.2/24 via 10.0.0.1", "--port",
+                        "00:09.0 192.168.7.1/32", "--port", "net_af_packet0,iface=veth1 172.16.0.5/16"});
+  ASSERT_EQ(o.ports.size(), 3u);
+  EXPECT_EQ(o.ports[0].device, "0000:00:08.0");
+  EXPECT_TRUE(o.ports[0].is_pci);
+  EXPECT_EQ(o.ports[0].ip, *cp::parse_ipv4("10.0.0.2"));
+  EXPECT_EQ(o.ports[0].prefix_len, 24);
+  ASSERT_TRUE(o.ports[0].gateway.has_value());
+  EXPECT_EQ(*o.ports[0].gateway, *cp::parse_ipv4("10.0.0.1"));
+  EXPECT_TRUE(o.ports[1].is_pci);
+  EXPECT_EQ(o.ports[1].prefix_len, 32);
+  EXPECT_FALSE(o.ports[1].gateway.has_value());
+  EXPECT_FALSE(o.ports[2].is_pci);
+  EXPECT_EQ(o.ports[2].device, "net_af_packet0,iface=veth1");
+  for (const char* dev : {"0000:00:08.0", "00:08.0", "ABCD:ef:1f.7"})
+    EXPECT_TRUE(ok({"--port", std::string(dev) + " 10.0.0.1/24"}).ports[0].is_pci) << dev;
+  for (const char* dev : {"0000:00:08.8", "00:08", "0000-00:08.0", "000:00:08.0", "00:0g.0", "net_tap0"})
+    EXPECT_FALSE(ok({"--port", std::string(dev) + " 10.0.0.1/24"}).ports[0].is_pci) << dev;
+}
+
+TEST_F(ConfigTest, BadPortStrings) {
+  EXPECT_EQ(error({"--port", "foo"}), "config: --port 'foo': expected DEVICE IP/PREFIX [via GATEWAY]");
+  EXPECT_EQ(error({"--port", "eth0 10.0.0.1/24 via"}),
+            "config: --port 'eth0 10.0.0.1/24 via': expected DEVICE IP/PREFIX [via GATEWAY]");
+  EXPECT_EQ(error({"--port", "eth0 10.0.0.1"}),
+            "config: --port 'eth0 10.0.0.1': address '10.0.0.1' needs a prefix length, e.g. 10.0.0.1/24");
+  EXPECT_EQ(error({"--port", "dev 10.0.0.300/24"}),
+            "config: --port 'dev 10.0.0.300/24': address '10.0.0.300' is not an IPv4 address");
+  EXPECT_EQ(error({"--port", "dev 10.0.0.1/33"}),
+            "config: --port 'dev 10.0.0.1/33': prefix length '33' must be between 1 and 32");
+  EXPECT_THAT(error({"--port", "dev 10.0.0.1/x"}), HasSubstr("prefix length 'x'"));
+  EXPECT_EQ(error({"--port", "dev 10.0.0.1/24 through 10.0.0.254"}),
+            "config: --port 'dev 10.0.0.1/24 through 10.0.0.254': expected 'via GATEWAY' after the "
+            "address, got 'through'");
+}
+
+TEST_F(ConfigTest, BadGateway) {
+  EXPECT_EQ(error({"--port", "dev 10.0.0.1/24 via 10.0.0"}),
+            "config: --port 'dev 10.0.0.1/24 via 10.0.0': gateway '10.0.0' is not an IPv4 address");
+  EXPECT_EQ(error({"--port", "dev 10.0.0.1/24 via 10.0.1.1"}),
+            "config: --port 'dev 10.0.0.1/24 via 10.0.1.1': gateway 10.0.1.1 is not inside 10.0.0.0/24");
+  EXPECT_THAT(error({"--port", "dev 10.0.0.1/24 via 10.0.0.1"}), HasSubstr("own address"));
+}
+
+TEST_F(ConfigTest, DuplicateDevice) {
+  EXPECT_THAT(error({"--port", "dev 10.0.0.1/24", "--port", "dev 10.0.1.1/24"}),
+              HasSubstr("device dev is given twice"));
+}
+
+TEST_F(ConfigTest, RepeatedPortsFromCommandLineAndFile) {
+  const std::string f = dir_.write("vipd.conf", "port = fileA 10.1.0.1/24\nport = fileB 10.2.0.1/24\n");
+  const Options o = ok({"--config", f, "--port", "cli0 10.0.0.1/24"});
+  ASSERT_EQ(o.ports.size(), 3u);
+  EXPECT_EQ(o.ports[0].device, "cli0");
+  EXPECT_EQ(o.ports[1].device, "fileA");
+  EXPECT_EQ(o.ports[2].device, "fileB");
+}
+
+TEST_F(ConfigTest, CommandLineOverridesFile) {
+  const std::string f = dir_.write("vipd.conf",
+                                   "mode = iptables\nlog-level = debug\nudp-timeout = 30\n"
+                                   "scheduler = wrr   # trailing comment\n");
+  const Options o = ok({"--config", f, "--mode", "ipvs", "--udp-timeout", "45"});
+  EXPECT_EQ(o.config_file, f);
+  EXPECT_EQ(o.mode, Mode::kIpvs);
+  EXPECT_EQ(o.udp_timeout_s, 45u);
+  EXPECT_EQ(o.log_level, LogLevel::kDebug);
+  EXPECT_EQ(o.default_scheduler, "wrr");
+}
+
+TEST_F(ConfigTest, FileCanSetEverything) {
+  const std::string f = dir_.write(
+      "vipd.conf",
+      "mode = dpdk\ndry-run = false\neal-args = --no-pci  --vdev net_null0\n"
+      "port = net_null0 10.0.0.1/24 via 10.0.0.254\nmain-lcore = 2\nworker-lcores = 3-4,6\n"
+      "forward-method = fnat\nfnat-local-addrs = 10.0.0.10, 10.0.0.11\nmanifests-dir = " +
+          dir_.path() +
+          "\nadmin-socket = /tmp/a.sock\nmetrics-address = 0.0.0.0:9100\nlog-level = warn\n"
+          "scheduler = rr\nconn-table-size = 1024\ntcp-timeout = 60\ntcp-fin-timeout = 5\n"
+          "udp-timeout = 7\nneighbor-timeout = 9\nmbufs = 511\nsync-min-interval-ms = 250\n"
+          "worker-idle-sleep-us = 50\n");
+  const auto o = run({"--config", f});
+  ASSERT_TRUE(o.has_value());
+  EXPECT_FALSE(o->dry_run);
+  EXPECT_EQ(o->eal_args, (std::vector<std::string>{"--no-pci", "--vdev", "net_null0"}));
+  EXPECT_EQ(o->main_lcore, 2u);
+  EXPECT_EQ(o->worker_lcores, (std::vector<unsigned>{3, 4, 6}));
+  EXPECT_EQ(o->fnat_local_addrs.size(), 2u);
+  EXPECT_EQ(o->admin_socket, "/tmp/a.sock");
+  EXPECT_EQ(o->metrics_address, "0.0.0.0:9100");
+  EXPECT_EQ(o->log_level, LogLevel::kWarn);
+  EXPECT_EQ(o->conn_table_size, 1024u);
+  EXPECT_EQ(o->tcp_established_timeout_s, 60u);
+  EXPECT_EQ(o->tcp_fin_timeout_s, 5u);
+  EXPECT_EQ(o->udp_timeout_s, 7u);
+  EXPECT_EQ(o->neighbor_timeout_s, 9u);
+  EXPECT_EQ(o->mbuf_count, 511u);
+  EXPECT_EQ(o->sync_min_interval_ms, 250u);
+  EXPECT_EQ(o->worker_idle_sleep_us, 50u);
+}
+
+TEST_F(ConfigTest, LcoreLists) {
+  EXPECT_EQ(ok({"--worker-lcores", "1,2"}).worker_lcores, (std::vector<unsigned>{1, 2}));
+  EXPECT_EQ(ok({"--worker-lcores", "1-3"}).worker_lcores, (std::vector<unsigned>{1, 2, 3}));
+  EXPECT_EQ(ok({"--worker-lcores", "1-2,5,7-8"}).worker_lcores, (std::vector<unsigned>{1, 2, 5, 7, 8}));
+  const std::string syntax = "expected a list like 1,2 or 1-3 or 1-3,6";
+  EXPECT_EQ(error({"--worker-lcores", "a"}), "config: --worker-lcores 'a': " + syntax);
+  EXPECT_EQ(error({"--worker-lcores", "1,,2"}), "config: --worker-lcores '1,,2': " + syntax);
+  EXPECT_EQ(error({"--worker-lcores", ""}), "config: --worker-lcores '': " + syntax);
+  EXPECT_EQ(error({"--worker-lcores", "1-"}), "config: --worker-lcores '1-': " + syntax);
+  EXPECT_EQ(error({"--worker-lcores", "3-1"}), "config: --worker-lcores '3-1': range '3-1' ends before it starts");
+  EXPECT_EQ(error({"--worker-lcores", "1,1"}), "config: --worker-lcores '1,1': lcore 1 is listed twice");
+  EXPECT_EQ(error({"--worker-lcores", "2000"}), "config: --worker-lcores '2000': lcore 2000 is above 1023");
+  EXPECT_EQ(error({"--worker-lcores", "0-1"}),
+            "config: --worker-lcores '0-1': lcore 0 is also the main lcore (--main-lcore)");
+  EXPECT_EQ(error({"--main-lcore", "1"}),
+            "config: --worker-lcores '1': lcore 1 is also the main lcore (--main-lcore)");
+}
+
+TEST_F(ConfigTest, Modes) {
+  EXPECT_EQ(error({"--mode", "ebpf"}), "config: --mode 'ebpf': expected dpdk, iptables or ipvs");
+  // iptables and ipvs are accepted by the parser and need no port.
+  EXPECT_EQ(run({"--manifests-dir", dir_.path(), "--mode", "iptables"})->mode, Mode::kIptables);
+  EXPECT_EQ(run({"--manifests-dir", dir_.path(), "--mode", "ipvs"})->mode, Mode::kIpvs);
+  EXPECT_STREQ(mode_name(Mode::kDpdk), "dpdk");
+  EXPECT_STREQ(mode_name(Mode::kIptables), "iptables");
+  EXPECT_STREQ(mode_name(Mode::kIpvs), "ipvs");
+  EXPECT_STREQ(forward_method_name(ForwardMethod::kFnat), "fnat");
+  EXPECT_STREQ(forward_method_name(ForwardMethod::kNat), "nat");
+}
+
+TEST_F(ConfigTest, DpdkModeNeedsPortAndFnatAddresses) {
+  const std::string d = dir_.path();
+  EXPECT_EQ(error({"--manifests-dir", d}, false),
+            "config: --port: at least one port is required in dpdk mode (or use --dry-run)");
+  EXPECT_EQ(error({"--manifests-dir", d, "--port", "net_null0 10.0.0.1/24"}, false),
+            "config: --forward-method 'fnat': needs --fnat-local-addrs (or use --forward-method nat)");
+  EXPECT_TRUE(run({"--manifests-dir", d, "--port", "net_null0 10.0.0.1/24", "--forward-method", "nat"}));
+  const auto o = run({"--manifests-dir", d, "--port", "net_null0 10.0.0.1/24", "--fnat-local-addrs",
+                      "10.0.0.10,10.0.0.11"});
+  ASSERT_TRUE(o.has_value());
+  EXPECT_EQ(o->fnat_local_addrs, (std::vector<uint32_t>{*cp::parse_ipv4("10.0.0.10"), *cp::parse_ipv4("10.0.0.11")}));
+  EXPECT_EQ(error({"--forward-method", "dr"}), "config: --forward-method 'dr': expected fnat or nat");
+}
+
+TEST_F(ConfigTest, BadFnatAddresses) {
+  EXPECT_EQ(error({"--fnat-local-addrs", "10.0.0.1,x"}),
+            "config: --fnat-local-addrs '10.0.0.1,x': address 'x' is not an IPv4 address");
+  EXPECT_EQ(error({"--fnat-local-addrs", "10.0.0.1,"}),
+            "config: --fnat-local-addrs '10.0.0.1,': expected comma-separated IPv4 addresses");
+  EXPECT_THAT(error({"--fnat-local-addrs", "10.0.0.1,10.0.0.1"}), HasSubstr("listed twice"));
+}
+
+TEST_F(ConfigTest, ManifestsDirRequiredAndChecked) {
+  EXPECT_EQ(error({"--dry-run"}, false),
+            "config: --manifests-dir: required (the directory of Service/EndpointSlice manifests)");
+  EXPECT_EQ(error({"--dry-run", "--manifests-dir", "/nonexistent/vipd"}, false),
+            "config: --manifests-dir '/nonexistent/vipd': no such directory");
+  const std::string f = dir_.write("file", "");
+  EXPECT_EQ(error({"--dry-run", "--manifests-dir", f}, false),
+            "config: --manifests-dir '" + f + "': not a directory");
+}
+
+TEST_F(ConfigTest, NumbersOutOfRange) {
+  EXPECT_EQ(error({"--conn-table-size", "0"}),
+            "config: --conn-table-size '0': must be between 1024 and 67108864");
+  EXPECT_EQ(error({"--tcp-timeout", "abc"}), "config: --tcp-timeout 'abc': expected a whole number");
+  EXPECT_EQ(error({"--udp-timeout", "-5"}), "config: --udp-timeout '-5': expected a whole number");
+  EXPECT_EQ(error({"--udp-timeout", "99999999999999999999"}),
+            "config: --udp-timeout '99999999999999999999': expected a whole number");
+  EXPECT_EQ(error({"--tcp-fin-timeout", "86401"}),
+            "config: --tcp-fin-timeout '86401': must be between 1 and 86400");
+  EXPECT_EQ(error({"--neighbor-timeout", "0"}), "config: --neighbor-timeout '0': must be between 1 and 86400");
+  EXPECT_EQ(error({"--mbufs", "100"}), "config: --mbufs '100': must be between 511 and 16777215");
+  EXPECT_EQ(error({"--main-lcore", "1024"}), "config: --main-lcore '1024': must be between 0 and 1023");
+  EXPECT_EQ(error({"--sync-min-interval-ms", "60001"}),
+            "config: --sync-min-interval-ms '60001': must be between 0 and 60000");
+  EXPECT_EQ(error({"--worker-idle-sleep-us", "100001"}),
+            "config: --worker-idle-sleep-us '100001': must be between 0 and 100000");
+}
+
+TEST_F(ConfigTest, OtherValues) {
+  EXPECT_EQ(error({"--log-level", "trace"}), "config: --log-level 'trace': expected debug, info, warn or error");
+  EXPECT_EQ(error({"--scheduler", "lc"}), "config: --scheduler 'lc': expected rr or wrr");
+  EXPECT_EQ(error({"--metrics-address", "localhost"}),
+            "config: --metrics-address 'localhost': expected HOST:PORT with an IPv4 host");
+  EXPECT_EQ(error({"--metrics-address", "localhost:80"}),
+            "config: --metrics-address 'localhost:80': host 'localhost' is not an IPv4 address");
+  EXPECT_EQ(error({"--metrics-address", "127.0.0.1:0"}),
+            "config: --metrics-address '127.0.0.1:0': port must be between 1 and 65535");
+  EXPECT_EQ(error({"--admin-socket", ""}), "config: --admin-socket '': must not be empty");
+}
+
+TEST_F(ConfigTest, DryRunSwitch) {
+  const std::string d = dir_.path();
+  EXPECT_TRUE(run({"--manifests-dir", d, "--dry-run"})->dry_run);
+  // On the command line it is a plain switch: it never takes the next word.
+  EXPECT_EQ(error({"--manifests-dir", d, "--dry-run=true"}, false),
+            "config: option '--dry-run' does not take any arguments");
+  const std::string f = dir_.write("vipd.conf", "dry-run = yes\n");
+  EXPECT_TRUE(run({"--manifests-dir", d, "--config", f})->dry_run);
+  const std::string g = dir_.write("vipd2.conf", "dry-run = maybe\n");
+  EXPECT_EQ(error({"--manifests-dir", d, "--config", g}, false),
+            "config: --dry-run 'maybe': expected true or false");
+  // dry-run = false in dpdk mode without ports: the port check applies again.
+  const std::string h = dir_.write("vipd3.conf", "dry-run = false\n");
+  EXPECT_THAT(error({"--manifests-dir", d, "--config", h}, false), HasSubstr("--port"));
+}
+
+// config/vipd.conf.example documents every option, and every option line in it
+// parses when uncommented (run from the source root).
+TEST_F(ConfigTest, ExampleFileCoversEveryOptionAndParses) {
+  const std::string example = testing::read_file("config/vipd.conf.example");
+  ASSERT_FALSE(example.empty()) << "run from the source root";
+  run({"--help"});
+  const std::string help = out_.str();
+  std::istringstream lines(example);
+  std::string uncommented;
+  std::set<std::string> names;
+  for (std::string line; std::getline(lines, line);) {
+    // "#name = value" (no space after '#') is an option line.
+    if (line.size() > 1 && line[0] == '#' && std::islower(static_cast<unsigned char>(line[1]))) {
+      const std::string name = line.substr(1, line.find(' ') - 1);
+      names.insert(name);
+      EXPECT_THAT(help, HasSubstr("--" + name + " ")) << name;
+      if (name == "manifests-dir") line = "#manifests-dir = " + dir_.path();
+      uncommented += line.substr(1) + "\n";
+    }
+  }
+  for (const char* name : {"mode", "dry-run", "eal-args", "port", "main-lcore", "worker-lcores",
+                           "forward-method", "fnat-local-addrs", "manifests-dir", "admin-socket",
+                           "metrics-address", "log-level", "scheduler", "conn-table-size", "tcp-timeout",
+                           "tcp-fin-timeout", "udp-timeout", "neighbor-timeout", "mbufs",
+                           "sync-min-interval-ms", "worker-idle-sleep-us"})
+    EXPECT_TRUE(names.count(name)) << name << " missing from config/vipd.conf.example";
+  const std::string f = dir_.write("all.conf", uncommented);
+  const auto o = run({"--config", f});
+  ASSERT_TRUE(o.has_value());
+  EXPECT_EQ(o->ports.size(), 2u);
+  EXPECT_EQ(o->conn_table_size, Options{}.conn_table_size);
+}
+
+}  // namespace
+}  // namespace vipd::config
