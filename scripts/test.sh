@@ -4,8 +4,8 @@
 # vipd's whole test run:
 #  1. installs missing packages (scripts/bootstrap.sh) and builds
 #     (meson setup build if needed; ninja -C build);
-#  2. runs every GoogleTest executable under build/tests/unit (working directory
-#     build/, as `meson test` does) and counts its individual tests from the
+#  2. runs every GoogleTest executable under build/tests/unit (working directory:
+#     the source root, as their meson workdir says) and counts its tests from the
 #     --gtest_output JSON;
 #  3. unless --unit-only, and only as root: runs tests/integration/*_test.sh,
 #     once per variant named on a "# variants: a b" header line (seed_test.sh:
@@ -136,7 +136,9 @@ for bin in "${UNIT_BINS[@]}"; do
   json=$TMP/unit-$NBIN.json
   log=$TMP/unit-$NBIN.log
   # (braces + 2>/dev/null: no "Aborted" job message from bash when a test crashes)
-  { (cd "$B" && timeout 300 "./$rel" --gtest_output="json:$json" >"$log" 2>&1); } 2>/dev/null
+  # Working directory: the source root, as the tests' meson workdir says
+  # (they read fixtures from tests/data).
+  { (cd "$ROOT" && timeout 300 "$(cd "$B" && pwd)/$rel" --gtest_output="json:$json" >"$log" 2>&1); } 2>/dev/null
   rc=$?
   if counts=$(gtest_count "$json"); then
     read -r p f s <<<"$(head -n 1 <<<"$counts")"

@@ -63,6 +63,10 @@ Conn* ConnTable::lookup(const FlowKey& k, bool* reply) noexcept {
 
 Conn* ConnTable::insert(const FlowKey& fwd, const FlowKey& rev) noexcept {
   if (free_top_ == 0) return nullptr;
+  // rte_hash_add_key_data would silently re-point an existing key: refuse
+  // keys already in use (e.g. in nat mode, one client port reaching the same
+  // backend through two VIPs has the same reply key).
+  if (rte_hash_lookup(hash_, &fwd) >= 0 || rte_hash_lookup(hash_, &rev) >= 0) return nullptr;
   const uint32_t idx = free_[free_top_ - 1];
   if (rte_hash_add_key_data(hash_, &fwd, reinterpret_cast<void*>(uintptr_t{idx} << 1)) < 0)
     return nullptr;

@@ -20,6 +20,7 @@ namespace vipd::dp {
   X(kNoConn, "no_connection")                /* mid-flow TCP without entry */ \
   X(kNoEndpointsDrop, "no_endpoints_drop")   /* when_empty = drop */          \
   X(kConnTableFull, "conn_table_full")                                        \
+  X(kConnKeyInUse, "conn_key_in_use")        /* reply tuple already taken */  \
   X(kFnatPortsExhausted, "fnat_ports_exhausted")                              \
   X(kDestExpired, "dest_expired")            /* reply for a removed dest */   \
   X(kNoRoute, "no_route")                                                     \

@@ -248,7 +248,7 @@ void new_flow(Worker& w, rte_mbuf* m, const Parsed& p, const Service& svc) {
                            make_key(d.ip, d.port, laddr, lport, p.proto));
   if (!c) {
     if (sh.forward == Forward::kFnat) w.fnat[lidx].ports[w.fnat[lidx].top++] = lport;
-    return drop(w, m, kConnTableFull);
+    return drop(w, m, w.conns.size() >= w.conns.capacity() ? kConnTableFull : kConnKeyInUse);
   }
   c->caddr = p.src;
   c->cport = p.sport;
