@@ -421,7 +421,11 @@ void sweep_conns(Worker& w, uint32_t budget) noexcept {
   const uint64_t now = w.now;
   const Shared& sh = *w.sh;
   w.conns.sweep(budget, [&](Conn& c) {
-    if (c.expires > now && dest_alive(sh, c)) return false;
+    // A connection whose destination was removed is kept for a short grace
+    // period, so that its next packet still finds it and the client gets a
+    // RST (expire_nodest_conn) instead of silence; then it is reclaimed.
+    if (!dest_alive(sh, c) && c.expires > now + sh.t_dead) c.expires = now + sh.t_dead;
+    if (c.expires > now) return false;
     release(w, c);
     return true;
   });

@@ -49,6 +49,7 @@ struct Shared {
   rte_ring* rings[kMaxWorkers]{};
   uint64_t tsc_hz = 0;
   uint64_t t_syn = 0, t_est = 0, t_fin = 0, t_close = 0, t_udp = 0;  // TSC
+  uint64_t t_dead = 0;  // grace for connections whose destination was removed
   uint64_t arp_retry = 0, arp_give_up = 0;                           // TSC
   uint32_t idle_sleep_us = 0;
   std::atomic<bool> stop{false};

@@ -229,6 +229,7 @@ bool DpdkDataplane::init(std::string* error) {
   sh_.t_fin = uint64_t{cfg_.tcp_fin_timeout_s} * sh_.tsc_hz;
   sh_.t_close = 10 * sh_.tsc_hz;
   sh_.t_udp = uint64_t{cfg_.udp_timeout_s} * sh_.tsc_hz;
+  sh_.t_dead = 60 * sh_.tsc_hz;
   sh_.arp_retry = sh_.tsc_hz / 5;  // 200 ms
   sh_.arp_give_up = sh_.tsc_hz;    // 1 s
   sh_.idle_sleep_us = cfg_.idle_sleep_us;

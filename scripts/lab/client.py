@@ -3,6 +3,8 @@
   client.py http URL --count N [--timeout S] [--interval S] [--max-time S]
   client.py udp HOST:PORT --count N [--timeout S] [--interval S] [--max-time S]
   client.py connect HOST:PORT [--timeout S]
+  client.py ping HOST [--count N] [--timeout S]
+  client.py hold HOST:PORT --conns N --go FILE [--timeout S] [--max-time S]
 
 Lab traffic generator; runs inside the client network namespace.
 
@@ -12,6 +14,12 @@ http:    N sequential GETs, each on a new TCP connection. Prints one JSON line
 udp:     N datagrams, each from a new socket (new source port, so a new flow),
          waiting for one reply each; same JSON, by_pod from the replies.
 connect: one TCP connect; prints exactly one of: connected, refused, timeout, error: ...
+ping:    N ICMP echo requests (raw socket, needs root); prints one JSON line
+         {"sent":N,"received":N}.
+hold:    opens N TCP connections (handshake only), prints "open N" and waits until
+         FILE exists, then sends one GET on each and prints one JSON line
+         {"ok":N,"reset":N,"failed":N,"by_pod":{...},"errors":{...}}: "reset" counts
+         connections that got a RST (ConnectionResetError / BrokenPipeError).
 
 Everything is bounded: --count <= 100000 and --max-time (default 120 s) caps the
 whole run; requests not attempted before the limit count as failed with error
@@ -89,6 +97,78 @@ def udp_once(host, port, timeout):
     return line[:64]
 
 
+def ping(args):
+    import os
+    import struct
+    s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
+    s.settimeout(args.timeout)
+    ident = os.getpid() & 0xFFFF
+    got = 0
+    for seq in range(args.count):
+        payload = b"vipd-lab-ping"
+        hdr = struct.pack("!BBHHH", 8, 0, 0, ident, seq)
+        b = hdr + payload
+        if len(b) % 2:
+            b += b"\0"
+        c = sum(struct.unpack("!%dH" % (len(b) // 2), b))
+        while c >> 16:
+            c = (c & 0xFFFF) + (c >> 16)
+        pkt = struct.pack("!BBHHH", 8, 0, (~c) & 0xFFFF, ident, seq) + payload
+        s.sendto(pkt, (args.host, 0))
+        end = time.monotonic() + args.timeout
+        while time.monotonic() < end:
+            try:
+                data, addr = s.recvfrom(2048)
+            except socket.timeout:
+                break
+            ihl = (data[0] & 0x0F) * 4
+            t, _, _, rid, rseq = struct.unpack("!BBHHH", data[ihl:ihl + 8])
+            if t == 0 and rid == ident and rseq == seq and addr[0] == args.host:
+                got += 1
+                break
+    print(json.dumps({"sent": args.count, "received": got}), flush=True)
+    return 0
+
+
+def hold(args):
+    import os
+    host, port = args.target
+    deadline = time.monotonic() + args.max_time
+    conns = []
+    for _ in range(args.conns):
+        conns.append(socket.create_connection((host, port), timeout=args.timeout))
+    print("open %d" % len(conns), flush=True)
+    while not os.path.exists(args.go):
+        if time.monotonic() >= deadline:
+            print(json.dumps({"ok": 0, "reset": 0, "failed": len(conns), "by_pod": {},
+                              "errors": {"TotalTimeLimit": len(conns)}}), flush=True)
+            return 0
+        time.sleep(0.01)
+    res = {"ok": 0, "reset": 0, "failed": 0, "by_pod": {}, "errors": {}}
+    for s in conns:
+        try:
+            s.settimeout(args.timeout)
+            s.sendall(b"GET / HTTP/1.1\r\nHost: vip\r\nConnection: close\r\n\r\n")
+            data = recv_all(s)
+            if not data:
+                raise BadResponse("closed without a response")
+            body = data.split(b"\r\n\r\n", 1)[-1]
+            pod = body.split(b"\n", 1)[0].strip().decode(errors="replace")[:64]
+            res["ok"] += 1
+            res["by_pod"][pod] = res["by_pod"].get(pod, 0) + 1
+        except (ConnectionResetError, BrokenPipeError):
+            res["reset"] += 1
+        except (OSError, BadResponse) as e:
+            res["failed"] += 1
+            n = err_name(e)
+            res["errors"][n] = res["errors"].get(n, 0) + 1
+        finally:
+            s.close()
+    res["by_pod"] = dict(sorted(res["by_pod"].items()))
+    print(json.dumps(res), flush=True)
+    return 0
+
+
 def run_loop(args, once):
     res = {"ok": 0, "failed": 0, "by_pod": {}, "errors": {}}
     start = time.monotonic()
@@ -160,7 +240,22 @@ def main():
     c = sub.add_parser("connect", help="one TCP connect attempt")
     c.add_argument("target", type=host_port)
     c.add_argument("--timeout", type=pos_float, default=2.0)
+    o = sub.add_parser("hold", help="N idle connections, one GET each once FILE exists")
+    o.add_argument("target", type=host_port)
+    o.add_argument("--conns", type=count_arg, required=True)
+    o.add_argument("--go", required=True, help="start sending once this file exists")
+    o.add_argument("--timeout", type=pos_float, default=2.0)
+    o.add_argument("--max-time", type=pos_float, default=60.0)
+    g = sub.add_parser("ping", help="ICMP echo requests")
+    g.add_argument("host")
+    g.add_argument("--count", type=count_arg, default=3)
+    g.add_argument("--timeout", type=pos_float, default=1.0)
     args = ap.parse_args()
+
+    if args.cmd == "ping":
+        return ping(args)
+    if args.cmd == "hold":
+        return hold(args)
 
     if args.cmd == "http":
         url = urllib.parse.urlsplit(args.url)

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# usage: tests/integration/seed_test.sh fnat|nat
-# variants: fnat nat
+# usage: tests/integration/seed_test.sh fnat|nat|fnat-2w|nat-huge
+# variants: fnat nat fnat-2w nat-huge
 #
 # The seed scenario as assertions, with vipd in dpdk mode (af_packet vdevs) in a
 # private network-namespace lab (scripts/lab.sh, unique LAB_PREFIX), for one
-# forward method. Each check prints exactly "PASS: <name>" or
+# forward method. Variants: plain (one worker, --no-huge), "-2w" (two worker
+# lcores sharing one CPU, so flows cross the redirect rings), "-huge" (EAL on
+# 2 MiB hugepages; reserved and mounted privately for the test, released after). Each check prints exactly "PASS: <name>" or
 # "FAIL: <name>: <detail>"; other output is indented. Exit status: 0 if all
 # passed, 1 if any failed, 2 on usage errors, 77 (with "SKIP: ..." lines) when
 # the test cannot run here (not root, no network namespaces).
@@ -12,20 +14,24 @@
 # vipctl; VIPD_BUILD_DIR defaults to build).
 set -uo pipefail
 
-METHOD=${1:-}
-case $METHOD in
-  fnat|nat) ;;
-  *) echo "usage: tests/integration/seed_test.sh fnat|nat" >&2; exit 2 ;;
+VARIANT=${1:-}
+case $VARIANT in
+  fnat|nat|fnat-2w|nat-2w|fnat-huge|nat-huge) ;;
+  *) echo "usage: tests/integration/seed_test.sh fnat|nat|fnat-2w|nat-2w|fnat-huge|nat-huge" >&2; exit 2 ;;
 esac
+METHOD=${VARIANT%%-*}
+EXTRA=${VARIANT#"$METHOD"}
+EXTRA=${EXTRA#-}
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$ROOT" || exit 1
 # The distribution's python3 (standard library only) unless PYTHON is set.
 if [ -z "${PYTHON:-}" ]; then if [ -x /usr/bin/python3 ]; then PYTHON=/usr/bin/python3; else PYTHON=python3; fi; fi
-NAME="seed_test($METHOD)"
+NAME="seed_test($VARIANT)"
 
 # ---- can we run here? ---------------------------------------------------------
-CHECKS=(vipd-starts forward-method http-four-pods-even change-to-dataplane http-after-removal
-        no-endpoints-refused udp-roundtrip vipctl-list vipctl-stats vipd-alive)
+CHECKS=(vipd-starts forward-method http-four-pods-even change-to-dataplane expire-on-removal
+        http-after-removal no-endpoints-refused udp-no-endpoints-refused udp-roundtrip ping-vip
+        malformed-counted vipctl-list vipctl-stats vipd-alive)
 skip_all() {
   local c
   for c in "${CHECKS[@]}"; do echo "SKIP: $c: $1"; done
@@ -57,9 +63,11 @@ if [ -z "$VIPD" ] || [ -z "$VIPCTL" ]; then
   exit 1
 fi
 
-export LAB_PREFIX="vt${METHOD}$$-"
+export LAB_PREFIX="vt${METHOD:0:1}${EXTRA:0:1}$$-"
 P=$LAB_PREFIX
-TMP=$(mktemp -d "/tmp/vipd-seed-$METHOD.XXXXXX")
+TMP=$(mktemp -d "/tmp/vipd-seed-$VARIANT.XXXXXX")
+HUGE_MNT=
+HUGE_OLD=
 VIPD_PID=
 CONF=config/demo/vipd.conf
 
@@ -77,6 +85,11 @@ cleanup() {
     wait "$VIPD_PID" 2>/dev/null
   fi
   scripts/lab.sh down >/dev/null 2>&1
+  if [ -n "$HUGE_MNT" ]; then
+    umount "$HUGE_MNT" 2>/dev/null
+    rmdir "$HUGE_MNT" 2>/dev/null
+  fi
+  [ -n "$HUGE_OLD" ] && echo "$HUGE_OLD" >/proc/sys/vm/nr_hugepages 2>/dev/null
   rm -rf "$TMP"
   note "$NAME: $NPASS passed, $NFAIL failed"
   if [ "$NFAIL" -gt 0 ]; then exit 1; fi
@@ -112,9 +125,31 @@ fi
 mkdir -p "$TMP/manifests" "$TMP/stage"
 cp config/demo/manifests/*.yaml "$TMP/manifests/"
 EAL=$(sed -n 's/^[[:space:]]*eal-args[[:space:]]*=[[:space:]]*//p' "$CONF" | tail -n 1)
+VARGS=()
+case $EXTRA in
+  2w)
+    # Two workers on lcores 1 and 2, both on CPU 1 (this machine may have two CPUs).
+    EAL="$EAL --lcores 0@0,1@1,2@1"
+    VARGS+=(--worker-lcores 1,2) ;;
+  huge)
+    # 160 x 2 MiB pages on top of what is reserved, on a private hugetlbfs mount.
+    HUGE_OLD=$(cat /proc/sys/vm/nr_hugepages 2>/dev/null || echo)
+    want=$(( ${HUGE_OLD:-0} + 160 ))
+    echo "$want" >/proc/sys/vm/nr_hugepages 2>/dev/null
+    free=$(awk '/HugePages_Free/ {print $2}' /proc/meminfo)
+    HUGE_MNT=$(mktemp -d /tmp/vipd-huge.XXXXXX)
+    if [ "${free:-0}" -lt 150 ] || ! mount -t hugetlbfs -o pagesize=2M nodev "$HUGE_MNT" 2>/dev/null; then
+      rmdir "$HUGE_MNT" 2>/dev/null; HUGE_MNT=
+      for c in "${CHECKS[@]}"; do echo "SKIP: $c: cannot reserve 2 MiB hugepages here (free: ${free:-0})"; done
+      echo "!!! $NAME: all checks SKIPPED: no hugepages could be reserved" >&2
+      exit 77
+    fi
+    note "hugepages: ${free} free, hugetlbfs on $HUGE_MNT"
+    EAL="-m 256 --huge-dir $HUGE_MNT --huge-unlink" ;;
+esac
 ip netns exec "${P}lb" "$VIPD" --config "$CONF" --forward-method "$METHOD" \
   --manifests-dir "$TMP/manifests" --admin-socket "$TMP/admin.sock" \
-  "--eal-args=$EAL --file-prefix ${P}vipd" \
+  "--eal-args=$EAL --file-prefix ${P}vipd" "${VARGS[@]}" \
   </dev/null >"$TMP/vipd.log" 2>&1 &
 VIPD_PID=$!
 
@@ -154,6 +189,11 @@ d=$(judge "$r" 'r["failed"] == 0 and all(70 <= n("pod%d" % i) <= 130 for i in ra
 if [ -z "$d" ] && [ -n "$r" ]; then pass http-four-pods-even; else fail http-four-pods-even "want 0 failed and each pod 70..130: ${d:-no result}"; fi
 
 # ---- remove pod4 -----------------------------------------------------------------
+# Eight idle connections opened before the change: those pinned to pod4 must get a
+# RST from vipd at their next packet (expire_nodest_conn), the others must work.
+client hold 10.96.0.100:8080 --conns 8 --go "$TMP/go" --timeout 2 --max-time 60 >"$TMP/hold.out" 2>&1 &
+HOLD_PID=$!
+for _ in $(seq 1 100); do grep -q '^open' "$TMP/hold.out" 2>/dev/null && break; sleep 0.05; done
 gen_before=$(generation_of "$(status_json)")
 # New file in a directory vipd does not watch, then mv (rename) it over the old
 # one, in one process: vipd dates the change by the file's mtime, and the
@@ -216,6 +256,13 @@ else
     fail change-to-dataplane "last_change_to_applied_ms '${ms}' is not a number below 100"
   fi
 fi
+# pod4's server still runs: a RST can only come from vipd.
+touch "$TMP/go"
+wait "$HOLD_PID" 2>/dev/null
+r=$(tail -n 1 "$TMP/hold.out")
+note "held connections after removal: $r"
+d=$(judge "$r" 'r["failed"] == 0 and r["reset"] >= 1 and r["ok"] + r["reset"] == 8 and n("pod4") == 0')
+if [ -z "$d" ] && [ -n "$r" ]; then pass expire-on-removal; else fail expire-on-removal "want 8 answered or reset, >= 1 reset, none from pod4: ${d:-no result}"; fi
 scripts/lab.sh kill-pod 4 >/dev/null 2>&1 || note "warning: kill-pod 4 failed"
 
 r=$(client http http://10.96.0.100:8080/ --count 400 --timeout 2 --max-time 40)
@@ -227,11 +274,50 @@ if [ -z "$d" ] && [ -n "$r" ]; then pass http-after-removal; else fail http-afte
 out=$(client connect 10.96.0.101:80 --timeout 2)
 if [ "$out" = refused ]; then pass no-endpoints-refused; else fail no-endpoints-refused "connect 10.96.0.101:80 gave '$out', want 'refused'"; fi
 
+r=$(client udp 10.96.0.101:53 --count 3 --timeout 1 --max-time 10)
+note "udp to a service without endpoints: $r"
+d=$(judge "$r" 'r["ok"] == 0 and r["errors"].get("ConnectionRefusedError", 0) == 3')
+if [ -z "$d" ] && [ -n "$r" ]; then pass udp-no-endpoints-refused; else fail udp-no-endpoints-refused "want 3 x ConnectionRefusedError (ICMP port unreachable): ${d:-no result}"; fi
+
 # ---- UDP ------------------------------------------------------------------------
 r=$(client udp 10.96.0.100:9053 --count 100 --timeout 1 --max-time 30)
 note "udp: $r"
 d=$(judge "$r" 'r["ok"] >= 95 and set(pods) <= {"pod1", "pod2", "pod3"}')
 if [ -z "$d" ] && [ -n "$r" ]; then pass udp-roundtrip; else fail udp-roundtrip "want >= 95 of 100 replies, only from pod1..pod3: ${d:-no result}"; fi
+
+# ---- ICMP echo to the VIP ---------------------------------------------------------
+r=$(ip netns exec "${P}client" "$PYTHON" scripts/lab/client.py ping 10.96.0.100 --count 3 --timeout 1)
+if [ "$(json_field "$r" received)" = 3 ]; then pass ping-vip; else fail ping-vip "3 echo requests to 10.96.0.100: ${r:-no result}"; fi
+
+# ---- malformed and unsupported frames: dropped, counted, nothing breaks ------------
+drops_json() { vipctl stats --json 2>/dev/null; }
+before=$(drops_json)
+mac=$(ip -n "${P}lb" -o link show c0 | sed -n 's/.*link\/ether \([0-9a-f:]*\).*/\1/p')
+sent=$(ip netns exec "${P}client" "$PYTHON" scripts/lab/badframes.py eth0 "$mac" 10.0.0.2 10.96.0.100 8080 2>&1)
+sleep 0.3
+after=$(drops_json)
+d=$("$PYTHON" - "$before" "$after" "$sent" <<'PY'
+import collections, json, sys
+def reasons(doc):
+    tot = collections.Counter()
+    for w in json.loads(doc)["workers"]:
+        tot.update(w["drop_reasons"])
+    return tot
+try:
+    b, a = reasons(sys.argv[1]), reasons(sys.argv[2])
+except Exception as e:
+    print("no stats: %s" % e); sys.exit()
+want = collections.Counter(l.split()[0] for l in sys.argv[3].splitlines()
+                           if l.strip() and not l.split()[0].endswith("?"))
+bad = ["%s +%d (want +%d)" % (r, a[r] - b[r], n) for r, n in want.items() if a[r] - b[r] < n]
+print("; ".join(bad) if bad or not want else "")
+PY
+)
+note "sent: $(tr '\n' ' ' <<<"$sent")"
+if [ -z "$d" ]; then pass malformed-counted; else fail malformed-counted "$d"; fi
+r=$(client http http://10.96.0.100:8080/ --count 40 --timeout 2 --max-time 20)
+d=$(judge "$r" 'r["failed"] == 0 and r["ok"] == 40')
+[ -z "$d" ] || fail malformed-counted "forwarding after the malformed frames: $r"
 
 # ---- vipctl ---------------------------------------------------------------------
 if out=$(vipctl list 2>&1) && grep -q '10\.96\.0\.100' <<<"$out"; then
