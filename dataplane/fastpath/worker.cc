@@ -417,6 +417,50 @@ void service_pending(Worker& w) noexcept {
   w.n_pending = keep;
 }
 
+void serve_mailbox(Worker& w) noexcept {
+  Mailbox& mb = w.mailbox;
+  const uint64_t req = mb.req.load(std::memory_order_acquire);
+  if (req == mb.done.load(std::memory_order_relaxed)) return;
+  const ExplainQuery q = mb.q;
+  ExplainAnswer a{};
+  a.next_idx = -1;
+  const Shared& sh = *w.sh;
+  const VipKey key{q.dst, q.dport, q.proto, 0};
+  void* data = nullptr;
+  const Service* svc = nullptr;
+  if (rte_hash_lookup_data(sh.vip_table, &key, &data) >= 0) svc = static_cast<const Service*>(data);
+  a.vip_address = is_vip_addr(sh, q.dst);
+  bool reply = false;
+  const Conn* c = w.conns.lookup(make_key(q.src, q.sport, q.dst, q.dport, q.proto), &reply);
+  if (c) {
+    a.conn_found = 1;
+    a.conn_reply = reply;
+    a.conn_alive = dest_alive(sh, *c);
+    a.state = static_cast<uint8_t>(c->state);
+    a.conn_dest_ip = c->daddr;
+    a.conn_dest_port = c->dport;
+    a.conn_local_ip = c->laddr;
+    a.conn_local_port = c->lport;
+    a.conn_expires_in_tsc = c->expires > w.now ? c->expires - w.now : 0;
+  }
+  if (svc) {
+    a.service_found = 1;
+    a.sched = static_cast<uint8_t>(svc->sched);
+    a.drop_when_empty = svc->drop_when_empty;
+    a.n_dests = svc->n_dests;
+    a.n_weighted = svc->n_weighted;
+    SchedState copy = w.sched[svc->id];  // predict without moving the real state
+    const int32_t idx = svc->n_weighted ? sched_pick(*svc, copy) : -1;
+    a.next_idx = idx;
+    if (idx >= 0) {
+      a.next_ip = svc->dests[idx].ip;
+      a.next_port = svc->dests[idx].port;
+    }
+  }
+  mb.a = a;
+  mb.done.store(req, std::memory_order_release);
+}
+
 void sweep_conns(Worker& w, uint32_t budget) noexcept {
   const uint64_t now = w.now;
   const Shared& sh = *w.sh;
@@ -457,6 +501,7 @@ int worker_main(void* arg) {
       }
     }
     if (w.n_pending) service_pending(w);
+    serve_mailbox(w);
     flush_tx(w);
     sweep_conns(w, 64);
     rte_rcu_qsbr_quiescent(sh.qsbr, w.index);

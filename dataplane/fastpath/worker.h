@@ -62,6 +62,32 @@ struct PendingPkt {
   uint64_t since;
 };
 
+// Diagnostics mailbox (vipctl explain): the control side writes `q` and then
+// bumps `req`; the worker answers in its loop and sets `done = req`. One
+// relaxed load per poll when idle.
+struct ExplainQuery {
+  uint8_t proto;
+  uint32_t src, dst;
+  uint16_t sport, dport;
+};
+struct ExplainAnswer {
+  uint8_t service_found, vip_address, conn_found, conn_reply, conn_alive, state;
+  uint8_t sched, drop_when_empty;
+  uint32_t n_dests, n_weighted;
+  uint32_t conn_dest_ip, conn_local_ip;
+  uint16_t conn_dest_port, conn_local_port;
+  uint64_t conn_expires_in_tsc;
+  int32_t next_idx;
+  uint32_t next_ip;
+  uint16_t next_port;
+};
+struct alignas(64) Mailbox {
+  std::atomic<uint64_t> req{0};
+  std::atomic<uint64_t> done{0};
+  ExplainQuery q{};
+  ExplainAnswer a{};
+};
+
 struct FnatPool {
   uint16_t* ports = nullptr;  // stack of free local ports owned by this worker
   uint32_t top = 0;
@@ -83,6 +109,7 @@ struct Worker {
   uint16_t n_tx[kMaxPorts]{};
   uint64_t now = 0;
   WorkerCounters counters;
+  Mailbox mailbox;
 };
 
 // Which worker owns the flow of client (addr, port).
@@ -98,6 +125,8 @@ void process_burst(Worker& w, rte_mbuf** pkts, uint16_t n, bool from_ring) noexc
 // Sends what is buffered; retries and expires packets waiting for ARP.
 void flush_tx(Worker& w) noexcept;
 void service_pending(Worker& w) noexcept;
+// Answers a pending explain query, if any.
+void serve_mailbox(Worker& w) noexcept;
 // Expires up to `budget` connections.
 void sweep_conns(Worker& w, uint32_t budget) noexcept;
 // The lcore entry point (arg: Worker*). Polls until sh->stop.

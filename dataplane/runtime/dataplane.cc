@@ -68,6 +68,8 @@ class DpdkDataplane final : public Dataplane {
   std::vector<PortSnapshot> ports() const override;
   DestSnapshot dest(const cp::ServiceKey& svc, uint32_t ip, uint16_t port) const override;
   uint32_t neighbor_entries() const override { return sh_.neigh.size(); }
+  ExplainResult explain(uint8_t proto, uint32_t src, uint16_t sport, uint32_t dst,
+                        uint16_t dport) const override;
 
  private:
   bool init_eal(std::string* error);
@@ -79,6 +81,7 @@ class DpdkDataplane final : public Dataplane {
   std::vector<std::unique_ptr<Worker>> workers_;
   std::unique_ptr<Publisher> pub_;
   mutable std::mutex mu_;
+  mutable std::mutex explain_mu_;  // one explain query at a time
   bool eal_ = false, started_ = false, stopped_ = false;
 };
 
@@ -397,6 +400,51 @@ DestSnapshot DpdkDataplane::dest(const cp::ServiceKey& svc, uint32_t ip, uint16_
     s.inactive += d.inactive;
   }
   return s;
+}
+
+ExplainResult DpdkDataplane::explain(uint8_t proto, uint32_t src, uint16_t sport, uint32_t dst,
+                                     uint16_t dport) const {
+  ExplainResult r;
+  if (workers_.empty() || !started_ || stopped_) return r;
+  // The owner of the flow: the client side decides (see worker.cc). A query in
+  // the reply direction is answered by whichever worker would own the reply.
+  uint32_t owner = flow_owner(src, sport, sh_.n_workers);
+  bool is_local = false;
+  for (uint32_t i = 0; i < sh_.n_local_addrs; ++i) is_local = is_local || sh_.local_addrs[i] == dst;
+  if (is_local) owner = dport % sh_.n_workers;
+  Worker& w = *workers_[owner];
+  r.worker_lcore = w.lcore;
+  std::lock_guard<std::mutex> g(explain_mu_);
+  Mailbox& mb = w.mailbox;
+  mb.q = ExplainQuery{proto, src, dst, sport, dport};
+  const uint64_t seq = mb.req.load(std::memory_order_relaxed) + 1;
+  mb.req.store(seq, std::memory_order_release);
+  const uint64_t deadline = rte_get_tsc_cycles() + rte_get_tsc_hz() / 5;
+  while (mb.done.load(std::memory_order_acquire) != seq) {
+    if (rte_get_tsc_cycles() > deadline) return r;
+    rte_delay_us_sleep(100);
+  }
+  const ExplainAnswer& a = mb.a;
+  r.answered = true;
+  r.service_found = a.service_found;
+  r.vip_address = a.vip_address;
+  r.scheduler = a.sched == static_cast<uint8_t>(Sched::kWrr) ? "wrr" : "rr";
+  r.n_dests = a.n_dests;
+  r.n_weighted = a.n_weighted;
+  r.drop_when_empty = a.drop_when_empty;
+  r.conn_found = a.conn_found;
+  r.conn_reply = a.conn_reply;
+  r.conn_dest_alive = a.conn_alive;
+  r.conn_state = conn_state_name(static_cast<ConnState>(a.state));
+  r.conn_dest_ip = a.conn_dest_ip;
+  r.conn_dest_port = a.conn_dest_port;
+  r.conn_local_ip = a.conn_local_ip;
+  r.conn_local_port = a.conn_local_port;
+  r.conn_expires_in_s = static_cast<double>(a.conn_expires_in_tsc) / static_cast<double>(sh_.tsc_hz);
+  r.would_schedule = a.next_idx >= 0;
+  r.next_dest_ip = a.next_ip;
+  r.next_dest_port = a.next_port;
+  return r;
 }
 
 }  // namespace

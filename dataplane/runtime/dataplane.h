@@ -63,6 +63,29 @@ struct PortSnapshot {
   uint64_t ipackets = 0, opackets = 0, ierrors = 0, oerrors = 0, imissed = 0;
 };
 
+// What the dataplane would do with a packet (vipctl explain). Computed by the
+// owning worker itself (through a mailbox it polls), so nothing is read while
+// it changes; the scheduler's choice is predicted on a copy of its state.
+struct ExplainResult {
+  bool answered = false;       // false: the worker did not answer in time
+  unsigned worker_lcore = 0;   // the worker that owns the flow
+  bool service_found = false;  // (proto, dst, dport) is a virtual service
+  bool vip_address = false;    // dst is a VIP address (maybe another port)
+  std::string scheduler;       // of the service
+  uint32_t n_dests = 0, n_weighted = 0;
+  bool drop_when_empty = false;
+  bool conn_found = false;     // an existing connection matches
+  bool conn_reply = false;     // ... in the reply direction
+  bool conn_dest_alive = false;
+  std::string conn_state;
+  uint32_t conn_dest_ip = 0, conn_local_ip = 0;
+  uint16_t conn_dest_port = 0, conn_local_port = 0;
+  double conn_expires_in_s = 0;
+  bool would_schedule = false;  // a new flow would be scheduled...
+  uint32_t next_dest_ip = 0;    // ...to this destination
+  uint16_t next_dest_port = 0;
+};
+
 class Dataplane {
  public:
   // Initialises EAL, ports, tables; does not start workers. nullptr + *error.
@@ -82,6 +105,10 @@ class Dataplane {
   // Counters of one destination of one service (summed over workers).
   virtual DestSnapshot dest(const cp::ServiceKey& svc, uint32_t ip, uint16_t port) const = 0;
   virtual uint32_t neighbor_entries() const = 0;
+  // Thread: any control-side thread; waits up to ~200 ms for the worker.
+  // proto 6 or 17; addresses/ports host order.
+  virtual ExplainResult explain(uint8_t proto, uint32_t src, uint16_t sport, uint32_t dst,
+                                uint16_t dport) const = 0;
 };
 
 }  // namespace vipd::dp
