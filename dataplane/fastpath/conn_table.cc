@@ -16,6 +16,9 @@ const char* conn_state_name(ConnState s) {
     case ConnState::kFinWait: return "FIN_WAIT";
     case ConnState::kClose: return "CLOSE";
     case ConnState::kUdp: return "UDP";
+    case ConnState::kTimeWait: return "TIME_WAIT";
+    case ConnState::kCloseWait: return "CLOSE_WAIT";
+    case ConnState::kLastAck: return "LAST_ACK";
   }
   return "?";
 }

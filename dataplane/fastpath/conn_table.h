@@ -32,14 +32,19 @@ inline FlowKey make_key(uint32_t src, uint16_t sport, uint32_t dst, uint16_t dpo
   return k;
 }
 
+// TCP states as IPVS names them (see tcp_state.h for the transitions).
 enum class ConnState : uint8_t {
   kNone,
   kSynRecv,      // SYN seen from the client
   kEstablished,  // handshake completed
-  kFinWait,      // a FIN seen
+  kFinWait,      // the client sent FIN first
   kClose,        // RST seen
   kUdp,
+  kTimeWait,     // FINs seen from both sides
+  kCloseWait,    // the server sent FIN first
+  kLastAck,      // server FIN, then client FIN: waiting for the last ACK
 };
+constexpr unsigned kNumConnStates = 9;
 const char* conn_state_name(ConnState s);
 
 // Client c -> VIP v is sent as l -> d (fnat: l = local address/port; nat:
@@ -52,6 +57,7 @@ struct Conn {
   uint8_t in_use;
   uint8_t laddr_idx;  // fnat: index in the local address pool
   uint32_t dest_slot, dest_gen;
+  uint32_t tmpl;     // persistence template index + 1 (0 = none)
   uint64_t expires;  // TSC
 };
 

@@ -16,7 +16,9 @@ namespace vipd::dp {
 constexpr unsigned kMaxWorkers = 64;
 constexpr unsigned kMaxPorts = 8;
 
-enum class Sched : uint8_t { kRr, kWrr };
+// IPVS schedulers (docs/scheduling.md).
+enum class Sched : uint8_t { kRr, kWrr, kLc, kWlc, kSed, kNq, kSh, kDh, kLblc, kLblcr, kMh };
+constexpr uint32_t kShTableSize = 256;  // sh/dh buckets, as in IPVS
 enum class Forward : uint8_t { kFnat, kNat };
 
 // Key of the VIP table: (vip, port, protocol), host order, 8 bytes.
@@ -54,7 +56,9 @@ struct Service {
   uint32_t n_weighted;  // destinations with weight > 0
   int32_t max_weight;
   int32_t gcd_weight;
-  DestRef dests[];  // n_dests entries, sorted by (ip, port)
+  uint32_t table_size;    // sh/dh: kShTableSize buckets; mh: the Maglev table size
+  const uint16_t* table;  // index into dests per bucket (in the same allocation)
+  DestRef dests[];        // n_dests entries, sorted by (ip, port)
 };
 
 // Destination generations: a conn entry records (slot, gen); when the
@@ -87,6 +91,7 @@ struct alignas(64) WorkerCounters {
   std::atomic<uint64_t> icmp_unreach_sent;
   std::atomic<uint64_t> arp_replies;
   std::atomic<uint64_t> arp_requests;
+  std::atomic<uint64_t> template_full;  // persistence template table full
   std::atomic<uint64_t> drops[kNumDropReasons];
 };
 

@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "dataplane/fastpath/packet.h"
+#include "dataplane/fastpath/tcp_state.h"
 
 namespace vipd::dp {
 namespace {
@@ -173,6 +174,9 @@ inline uint64_t timeout_for(const Shared& sh, ConnState s) {
     case ConnState::kSynRecv: return sh.t_syn;
     case ConnState::kEstablished: return sh.t_est;
     case ConnState::kFinWait: return sh.t_fin;
+    case ConnState::kTimeWait: return sh.t_time_wait;
+    case ConnState::kCloseWait: return sh.t_close_wait;
+    case ConnState::kLastAck: return sh.t_last_ack;
     case ConnState::kClose: return sh.t_close;
     case ConnState::kUdp: return sh.t_udp;
     default: return sh.t_close;
@@ -180,18 +184,20 @@ inline uint64_t timeout_for(const Shared& sh, ConnState s) {
 }
 
 void track(Worker& w, Conn& c, uint8_t flags, bool from_client) {
-  if (c.proto == kProtoTcp) {
-    ConnState s = c.state;
-    if (flags & kTcpRst) {
-      s = ConnState::kClose;
-    } else if (flags & kTcpFin) {
-      s = ConnState::kFinWait;
-    } else if (s == ConnState::kSynRecv && from_client && (flags & kTcpAck) && !(flags & kTcpSyn)) {
-      s = ConnState::kEstablished;
-    }
-    set_state(w, c, s);
-  }
+  if (c.proto == kProtoTcp) set_state(w, c, tcp_next_state(c.state, flags, from_client));
   c.expires = w.now + timeout_for(*w.sh, c.state);
+}
+
+// Keeps the persistence template of a connection alive while it carries
+// packets (the template's slot may have been reused: check its key).
+inline void refresh_template(Worker& w, Conn& c, uint32_t persistence_s) {
+  if (!c.tmpl) return;
+  Template* t = w.tmpls.at(c.tmpl - 1);
+  if (!t || !t->in_use || t->key.client != c.caddr || t->key.vip != c.vaddr || t->key.port != c.vport) {
+    c.tmpl = 0;
+    return;
+  }
+  t->expires = w.now + uint64_t{persistence_s} * w.sh->tsc_hz;
 }
 
 // Releases what a connection holds (called before ConnTable::remove).
@@ -215,11 +221,40 @@ bool dest_alive(const Shared& sh, const Conn& c) {
   return sh.dest_slots[c.dest_slot].gen.load(std::memory_order_acquire) == c.dest_gen;
 }
 
+// Persistence: the destination the client's template points to, if the
+// template is alive and its destination still usable; -1 otherwise.
+int32_t from_template(Worker& w, const Service& svc, const TemplateKey& key, Template** out) {
+  Template* t = w.tmpls.lookup(key);
+  *out = t;
+  if (!t) return -1;
+  if (t->expires > w.now && w.sh->dest_slots[t->dest_slot].gen.load(std::memory_order_acquire) == t->dest_gen) {
+    for (uint32_t i = 0; i < svc.n_dests; ++i) {
+      const DestRef& d = svc.dests[i];
+      if (d.slot != t->dest_slot) continue;
+      // A quiesced (weight 0) destination keeps its templates unless
+      // expire_quiescent_template says otherwise.
+      if (d.weight == 0 && w.sh->expire_quiescent_template) break;
+      return static_cast<int32_t>(i);
+    }
+  }
+  w.tmpls.remove(t);
+  *out = nullptr;
+  return -1;
+}
+
 void new_flow(Worker& w, rte_mbuf* m, const Parsed& p, const Service& svc) {
   Shared& sh = *w.sh;
-  if (p.proto == kProtoTcp && ((p.tcp_flags & (kTcpSyn | kTcpAck | kTcpRst)) != kTcpSyn))
-    return drop(w, m, kNoConn);
-  int32_t idx = svc.n_weighted ? sched_pick(svc, w.sched[svc.id]) : -1;
+  const bool syn = p.proto != kProtoTcp || (p.tcp_flags & (kTcpSyn | kTcpAck | kTcpRst)) == kTcpSyn;
+  // A mid-flow packet without an entry (after a restart, or a flow that moved
+  // from another gateway): Maglev sends it where any instance would have, so
+  // the connection is picked up; other schedulers cannot know and drop it.
+  if (!syn && (svc.sched != Sched::kMh || (p.tcp_flags & kTcpRst))) return drop(w, m, kNoConn);
+  int32_t idx = -1;
+  Template* tmpl = nullptr;
+  TemplateKey tkey{p.dst, p.src, p.dport, p.proto, 0};
+  if (svc.persistence_s && svc.n_dests) idx = from_template(w, svc, tkey, &tmpl);
+  const SchedCtx ctx{w.dest_counters, p.src, p.dst};
+  if (idx < 0) idx = svc.n_weighted ? sched_pick(svc, w.sched[svc.id], ctx) : -1;
   if (idx < 0) {
     if (svc.drop_when_empty) return drop(w, m, kNoEndpointsDrop);
     if (p.proto == kProtoTcp) return send_rst(w, m, p);
@@ -262,11 +297,24 @@ void new_flow(Worker& w, rte_mbuf* m, const Parsed& p, const Service& svc) {
   c->laddr_idx = lidx;
   c->dest_slot = d.slot;
   c->dest_gen = d.gen;
-  c->state = p.proto == kProtoTcp ? ConnState::kSynRecv : ConnState::kUdp;
+  c->state = p.proto != kProtoTcp ? ConnState::kUdp
+             : syn              ? ConnState::kSynRecv
+                                : tcp_next_state(ConnState::kNone, p.tcp_flags, true);
   c->expires = w.now + timeout_for(sh, c->state);
+  if (svc.persistence_s) {
+    if (!tmpl) tmpl = w.tmpls.insert(tkey);  // full: no affinity for this flow, counted below
+    if (tmpl) {
+      tmpl->dest_slot = d.slot;
+      tmpl->dest_gen = d.gen;
+      tmpl->expires = w.now + uint64_t{svc.persistence_s} * sh.tsc_hz;
+      c->tmpl = w.tmpls.index(tmpl) + 1;
+    } else {
+      bump(w.counters.template_full);
+    }
+  }
   DestCounters& dc = w.dest_counters[d.slot];
   ++dc.conns;
-  ++dc.inactive;
+  if (c->state == ConnState::kEstablished) ++dc.active; else ++dc.inactive;
   bump(w.counters.new_flows);
   bump(w.counters.active_flows);
   dc.inpkts++;
@@ -290,11 +338,12 @@ void from_client(Worker& w, rte_mbuf* m, const Parsed& p, const Service& svc) {
       }
       return new_flow(w, m, p, svc);
     }
-    if (syn && (c->state == ConnState::kFinWait || c->state == ConnState::kClose)) {
+    if (syn && tcp_state_closing(c->state)) {
       expire_conn(w, c);  // port reuse after close: a new connection
       return new_flow(w, m, p, svc);
     }
     track(w, *c, p.tcp_flags, true);
+    if (svc.persistence_s) refresh_template(w, *c, svc.persistence_s);
     DestCounters& dc = w.dest_counters[c->dest_slot];
     dc.inpkts++;
     dc.inbytes += p.ip_total_len;
@@ -504,6 +553,7 @@ int worker_main(void* arg) {
     serve_mailbox(w);
     flush_tx(w);
     sweep_conns(w, 64);
+    w.tmpls.sweep(w.now, 16);
     rte_rcu_qsbr_quiescent(sh.qsbr, w.index);
     bump(w.counters.polls);
     if (got) {

@@ -10,6 +10,7 @@
 
 #include "dataplane/fastpath/conn_table.h"
 #include "dataplane/fastpath/neighbor.h"
+#include "dataplane/fastpath/templates.h"
 #include "dataplane/fastpath/tables.h"
 #include "dataplane/sched/sched.h"
 
@@ -50,6 +51,9 @@ struct Shared {
   uint64_t tsc_hz = 0;
   uint64_t t_syn = 0, t_est = 0, t_fin = 0, t_close = 0, t_udp = 0;  // TSC
   uint64_t t_dead = 0;  // grace for connections whose destination was removed
+  uint64_t t_time_wait = 0, t_close_wait = 0, t_last_ack = 0;  // TSC
+  uint32_t mh_table_size = 65537;
+  bool expire_quiescent_template = true;
   uint64_t arp_retry = 0, arp_give_up = 0;                           // TSC
   uint32_t idle_sleep_us = 0;
   std::atomic<bool> stop{false};
@@ -99,6 +103,7 @@ struct Worker {
   Shared* sh = nullptr;
   rte_mempool* pool = nullptr;
   ConnTable conns;
+  TemplateTable tmpls;  // persistence templates
   SchedState* sched = nullptr;          // [max_services]
   DestCounters* dest_counters = nullptr;  // [max_dests]
   FnatPool fnat[kMaxLocalAddrs];
@@ -112,10 +117,14 @@ struct Worker {
   Mailbox mailbox;
 };
 
-// Which worker owns the flow of client (addr, port).
-inline uint32_t flow_owner(uint32_t client, uint16_t cport, uint32_t n_workers) {
-  uint32_t h = (client ^ (uint32_t{cport} * 0x9e3779b1u)) * 0x85ebca6bu;
-  return (h >> 16) % n_workers;
+// Which worker owns the flows of a client. Only the client address counts
+// (not its port), so that one worker sees all of a client's flows and its
+// persistence templates apply to all of them; full-NAT replies are owned by
+// local port instead (see worker.cc).
+inline uint32_t flow_owner(uint32_t client, uint16_t /*cport*/, uint32_t n_workers) {
+  uint32_t h = client * 0x9e3779b1u;
+  h ^= h >> 16;
+  return (h * 0x85ebca6bu >> 16) % n_workers;
 }
 
 // Processes a burst (takes ownership of every mbuf: sent, queued or freed).

@@ -6,7 +6,11 @@
 #include <rte_malloc.h>
 #include <rte_rcu_qsbr.h>
 
+#include <algorithm>
 #include <numeric>
+
+#include "dataplane/publish/tables_build.h"
+#include "dataplane/sched/sched.h"
 
 namespace vipd::dp {
 
@@ -43,7 +47,12 @@ bool Publisher::upsert(const cp::VirtualService& vs, Deferred& d, std::string* e
   auto it = recs_.find(vs.key);
   const bool fresh = it == recs_.end();
   if (!fresh && it->second.spec == vs) return true;
-  if (vs.backends.size() > free_slots_.size() + (fresh ? 0 : it->second.slots.size())) {
+  // New destinations need free slots now: the slots of destinations leaving
+  // this service are only released after the quiescent period.
+  size_t needed = 0;
+  for (const auto& b : vs.backends)
+    if (fresh || !it->second.slots.count({b.ip, b.port})) ++needed;
+  if (needed > free_slots_.size()) {
     *error = "destination capacity exhausted (max-dests " + std::to_string(sh_.max_dests) + ") at " +
              cp::to_string(vs.key);
     return false;
@@ -53,7 +62,17 @@ bool Publisher::upsert(const cp::VirtualService& vs, Deferred& d, std::string* e
     return false;
   }
   const size_t n = vs.backends.size();
-  auto* obj = static_cast<Service*>(rte_zmalloc("vipd_service", sizeof(Service) + n * sizeof(DestRef), 64));
+  Sched sched = Sched::kRr;
+  if (!sched_from_name(vs.scheduler.c_str(), &sched)) sched = Sched::kRr;  // sources validate names
+  const uint32_t tsize = sched == Sched::kMh ? sh_.mh_table_size
+                         : (sched == Sched::kSh || sched == Sched::kDh) ? kShTableSize : 0;
+  if (sched == Sched::kMh && n >= tsize) {
+    *error = cp::to_string(vs.key) + ": mh needs a Maglev table larger than its " + std::to_string(n) +
+             " destinations (--mh-table-size)";
+    return false;
+  }
+  const size_t dest_bytes = sizeof(Service) + n * sizeof(DestRef);
+  auto* obj = static_cast<Service*>(rte_zmalloc("vipd_service", dest_bytes + tsize * sizeof(uint16_t), 64));
   if (!obj) {
     *error = "out of DPDK memory for service " + cp::to_string(vs.key);
     return false;
@@ -69,7 +88,7 @@ bool Publisher::upsert(const cp::VirtualService& vs, Deferred& d, std::string* e
   obj->vip = vs.key.vip;
   obj->port = vs.key.port;
   obj->proto = static_cast<uint8_t>(vs.key.protocol);
-  obj->sched = vs.scheduler == "wrr" ? Sched::kWrr : Sched::kRr;
+  obj->sched = sched;
   obj->drop_when_empty = vs.when_empty == cp::WhenEmpty::kDrop ? 1 : 0;
   obj->persistence_s = vs.persistence_timeout_s;
   obj->n_dests = static_cast<uint32_t>(n);
@@ -103,6 +122,17 @@ bool Publisher::upsert(const cp::VirtualService& vs, Deferred& d, std::string* e
   obj->n_weighted = weighted;
   obj->max_weight = maxw;
   obj->gcd_weight = g > 0 ? g : 1;
+  if (tsize) {
+    // Lookup tables are built here, off the fast path, and published with the
+    // object they belong to.
+    const std::vector<uint16_t> t = sched == Sched::kMh
+                                        ? build_maglev_table(obj->dests, obj->n_dests, tsize)
+                                        : build_sh_table(obj->dests, obj->n_dests);
+    auto* tab = reinterpret_cast<uint16_t*>(reinterpret_cast<uint8_t*>(obj) + dest_bytes);
+    std::copy(t.begin(), t.end(), tab);
+    obj->table = tab;
+    obj->table_size = tsize;
+  }
   // Destinations that disappeared: expire their connections after quiescence.
   for (auto& [id, slot] : r.slots) d.dead_slots.push_back(slot);
   r.slots = std::move(slots);

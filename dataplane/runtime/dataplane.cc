@@ -233,6 +233,11 @@ bool DpdkDataplane::init(std::string* error) {
   sh_.t_close = 10 * sh_.tsc_hz;
   sh_.t_udp = uint64_t{cfg_.udp_timeout_s} * sh_.tsc_hz;
   sh_.t_dead = 60 * sh_.tsc_hz;
+  sh_.t_time_wait = 120 * sh_.tsc_hz;
+  sh_.t_close_wait = 60 * sh_.tsc_hz;
+  sh_.t_last_ack = 30 * sh_.tsc_hz;
+  sh_.mh_table_size = cfg_.mh_table_size;
+  sh_.expire_quiescent_template = cfg_.expire_quiescent_template;
   sh_.arp_retry = sh_.tsc_hz / 5;  // 200 ms
   sh_.arp_give_up = sh_.tsc_hz;    // 1 s
   sh_.idle_sleep_us = cfg_.idle_sleep_us;
@@ -268,6 +273,9 @@ bool DpdkDataplane::init(std::string* error) {
     w->sh = &sh_;
     w->pool = pool_;
     if (!w->conns.init("vipd_conns_" + std::to_string(i), cfg_.conn_table_size, sock, error)) return false;
+    const uint32_t tcap = cfg_.template_table_size ? cfg_.template_table_size
+                                                   : std::max<uint32_t>(cfg_.conn_table_size / 4, 1024);
+    if (!w->tmpls.init("vipd_tmpl_" + std::to_string(i), tcap, sock, error)) return false;
     w->sched = static_cast<SchedState*>(rte_zmalloc("vipd_sched", sizeof(SchedState) * cfg_.max_services, 64));
     w->dest_counters = static_cast<DestCounters*>(rte_zmalloc("vipd_dctr", sizeof(DestCounters) * cfg_.max_dests, 64));
     if (!w->sched || !w->dest_counters) {
@@ -428,7 +436,7 @@ ExplainResult DpdkDataplane::explain(uint8_t proto, uint32_t src, uint16_t sport
   r.answered = true;
   r.service_found = a.service_found;
   r.vip_address = a.vip_address;
-  r.scheduler = a.sched == static_cast<uint8_t>(Sched::kWrr) ? "wrr" : "rr";
+  r.scheduler = sched_name(static_cast<Sched>(a.sched));
   r.n_dests = a.n_dests;
   r.n_weighted = a.n_weighted;
   r.drop_when_empty = a.drop_when_empty;

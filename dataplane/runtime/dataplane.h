@@ -39,6 +39,9 @@ struct DataplaneConfig {
   uint32_t neighbor_timeout_s = 60;
   uint32_t mbuf_count = 8191;
   uint32_t idle_sleep_us = 0;
+  uint32_t mh_table_size = 65537;         // Maglev lookup table size (a prime)
+  bool expire_quiescent_template = true;  // weight-0 destinations lose their templates
+  uint32_t template_table_size = 0;       // per worker; 0 = conn_table_size / 4
   uint16_t rx_desc = 1024, tx_desc = 1024;
 };
 

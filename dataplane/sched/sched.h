@@ -1,6 +1,7 @@
 // Thread: worker. IPVS schedulers over an immutable Service. Scheduler state
 // is per worker and per service id (no sharing between workers); it resets
-// itself when the service object was republished.
+// itself when the service object was republished. Connection counts used by
+// the lc family are this worker's own (see docs/scheduling.md).
 #pragma once
 
 #include <cstdint>
@@ -13,20 +14,64 @@ struct SchedState {
   const Service* svc = nullptr;  // the object this state was built for
   uint32_t last = UINT32_MAX;    // index of the last chosen destination
   int32_t cw = 0;                // wrr current weight
+  uint32_t lblc = 0;             // lblc: assigned destination + 1 (0 = none)
+  uint64_t lblcr_set = 0;        // lblcr: bit i = dests[i] is in the set (first 64)
+};
+
+// What a scheduler may look at besides the service: this worker's connection
+// counts per destination slot, and the packet's addresses (host order).
+struct SchedCtx {
+  const DestCounters* counters = nullptr;  // indexed by DestRef::slot; null = all zero
+  uint32_t src = 0;
+  uint32_t dst = 0;
 };
 
 // Each returns the index into svc.dests of the chosen destination, or -1 when
 // no destination has a weight above 0.
 int32_t sched_rr(const Service& svc, SchedState& st) noexcept;
 int32_t sched_wrr(const Service& svc, SchedState& st) noexcept;
+int32_t sched_lc(const Service& svc, const SchedCtx& ctx) noexcept;
+int32_t sched_wlc(const Service& svc, const SchedCtx& ctx) noexcept;
+int32_t sched_sed(const Service& svc, const SchedCtx& ctx) noexcept;
+int32_t sched_nq(const Service& svc, const SchedCtx& ctx) noexcept;
+int32_t sched_sh(const Service& svc, const SchedCtx& ctx) noexcept;  // source hashing
+int32_t sched_dh(const Service& svc, const SchedCtx& ctx) noexcept;  // destination hashing
+int32_t sched_lblc(const Service& svc, SchedState& st, const SchedCtx& ctx) noexcept;
+int32_t sched_lblcr(const Service& svc, SchedState& st, const SchedCtx& ctx) noexcept;
+int32_t sched_mh(const Service& svc, const SchedCtx& ctx) noexcept;  // Maglev on source address
 
-inline int32_t sched_pick(const Service& svc, SchedState& st) noexcept {
-  if (st.svc != &svc) {
-    st.svc = &svc;
-    st.last = UINT32_MAX;
-    st.cw = 0;
-  }
-  return svc.sched == Sched::kWrr ? sched_wrr(svc, st) : sched_rr(svc, st);
+// Hash of an IPv4 address used by sh, dh and mh lookups (deterministic).
+inline uint32_t addr_hash(uint32_t a) noexcept {
+  uint32_t h = a * 0x9e3779b1u;
+  h ^= h >> 15;
+  h *= 0x85ebca77u;
+  h ^= h >> 13;
+  return h;
 }
+
+inline int32_t sched_pick(const Service& svc, SchedState& st, const SchedCtx& ctx = SchedCtx{}) noexcept {
+  if (st.svc != &svc) {
+    st = SchedState{};
+    st.svc = &svc;
+  }
+  switch (svc.sched) {
+    case Sched::kRr: return sched_rr(svc, st);
+    case Sched::kWrr: return sched_wrr(svc, st);
+    case Sched::kLc: return sched_lc(svc, ctx);
+    case Sched::kWlc: return sched_wlc(svc, ctx);
+    case Sched::kSed: return sched_sed(svc, ctx);
+    case Sched::kNq: return sched_nq(svc, ctx);
+    case Sched::kSh: return sched_sh(svc, ctx);
+    case Sched::kDh: return sched_dh(svc, ctx);
+    case Sched::kLblc: return sched_lblc(svc, st, ctx);
+    case Sched::kLblcr: return sched_lblcr(svc, st, ctx);
+    case Sched::kMh: return sched_mh(svc, ctx);
+  }
+  return sched_rr(svc, st);
+}
+
+// Scheduler name <-> enum ("rr", "wrr", ... as ipvsadm spells them).
+const char* sched_name(Sched s) noexcept;
+bool sched_from_name(const char* name, Sched* out) noexcept;
 
 }  // namespace vipd::dp

@@ -1,0 +1,319 @@
+// ConnTable: both-direction keys, capacity, duplicate keys and the
+// incremental expiry sweep. Needs EAL (rte_hash, rte_malloc).
+#include "dataplane/fastpath/conn_table.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "dataplane/fastpath/packet.h"
+#include "tests/unit/dataplane/test_util.h"
+
+namespace vipd::dp {
+namespace {
+
+using namespace test;
+
+// A connection client c:cp -> VIP v:vp sent as l:lp -> d:dp.
+struct Flow {
+  uint32_t c, v, l, d;
+  uint16_t cp, vp, lp, dp;
+  uint8_t proto = kProtoTcp;
+  FlowKey fwd() const { return make_key(c, cp, v, vp, proto); }
+  FlowKey rev() const { return make_key(d, dp, l, lp, proto); }
+};
+
+Flow flow(uint32_t i) {
+  return Flow{ip4(10, 0, 0, 10) + i, ip4(10, 96, 0, 100), ip4(10, 1, 0, 100), ip4(10, 1, 0, 11),
+              static_cast<uint16_t>(30000 + i), 8080, static_cast<uint16_t>(1024 + i), 80};
+}
+
+// Fills the entry like the worker does, so remove() finds both keys.
+void fill(Conn* c, const Flow& f) {
+  c->caddr = f.c;
+  c->cport = f.cp;
+  c->vaddr = f.v;
+  c->vport = f.vp;
+  c->laddr = f.l;
+  c->lport = f.lp;
+  c->daddr = f.d;
+  c->dport = f.dp;
+  c->proto = f.proto;
+}
+
+class ConnTableTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    VIPD_REQUIRE_EAL();
+  }
+  // Initialises t with `cap` entries; false (and a failure) on error.
+  static bool init(ConnTable& t, uint32_t cap) {
+    std::string err;
+    const bool ok = t.init(uniq("ct_"), cap, 0, &err);
+    EXPECT_TRUE(ok) << err;
+    return ok;
+  }
+};
+
+TEST_F(ConnTableTest, InsertLookupBothDirections) {
+  ConnTable t;
+  ASSERT_TRUE(init(t, 64));
+  EXPECT_EQ(t.capacity(), 64u);
+  EXPECT_EQ(t.size(), 0u);
+  std::vector<Conn*> conns;
+  for (uint32_t i = 0; i < 10; ++i) {
+    const Flow f = flow(i);
+    Conn* c = t.insert(f.fwd(), f.rev());
+    ASSERT_NE(c, nullptr) << i;
+    EXPECT_EQ(c->in_use, 1);
+    EXPECT_EQ(c->state, ConnState::kNone) << "a fresh entry is zeroed";
+    fill(c, f);
+    conns.push_back(c);
+  }
+  EXPECT_EQ(t.size(), 10u);
+  EXPECT_EQ(std::set<Conn*>(conns.begin(), conns.end()).size(), 10u) << "distinct entries";
+  for (uint32_t i = 0; i < 10; ++i) {
+    const Flow f = flow(i);
+    bool reply = true;
+    EXPECT_EQ(t.lookup(f.fwd(), &reply), conns[i]);
+    EXPECT_FALSE(reply);
+    reply = false;
+    EXPECT_EQ(t.lookup(f.rev(), &reply), conns[i]);
+    EXPECT_TRUE(reply);
+  }
+  // Keys that differ in one field only are different flows.
+  bool reply;
+  FlowKey k = flow(0).fwd();
+  k.proto = kProtoUdp;
+  EXPECT_EQ(t.lookup(k, &reply), nullptr);
+  k = flow(0).fwd();
+  k.sport ^= 1;
+  EXPECT_EQ(t.lookup(k, &reply), nullptr);
+  k = flow(0).fwd();
+  std::swap(k.src, k.dst);
+  EXPECT_EQ(t.lookup(k, &reply), nullptr);
+}
+
+TEST_F(ConnTableTest, RemoveDeletesBothKeysAndFreesEntry) {
+  ConnTable t;
+  ASSERT_TRUE(init(t, 16));
+  const Flow a = flow(1), b = flow(2);
+  Conn* ca = t.insert(a.fwd(), a.rev());
+  ASSERT_NE(ca, nullptr);
+  fill(ca, a);
+  Conn* cb = t.insert(b.fwd(), b.rev());
+  ASSERT_NE(cb, nullptr);
+  fill(cb, b);
+  t.remove(ca);
+  EXPECT_EQ(ca->in_use, 0);
+  EXPECT_EQ(t.size(), 1u);
+  bool reply;
+  EXPECT_EQ(t.lookup(a.fwd(), &reply), nullptr);
+  EXPECT_EQ(t.lookup(a.rev(), &reply), nullptr);
+  EXPECT_EQ(t.lookup(b.fwd(), &reply), cb);
+  // Removing twice is harmless.
+  t.remove(ca);
+  EXPECT_EQ(t.size(), 1u);
+  // The same flow can be inserted again.
+  Conn* again = t.insert(a.fwd(), a.rev());
+  ASSERT_NE(again, nullptr);
+  fill(again, a);
+  EXPECT_EQ(t.lookup(a.rev(), &reply), again);
+  EXPECT_TRUE(reply);
+  EXPECT_EQ(t.size(), 2u);
+}
+
+TEST_F(ConnTableTest, CapacityMinimumAndFull) {
+  ConnTable t;
+  ASSERT_TRUE(init(t, 3));
+  EXPECT_EQ(t.capacity(), 16u) << "capacity is at least 16";
+  for (uint32_t i = 0; i < 16; ++i) {
+    Conn* c = t.insert(flow(i).fwd(), flow(i).rev());
+    ASSERT_NE(c, nullptr) << "entry " << i;
+    fill(c, flow(i));
+  }
+  EXPECT_EQ(t.size(), 16u);
+  EXPECT_EQ(t.insert(flow(100).fwd(), flow(100).rev()), nullptr) << "full";
+  EXPECT_EQ(t.size(), 16u);
+  bool reply;
+  EXPECT_EQ(t.lookup(flow(100).fwd(), &reply), nullptr) << "a failed insert leaves no key behind";
+  // Freeing one makes room for exactly one.
+  Conn* c5 = t.lookup(flow(5).fwd(), &reply);
+  ASSERT_NE(c5, nullptr);
+  t.remove(c5);
+  Conn* n = t.insert(flow(100).fwd(), flow(100).rev());
+  ASSERT_NE(n, nullptr);
+  fill(n, flow(100));
+  EXPECT_EQ(t.insert(flow(101).fwd(), flow(101).rev()), nullptr);
+  for (uint32_t i = 0; i < 16; ++i) {
+    if (i == 5) continue;
+    EXPECT_NE(t.lookup(flow(i).fwd(), &reply), nullptr) << i;
+  }
+}
+
+// conn_table.h: insert returns nullptr "when full (or the key already
+// exists)", and must not disturb the existing connection.
+TEST_F(ConnTableTest, DuplicateForwardKeyIsRejected) {
+  ConnTable t;
+  ASSERT_TRUE(init(t, 16));
+  const Flow a = flow(1);
+  Conn* ca = t.insert(a.fwd(), a.rev());
+  ASSERT_NE(ca, nullptr);
+  fill(ca, a);
+  Flow dup = flow(2);
+  dup.c = a.c;
+  dup.cp = a.cp;  // same client key, different reply key
+  Conn* cd = t.insert(dup.fwd(), dup.rev());
+  EXPECT_EQ(cd, nullptr) << "insert() accepted an existing forward key (rte_hash_add_key_data "
+                            "updates an existing key instead of failing)";
+  bool reply = true;
+  EXPECT_EQ(t.lookup(a.fwd(), &reply), ca) << "the existing connection's forward key was re-pointed";
+  EXPECT_FALSE(reply);
+  if (cd) fill(cd, dup);
+  EXPECT_EQ(t.size(), 1u);
+  EXPECT_EQ(t.lookup(dup.rev(), &reply), nullptr) << "a refused insert leaves no key behind";
+}
+
+TEST_F(ConnTableTest, DuplicateReverseKeyIsRejected) {
+  ConnTable t;
+  ASSERT_TRUE(init(t, 16));
+  const Flow a = flow(1);
+  Conn* ca = t.insert(a.fwd(), a.rev());
+  ASSERT_NE(ca, nullptr);
+  fill(ca, a);
+  Flow dup = flow(2);
+  dup.l = a.l;
+  dup.lp = a.lp;
+  dup.d = a.d;
+  dup.dp = a.dp;  // same reply key (NAT: same client to two VIPs sharing a dest)
+  Conn* cd = t.insert(dup.fwd(), dup.rev());
+  EXPECT_EQ(cd, nullptr) << "insert() accepted an existing reply key";
+  EXPECT_EQ(t.size(), 1u);
+  bool r2;
+  EXPECT_EQ(t.lookup(dup.fwd(), &r2), nullptr) << "a refused insert leaves no key behind";
+  bool reply = false;
+  EXPECT_EQ(t.lookup(a.rev(), &reply), ca) << "replies of the first connection now map to another entry";
+  EXPECT_TRUE(reply);
+  if (cd) {
+    fill(cd, dup);
+    t.remove(cd);
+    // Removing the second connection must not take the first one's key.
+    EXPECT_EQ(t.lookup(a.rev(), &reply), ca) << "removing the duplicate deleted the first connection's key";
+  }
+}
+
+TEST_F(ConnTableTest, SweepExpiresOnlyExpiredWithinBudget) {
+  ConnTable t;
+  ASSERT_TRUE(init(t, 16));
+  std::vector<Conn*> c(16);
+  for (uint32_t i = 0; i < 16; ++i) {
+    c[i] = t.insert(flow(i).fwd(), flow(i).rev());
+    ASSERT_NE(c[i], nullptr);
+    fill(c[i], flow(i));
+    c[i]->expires = (i % 2) ? 100 : 1000;  // odd ones expire at t=100
+  }
+  const uint64_t now = 500;
+  // Budget 4: looks at 4 entries only.
+  std::vector<Conn*> visited;
+  t.sweep(4, [&](Conn& x) {
+    visited.push_back(&x);
+    return x.expires <= now;
+  });
+  EXPECT_EQ(visited.size(), 4u);
+  EXPECT_EQ(t.size(), 14u) << "2 of the first 4 visited are expired";
+  // Budget 0 does nothing.
+  size_t calls = 0;
+  t.sweep(0, [&](Conn&) {
+    ++calls;
+    return true;
+  });
+  EXPECT_EQ(calls, 0u);
+  // The next 12 visit the rest; the cursor wraps after that.
+  std::set<Conn*> seen(visited.begin(), visited.end());
+  t.sweep(12, [&](Conn& x) {
+    EXPECT_TRUE(seen.insert(&x).second) << "visited twice before wrapping";
+    return x.expires <= now;
+  });
+  EXPECT_EQ(seen.size(), 16u) << "every entry visited once over 16 steps";
+  EXPECT_EQ(t.size(), 8u);
+  bool reply;
+  for (uint32_t i = 0; i < 16; ++i) {
+    const bool alive = t.lookup(flow(i).fwd(), &reply) != nullptr;
+    EXPECT_EQ(alive, i % 2 == 0) << i;
+    EXPECT_EQ(t.lookup(flow(i).rev(), &reply) != nullptr, i % 2 == 0) << i;
+  }
+  // After wrapping, free entries are skipped (the callback sees in-use ones
+  // only) and a big budget simply goes round again.
+  calls = 0;
+  t.sweep(40, [&](Conn& x) {
+    ++calls;
+    EXPECT_EQ(x.in_use, 1);
+    return false;
+  });
+  EXPECT_EQ(calls, 8u * 40 / 16) << "40 steps over 16 slots, 8 in use";
+  EXPECT_EQ(t.size(), 8u);
+}
+
+TEST_F(ConnTableTest, SweepOnEmptyTableAndUninitialised) {
+  ConnTable t;
+  size_t calls = 0;
+  t.sweep(100, [&](Conn&) {
+    ++calls;
+    return true;
+  });
+  EXPECT_EQ(calls, 0u) << "uninitialised table: nothing to visit";
+  ASSERT_TRUE(init(t, 16));
+  t.sweep(100, [&](Conn&) {
+    ++calls;
+    return true;
+  });
+  EXPECT_EQ(calls, 0u);
+}
+
+TEST_F(ConnTableTest, ChurnKeepsCountsConsistent) {
+  ConnTable t;
+  ASSERT_TRUE(init(t, 64));
+  std::mt19937 rng(11);
+  std::vector<int> live(200, 0);
+  std::vector<Conn*> ptr(200, nullptr);
+  uint32_t n = 0;
+  for (int it = 0; it < 20000; ++it) {
+    const uint32_t i = rng() % 200;
+    bool reply;
+    if (live[i]) {
+      ASSERT_EQ(t.lookup(flow(i).rev(), &reply), ptr[i]);
+      t.remove(ptr[i]);
+      live[i] = 0;
+      --n;
+    } else {
+      Conn* c = t.insert(flow(i).fwd(), flow(i).rev());
+      if (n == 64) {
+        ASSERT_EQ(c, nullptr);
+        continue;
+      }
+      ASSERT_NE(c, nullptr);
+      fill(c, flow(i));
+      ptr[i] = c;
+      live[i] = 1;
+      ++n;
+    }
+    ASSERT_EQ(t.size(), n);
+  }
+  bool reply;
+  for (uint32_t i = 0; i < 200; ++i) EXPECT_EQ(t.lookup(flow(i).fwd(), &reply) != nullptr, live[i] != 0);
+}
+
+TEST(ConnStateName, AllNamed) {
+  EXPECT_STREQ(conn_state_name(ConnState::kSynRecv), "SYN_RECV");
+  EXPECT_STREQ(conn_state_name(ConnState::kEstablished), "ESTABLISHED");
+  EXPECT_STREQ(conn_state_name(ConnState::kFinWait), "FIN_WAIT");
+  EXPECT_STREQ(conn_state_name(ConnState::kClose), "CLOSE");
+  EXPECT_STREQ(conn_state_name(ConnState::kUdp), "UDP");
+  EXPECT_STREQ(conn_state_name(ConnState::kNone), "NONE");
+}
+
+}  // namespace
+}  // namespace vipd::dp
