@@ -1,0 +1,178 @@
+#!/usr/bin/env bash
+# usage: tests/integration/sched_test.sh
+#
+# IPVS semantics through the live dataplane (dpdk mode, nat forwarding, one
+# worker) in a private network-namespace lab:
+#   - mh (Maglev, annotation vipd.io/scheduler: mh): a client's flows all reach
+#     one pod, and established TCP connections survive a kill -9 and restart of
+#     vipd (the restarted instance builds the same table and picks the flows up);
+#   - sessionAffinity ClientIP: every new connection of the client reaches the
+#     same pod;
+#   - wlc on a service: requests spread over all pods.
+# Prints PASS:/FAIL:/SKIP: lines; exit 0 all passed, 1 any failed, 77 cannot run.
+set -uo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$ROOT" || exit 1
+if [ -z "${PYTHON:-}" ]; then if [ -x /usr/bin/python3 ]; then PYTHON=/usr/bin/python3; else PYTHON=python3; fi; fi
+NAME="sched_test"
+CHECKS=(vipd-starts mh-one-pod-per-client affinity-sticks wlc-spreads restart-survives-mh vipd-alive)
+skip_all() {
+  local c
+  for c in "${CHECKS[@]}"; do echo "SKIP: $c: $1"; done
+  echo "!!! $NAME: all ${#CHECKS[@]} checks SKIPPED: $1" >&2
+  exit 77
+}
+[ "$(id -u)" -eq 0 ] || skip_all "not root (network namespaces need root)"
+command -v ip >/dev/null 2>&1 || skip_all "'ip' (iproute2) not installed"
+probe="vipd-probe-$$"
+ip netns add "$probe" 2>/dev/null || skip_all "cannot create network namespaces"
+ip netns del "$probe"
+
+NPASS=0
+NFAIL=0
+pass() { echo "PASS: $1"; NPASS=$((NPASS + 1)); }
+fail() { echo "FAIL: $1: $2"; NFAIL=$((NFAIL + 1)); }
+note() { echo "    $*"; }
+B=${VIPD_BUILD_DIR:-build}
+VIPD=${VIPD_BIN:-$B/vipd}
+VIPCTL=${VIPCTL_BIN:-$B/vipctl}
+[ -x "$VIPD" ] && [ -x "$VIPCTL" ] || { fail build "vipd/vipctl not found under $B"; exit 1; }
+
+export LAB_PREFIX="vs$$-"
+P=$LAB_PREFIX
+TMP=$(mktemp -d /tmp/vipd-sched.XXXXXX)
+VIPD_PID=
+cleanup() {
+  trap - EXIT INT TERM
+  if [ "$NFAIL" -gt 0 ] && [ -s "$TMP/vipd.log" ]; then
+    note "---- last lines of the vipd log ----"
+    tail -n 20 "$TMP/vipd.log" | sed 's/^/    | /'
+  fi
+  stop_vipd TERM
+  scripts/lab.sh down >/dev/null 2>&1
+  rm -rf "$TMP"
+  note "$NAME: $NPASS passed, $NFAIL failed"
+  [ "$NFAIL" -eq 0 ] || exit 1
+  exit 0
+}
+stop_vipd() {
+  if [ -n "$VIPD_PID" ] && kill -0 "$VIPD_PID" 2>/dev/null; then
+    kill -"$1" "$VIPD_PID" 2>/dev/null
+    for _ in $(seq 1 50); do kill -0 "$VIPD_PID" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$VIPD_PID" 2>/dev/null
+    { wait "$VIPD_PID"; } 2>/dev/null
+  fi
+  VIPD_PID=
+}
+trap cleanup EXIT
+trap 'fail interrupted "signal received"; exit 1' INT TERM
+
+client() { ip netns exec "${P}client" "$PYTHON" scripts/lab/client.py "$@"; }
+judge() {
+  "$PYTHON" - "$1" "$2" <<'PY'
+import json, sys
+try:
+    r = json.loads(sys.argv[1])
+except ValueError:
+    print(sys.argv[1] or "no result"); sys.exit()
+pods = r.get("by_pod", {})
+print("" if eval(sys.argv[2]) else sys.argv[1])
+PY
+}
+generation() { "$VIPCTL" --socket "$TMP/admin.sock" status --json 2>/dev/null |
+  "$PYTHON" -c 'import json,sys; print(json.load(sys.stdin)["generation"])' 2>/dev/null; }
+
+start_vipd() {
+  ip netns exec "${P}lb" "$VIPD" --config config/demo/vipd.conf --forward-method nat \
+    --manifests-dir "$TMP/manifests" --admin-socket "$TMP/admin.sock" \
+    "--eal-args=--no-huge -m 512 --no-shconf --file-prefix ${P}vipd" \
+    </dev/null >>"$TMP/vipd.log" 2>&1 &
+  VIPD_PID=$!
+  for _ in $(seq 1 300); do
+    kill -0 "$VIPD_PID" 2>/dev/null || return 1
+    g=$(generation) && [ -n "$g" ] && [ "$g" -ge 1 ] && return 0
+    sleep 0.1
+  done
+  return 1
+}
+
+note "$NAME: lab prefix '$P', temp dir $TMP"
+scripts/lab.sh up >"$TMP/lab.log" 2>&1 || { fail lab-up "$(tail -n 3 "$TMP/lab.log" | tr '\n' ' ')"; exit 1; }
+mkdir -p "$TMP/manifests"
+cp config/demo/manifests/endpointslice-db.yaml "$TMP/manifests/"
+cat >"$TMP/manifests/services.yaml" <<'YAML'
+apiVersion: v1
+kind: Service
+metadata:
+  name: db
+  namespace: default
+  annotations: {vipd.io/scheduler: mh}
+spec:
+  clusterIP: 10.96.0.100
+  ports: [{name: http, port: 8080, protocol: TCP}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: sticky, namespace: default}
+spec:
+  clusterIP: 10.96.0.102
+  sessionAffinity: ClientIP
+  sessionAffinityConfig: {clientIP: {timeoutSeconds: 600}}
+  ports: [{name: http, port: 8080, protocol: TCP}]
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: least
+  namespace: default
+  annotations: {vipd.io/scheduler: wlc}
+spec:
+  clusterIP: 10.96.0.103
+  ports: [{name: http, port: 8080, protocol: TCP}]
+YAML
+for svc in sticky least; do
+  sed -e "s/name: db-abc12/name: $svc-1/" -e "s/kubernetes.io\/service-name: db/kubernetes.io\/service-name: $svc/" \
+    config/demo/manifests/endpointslice-db.yaml >"$TMP/manifests/endpointslice-$svc.yaml"
+done
+
+if start_vipd; then pass vipd-starts; else fail vipd-starts "$(tail -n 2 "$TMP/vipd.log" | tr '\n' ' ')"; exit 1; fi
+note "$("$VIPCTL" --socket "$TMP/admin.sock" list | head -3 | tail -1)"
+
+r=$(client http http://10.96.0.100:8080/ --count 60 --timeout 2 --max-time 30)
+note "mh: $r"
+d=$(judge "$r" 'r["failed"] == 0 and len(pods) == 1')
+if [ -z "$d" ]; then pass mh-one-pod-per-client; else fail mh-one-pod-per-client "want 0 failed, one pod (Maglev hashes the client address): $d"; fi
+
+r=$(client http http://10.96.0.102:8080/ --count 60 --timeout 2 --max-time 30)
+note "affinity: $r"
+d=$(judge "$r" 'r["failed"] == 0 and len(pods) == 1')
+if [ -z "$d" ]; then pass affinity-sticks; else fail affinity-sticks "want 0 failed, all 60 on one pod: $d"; fi
+
+r=$(client http http://10.96.0.103:8080/ --count 80 --timeout 2 --max-time 30)
+note "wlc: $r"
+d=$(judge "$r" 'r["failed"] == 0 and len(pods) == 4')
+if [ -z "$d" ]; then pass wlc-spreads; else fail wlc-spreads "want 0 failed, all 4 pods used: $d"; fi
+
+# Established connections through an mh service, then kill -9 and restart.
+client hold 10.96.0.100:8080 --conns 4 --go "$TMP/go" --timeout 5 --max-time 90 >"$TMP/hold.out" 2>&1 &
+HOLD=$!
+for _ in $(seq 1 100); do grep -q '^open' "$TMP/hold.out" 2>/dev/null && break; sleep 0.05; done
+if ! grep -q '^open 4' "$TMP/hold.out"; then
+  fail restart-survives-mh "could not open 4 connections: $(cat "$TMP/hold.out")"
+else
+  stop_vipd KILL
+  note "vipd killed with SIGKILL; restarting"
+  if ! start_vipd; then
+    fail restart-survives-mh "vipd did not come back: $(tail -n 2 "$TMP/vipd.log" | tr '\n' ' ')"
+  else
+    touch "$TMP/go"
+    wait "$HOLD" 2>/dev/null
+    r=$(tail -n 1 "$TMP/hold.out")
+    note "held connections after restart: $r"
+    d=$(judge "$r" 'r["ok"] == 4 and r["reset"] == 0 and r["failed"] == 0')
+    if [ -z "$d" ]; then pass restart-survives-mh; else fail restart-survives-mh "want all 4 answered: $d"; fi
+  fi
+fi
+touch "$TMP/go"
+
+if [ -n "$VIPD_PID" ] && kill -0 "$VIPD_PID" 2>/dev/null; then pass vipd-alive; else fail vipd-alive "vipd is not running"; fi
