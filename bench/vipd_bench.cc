@@ -1,0 +1,34 @@
+// vipd_bench: the benchmark programs of docs/benchmarks.md (issue 7).
+//   vipd_bench pipeline [--services N] [--flows N] [--packets N] [--reps N]
+//                       [--proto tcp|udp] [--fwd fnat|nat] [--backends N]
+//                       [--phases fill,est,reply,newconn,baseline] [--no-prefault]
+//                       [--no-warmup] [--hugepages | --huge-dir DIR] [--mem MB]
+//   vipd_bench cp [--services N] [--endpoints N] [--changes N]
+//                 [--worker running|offline] [--hugepages] [--mem MB]
+// Each prints one JSON object on one line (scripts/bench.sh collects them).
+// Everything stays in-process: the only port is the net_ring0 vdev.
+#include <cstdio>
+#include <string>
+
+#include "bench/bench_util.h"
+
+namespace vipd::bench {
+int run_pipeline(const Args& a);
+int run_cp(const Args& a);
+}  // namespace vipd::bench
+
+int main(int argc, char** argv) {
+  const std::string cmd = argc > 1 ? argv[1] : "";
+  vipd::bench::Args args(argc, argv, 2);
+  int rc;
+  if (cmd == "pipeline") {
+    rc = vipd::bench::run_pipeline(args);
+  } else if (cmd == "cp") {
+    rc = vipd::bench::run_cp(args);
+  } else {
+    fprintf(stderr, "usage: vipd_bench pipeline|cp [--options] (see bench/vipd_bench.cc)\n");
+    return 2;
+  }
+  vipd::bench::eal_stop();
+  return rc;
+}

@@ -1,0 +1,227 @@
+#!/usr/bin/env bash
+# usage: scripts/bench.sh [--quick] [--hugepages] [--huge-variant] [--rt]
+#                         [--no-build] [--no-doc] [--out DIR]
+# Runs the benchmark suite of issue 7 (docs/benchmarks.md) with bounded time:
+#   full (default)  about 5-10 minutes on a 2-core VM
+#   --quick         about 1-2 minutes: fewer cases, fewer packets
+# Writes raw results to DIR (default bench/results/full or bench/results/quick):
+#   machine.json, pipeline.jsonl, cp.jsonl, memory.jsonl, callgrind.jsonl,
+#   callgrind_*.txt (per-function profiles), run.log
+# (the previous results of the same mode move to DIR.prev; the report shows
+# the change against them)
+# and regenerates docs/benchmarks.md and docs/img/*.svg from them
+# (scripts/bench/report.py, gnuplot), unless --no-doc.
+#   --hugepages  reserve 2 MiB hugepages (on top of what is reserved, on a
+#                private hugetlbfs mount, restored on exit) instead of --no-huge
+#   --huge-variant  run everything on --no-huge pages, and the largest
+#                pipeline case once more on 2 MiB hugepages (reserved as above)
+#   --rt         run the timed programs under SCHED_FIFO (chrt -f 10): steadier
+#                numbers on a loaded machine, at the expense of its other users
+# Safety: the benchmark programs use only DPDK's in-process net_ring0 vdev;
+# no packet is sent anywhere, no namespace or interface is touched.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+QUICK=0 HUGE=0 HVAR=0 RT=0 BUILD=1 DOC=1 OUT=
+CMDLINE="scripts/bench.sh $*"
+while [ $# -gt 0 ]; do
+  case $1 in
+    --quick) QUICK=1 ;;
+    --hugepages) HUGE=1 ;;
+    --huge-variant) HVAR=1 ;;
+    --rt) RT=1 ;;
+    --no-build) BUILD=0 ;;
+    --no-doc) DOC=0 ;;
+    --out) OUT=$2; shift ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+    *) echo "bench.sh: unknown option $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+MODE=$([ $QUICK = 1 ] && echo quick || echo full)
+OUT=${OUT:-bench/results/$MODE}
+BUILD_DIR=${BENCH_BUILD_DIR:-build-bench}
+BIN=$BUILD_DIR/bench/vipd_bench
+# The previous results of the same mode are kept in $OUT.prev: the report
+# shows the change against them (to see what a fast-path change did).
+if [ -f "$OUT/machine.json" ] && [ -f "$OUT/pipeline.jsonl" ]; then
+  rm -rf "$OUT.prev"
+  mv "$OUT" "$OUT.prev"
+fi
+mkdir -p "$OUT"
+rm -f "$OUT"/*.jsonl "$OUT"/callgrind_*.txt "$OUT"/run.log
+LOG=$OUT/run.log
+T_START=$(date +%s)
+
+log() { echo "bench: $*" | tee -a "$LOG" >&2; }
+
+# ---- build ----
+if [ $BUILD = 1 ]; then
+  if [ ! -f "$BUILD_DIR/build.ninja" ]; then
+    meson setup "$BUILD_DIR" -Dbench=true -Dtests=false --buildtype=release >>"$LOG" 2>&1
+  else
+    meson configure "$BUILD_DIR" -Dbench=true -Dbuildtype=release >>"$LOG" 2>&1
+  fi
+  log "building $BIN (buildtype release: -O3, no -march)"
+  ninja -C "$BUILD_DIR" bench/vipd_bench >>"$LOG" 2>&1 || { tail -30 "$LOG" >&2; exit 1; }
+fi
+[ -x "$BIN" ] || { echo "bench.sh: $BIN missing (run without --no-build)" >&2; exit 1; }
+
+# ---- hugepages (opt-in) ----
+HUGE_ARGS=()
+HUGE_OLD= HUGE_MNT=
+cleanup() {
+  if [ -n "$HUGE_MNT" ]; then umount "$HUGE_MNT" 2>/dev/null || true; rmdir "$HUGE_MNT" 2>/dev/null || true; fi
+  if [ -n "$HUGE_OLD" ]; then echo "$HUGE_OLD" >/proc/sys/vm/nr_hugepages 2>/dev/null || true; fi
+}
+trap cleanup EXIT
+if [ $HUGE = 1 ] || [ $HVAR = 1 ]; then
+  HUGE_OLD=$(cat /proc/sys/vm/nr_hugepages)
+  echo $((HUGE_OLD + 512)) >/proc/sys/vm/nr_hugepages
+  free=$(awk '/HugePages_Free/ {print $2}' /proc/meminfo)
+  HUGE_MNT=$(mktemp -d /tmp/vipd-bench-huge.XXXXXX)
+  if [ "${free:-0}" -lt 400 ] || ! mount -t hugetlbfs -o pagesize=2M nodev "$HUGE_MNT"; then
+    echo "bench.sh: cannot reserve 2 MiB hugepages (free: ${free:-0})" >&2
+    exit 1
+  fi
+  log "hugepages: $free free, hugetlbfs on $HUGE_MNT"
+  [ $HUGE = 1 ] && HUGE_ARGS=(--huge-dir "$HUGE_MNT")
+fi
+PRE=()
+[ $RT = 1 ] && PRE=(chrt -f 10)
+# Bind every symbol at start-up: lazy binding inside a timed region costs
+# milliseconds with ~100 DPDK shared objects loaded.
+export LD_BIND_NOW=1
+
+# run FILE TIMEOUT ARGS...: one benchmark process, its JSON line appended to FILE.
+run() {
+  local file=$1 to=$2; shift 2
+  log "$BIN $*"
+  local line
+  if ! line=$(timeout "$to" "${PRE[@]}" "$BIN" "$@" 2>>"$LOG" | tail -n 1); then
+    log "FAILED (or timed out after ${to}s): $*"
+    return 0
+  fi
+  case $line in
+    \{*) echo "$line" >>"$file" ;;
+    *) log "no result from: $*" ;;
+  esac
+}
+
+# ---- machine ----
+{
+  load0=$(cut -d' ' -f1-3 /proc/loadavg)
+  BUILD_DIR="$BUILD_DIR" python3 - "$CMDLINE" "$MODE" "$HUGE" "$RT" "$load0" <<'EOF'
+import json, subprocess, sys, platform, os
+def sh(c):
+    try: return subprocess.run(c, shell=True, capture_output=True, text=True, timeout=20).stdout.strip()
+    except Exception: return ""
+lscpu = {}
+for l in sh("LC_ALL=C lscpu").splitlines():
+    if ":" in l:
+        k, v = l.split(":", 1); lscpu[k.strip()] = v.strip()
+mem = sh("awk '/MemTotal/ {print $2}' /proc/meminfo")
+dirty = sh("git status --porcelain --untracked-files=no | wc -l")
+dirty_dp = sh("git status --porcelain --untracked-files=no -- dataplane controlplane | awk '{print $2}' | tr '\\n' ' '")
+print(json.dumps({
+  "command": sys.argv[1], "mode": sys.argv[2], "hugepages": sys.argv[3] == "1", "rt": sys.argv[4] == "1",
+  "load_start": sys.argv[5],
+  "commit": sh("git rev-parse HEAD"), "commit_short": sh("git rev-parse --short HEAD"),
+  "dirty_files": int(dirty or 0), "dirty_fastpath": dirty_dp,
+  "date": sh("date -u +%Y-%m-%dT%H:%M:%SZ"),
+  "cpu": lscpu.get("Model name", "?"), "cpus": lscpu.get("CPU(s)", "?"),
+  "threads_per_core": lscpu.get("Thread(s) per core", "?"), "hypervisor": lscpu.get("Hypervisor vendor", ""),
+  "l2": lscpu.get("L2 cache") or sh("cat /sys/devices/system/cpu/cpu0/cache/index2/size") or "?",
+  "l3": lscpu.get("L3 cache") or sh("cat /sys/devices/system/cpu/cpu0/cache/index3/size") or "?",
+  "mem_gib": round(int(mem or 0) / 1048576, 1), "kernel": platform.release(),
+  "compiler": sh("c++ --version | head -1"), "dpdk": sh("pkg-config --modversion libdpdk"),
+  "buildtype": sh("meson introspect --buildoptions " + os.environ.get("BUILD_DIR", "build-bench") + " | python3 -c \"import json,sys; print([o['value'] for o in json.load(sys.stdin) if o['name']=='buildtype'][0])\""),
+}))
+EOF
+} >"$OUT/machine.json"
+
+# ---- 1. pipeline ----
+if [ $QUICK = 1 ]; then
+  PKTS=200000 REPS=3 NC=50000
+  MATRIX="1:1000 100000:1000 1000:100000"
+  EXTRA=""
+else
+  PKTS=1000000 REPS=5 NC=200000
+  MATRIX="1:1000 1000:1000 100000:1000 1:1000000 1000:1000000 100000:1000000"
+  EXTRA="1000:10000 1000:100000"
+fi
+for c in $MATRIX $EXTRA; do
+  run "$OUT/pipeline.jsonl" 300 pipeline --services "${c%%:*}" --flows "${c##*:}" --packets $PKTS \
+    --reps $REPS --newconn-packets $NC "${HUGE_ARGS[@]}"
+done
+if [ $QUICK = 0 ]; then
+  run "$OUT/pipeline.jsonl" 300 pipeline --services 1000 --flows 1000 --packets $PKTS --reps $REPS \
+    --newconn-packets $NC --proto udp --phases fill,est,baseline "${HUGE_ARGS[@]}"
+  run "$OUT/pipeline.jsonl" 300 pipeline --services 1000 --flows 1000 --packets $PKTS --reps $REPS \
+    --newconn-packets $NC --fwd nat "${HUGE_ARGS[@]}"
+fi
+if [ $HVAR = 1 ] && [ $HUGE = 0 ]; then
+  last=${MATRIX##* }
+  run "$OUT/pipeline.jsonl" 300 pipeline --services "${last%%:*}" --flows "${last##*:}" --packets $PKTS \
+    --reps $REPS --newconn-packets $NC --huge-dir "$HUGE_MNT"
+fi
+
+# ---- 4. memory: RSS with the flows really touched (no prefault) ----
+if [ $QUICK = 1 ]; then MF=100000 MS=1000; else MF=1000000 MS=100000; fi
+run "$OUT/memory.jsonl" 300 pipeline --services $MS --flows $MF --phases fill --no-prefault --no-warmup "${HUGE_ARGS[@]}"
+
+# ---- 2. control plane ----
+if [ $QUICK = 1 ]; then CH=200; else CH=1000; fi
+run "$OUT/cp.jsonl" 300 cp --services 10000 --endpoints 10 --changes $CH --worker running "${HUGE_ARGS[@]}"
+run "$OUT/cp.jsonl" 300 cp --services 10000 --endpoints 10 --changes $CH --worker offline "${HUGE_ARGS[@]}"
+if [ $QUICK = 0 ]; then
+  run "$OUT/cp.jsonl" 300 cp --services 1000 --endpoints 10 --changes $CH --worker offline "${HUGE_ARGS[@]}"
+  run "$OUT/cp.jsonl" 300 cp --services 100000 --endpoints 10 --changes 200 --worker offline --mem 2048 "${HUGE_ARGS[@]}"
+fi
+
+# ---- 5. callgrind: instructions per packet ----
+if command -v valgrind >/dev/null 2>&1; then
+  if [ $QUICK = 1 ]; then CG="1:1000"; else CG="1:1000 100000:1000 1000:10000"; fi
+  for c in $CG; do
+    s=${c%%:*} f=${c##*:}
+    d=$(mktemp -d /tmp/vipd-bench-cg.XXXXXX)
+    log "valgrind --tool=callgrind $BIN pipeline --services $s --flows $f"
+    if timeout 600 valgrind --tool=callgrind --collect-atstart=no --callgrind-out-file="$d/cg.%p" \
+         "$BIN" pipeline --services "$s" --flows "$f" --packets 20000 --reps 1 --newconn-packets 10000 \
+         --no-warmup >"$d/out.json" 2>>"$LOG"; then
+      python3 scripts/bench/callgrind_summary.py "$d" "$s" "$f" "$OUT" >>"$OUT/callgrind.jsonl" || log "callgrind summary failed"
+    else
+      log "callgrind run failed"
+    fi
+    rm -rf "$d"
+  done
+  # control plane: instructions per call of each part (one dump per call)
+  if [ $QUICK = 1 ]; then CGS="1000"; else CGS="1000 10000"; fi
+  for s in $CGS; do
+    d=$(mktemp -d /tmp/vipd-bench-cg.XXXXXX)
+    log "valgrind --tool=callgrind $BIN cp --services $s --changes 20 --worker offline"
+    if timeout 600 valgrind --tool=callgrind --collect-atstart=no --callgrind-out-file="$d/cg.%p" \
+         "$BIN" cp --services "$s" --endpoints 10 --changes 20 --worker offline >"$d/out.json" 2>>"$LOG"; then
+      python3 scripts/bench/callgrind_summary.py --cp "$d" "$s" "$OUT" >>"$OUT/callgrind.jsonl" || log "callgrind summary failed"
+    else
+      log "callgrind run failed"
+    fi
+    rm -rf "$d"
+  done
+else
+  log "valgrind not installed: no instruction counts (scripts/bench-bootstrap.sh installs it)"
+fi
+
+T_END=$(date +%s)
+python3 - "$OUT/machine.json" "$((T_END - T_START))" "$(cut -d' ' -f1-3 /proc/loadavg)" <<'EOF'
+import json, sys
+p = sys.argv[1]; m = json.load(open(p)); m["wall_s"] = int(sys.argv[2]); m["load_end"] = sys.argv[3]
+json.dump(m, open(p, "w"))
+EOF
+log "done in $((T_END - T_START)) s; raw results in $OUT"
+
+if [ $DOC = 1 ]; then
+  python3 scripts/bench/report.py "$OUT" docs/benchmarks.md docs/img
+  log "wrote docs/benchmarks.md and docs/img/"
+fi
