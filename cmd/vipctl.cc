@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <boost/program_options.hpp>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -25,6 +26,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cmd/vipctl_format.h"
+#include "controlplane/model/service_table.h"
 
 namespace po = boost::program_options;
 
@@ -69,6 +71,7 @@ const char* kTopUsage =
     "  stats    per-worker packet counters and drops by reason\n"
     "  status   sync state: mode, generation, syncs, errors, latency\n"
     "  dump     the service table as dry-run JSON, one line\n"
+    "  explain  PROTO SRC:PORT DST:PORT: which service and backend a packet gets, and why\n"
     "\n"
     "Run 'vipctl COMMAND --help' for a command's options.\n"
     "Exit status: 0 ok, 1 vipd unreachable or bad answer, 2 usage error.\n";
@@ -243,6 +246,62 @@ int cmd_dump(const std::vector<std::string>& args, std::string& socket) {
   return kExitOk;
 }
 
+// "10.0.0.2:40000": an IPv4 address and a port 1..65535.
+bool valid_ip_port(const std::string& s) {
+  const auto colon = s.rfind(':');
+  if (colon == std::string::npos || !vipd::cp::parse_ipv4(s.substr(0, colon))) return false;
+  const std::string p = s.substr(colon + 1);
+  if (p.empty() || p.size() > 5 || p.find_first_not_of("0123456789") != std::string::npos) return false;
+  const int v = std::stoi(p);
+  return v >= 1 && v <= 65535;
+}
+
+int cmd_explain(const std::vector<std::string>& args, std::string& socket) {
+  const char* usage = "Usage: vipctl explain PROTO SRC:PORT DST:PORT [OPTIONS]\n\n";
+  const char* summary =
+      "Which virtual service a packet from SRC:PORT to DST:PORT matches, whether an\n"
+      "existing connection takes it, and which backend a new connection would get\n"
+      "(scheduler, weights, session affinity), as computed by the worker that owns\n"
+      "the flow. PROTO is tcp or udp. Nothing is sent and nothing changes.\n"
+      "Example: vipctl explain tcp 10.0.0.2:40000 10.96.0.100:8080\n\n";
+  po::options_description desc("Options");
+  desc.add_options()
+      ("json", "print JSON instead of text")
+      ("socket", po::value<std::string>(&socket), "admin socket path")
+      ("help,h", "show this help");
+  po::options_description all;
+  all.add(desc).add_options()("flow", po::value<std::vector<std::string>>(), "");
+  po::positional_options_description pos;
+  pos.add("flow", -1);
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(all).positional(pos).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw UsageError(std::string("explain: ") + e.what(), "explain");
+  }
+  if (vm.count("help")) {
+    std::cout << usage << summary << desc;
+    return kExitOk;
+  }
+  std::vector<std::string> flow;
+  if (vm.count("flow")) flow = vm["flow"].as<std::vector<std::string>>();
+  if (flow.size() != 3)
+    throw UsageError("explain: expected PROTO SRC:PORT DST:PORT, e.g. tcp 10.0.0.2:40000 10.96.0.100:8080",
+                     "explain");
+  std::string proto = flow[0];
+  for (auto& c : proto) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (proto != "tcp" && proto != "udp")
+    throw UsageError("explain: protocol '" + flow[0] + "': expected tcp or udp", "explain");
+  for (size_t i = 1; i < 3; ++i)
+    if (!valid_ip_port(flow[i]))
+      throw UsageError("explain: '" + flow[i] + "': expected IPv4:PORT (port 1..65535)", "explain");
+  auto doc = fetch_json<nlohmann::json>(
+      socket, "/v1/explain?proto=" + proto + "&src=" + flow[1] + "&dst=" + flow[2]);
+  std::cout << (vm.count("json") ? doc.dump(2) + "\n" : vipd::ctl::format_explain(doc));
+  return kExitOk;
+}
+
 int run(int argc, char** argv, std::string& socket) {
   std::vector<std::string> argl(argv + 1, argv + argc);
   // Global options come before the command; find the command (the first word
@@ -284,11 +343,12 @@ int run(int argc, char** argv, std::string& socket) {
   if (cmd == "stats") return cmd_stats(rest, socket);
   if (cmd == "status") return cmd_status(rest, socket);
   if (cmd == "dump") return cmd_dump(rest, socket);
+  if (cmd == "explain") return cmd_explain(rest, socket);
   if (cmd == "help") {
     std::cout << kTopUsage << "\n" << global;
     return kExitOk;
   }
-  throw UsageError("unknown command '" + cmd + "' (expected list, stats, status or dump)");
+  throw UsageError("unknown command '" + cmd + "' (expected list, stats, status, dump or explain)");
 }
 
 }  // namespace

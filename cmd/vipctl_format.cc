@@ -350,3 +350,51 @@ std::string format_dump(const nlohmann::ordered_json& doc) {
 }
 
 }  // namespace vipd::ctl
+
+namespace vipd::ctl {
+
+std::string format_explain(const json& doc) {
+  const json& q = field(doc, "query");
+  const json& svc = field(doc, "service");
+  const json& conn = field(doc, "connection");
+  auto field_line = [](const std::string& name, const std::string& value) {
+    return pad_right(name + ":", 12) + value + "\n";
+  };
+  std::string out;
+  out += field_line("Flow", str(q, "protocol") + " " + str(q, "src") + " -> " + str(q, "dst"));
+  if (svc.is_object()) {
+    std::string s = str(svc, "name");
+    if (s.empty()) s = "(unnamed)";
+    s += " (" + str(svc, "scheduler");
+    if (u64(svc, "persistence_timeout_s") > 0)
+      s += ", persistent " + std::to_string(u64(svc, "persistence_timeout_s"));
+    s += ", " + std::to_string(u64(svc, "backends")) + " backends, " +
+         std::to_string(u64(svc, "weighted_backends")) + " with weight > 0)";
+    out += field_line("Service", s);
+  } else {
+    out += field_line("Service", "none");
+  }
+  if (conn.is_object()) {
+    std::string c = str(conn, "state") + " to " + str(conn, "backend");
+    if (field(conn, "local").is_string()) c += " via " + str(conn, "local");
+    c += ", expires in " + fixed(as_double(field(conn, "expires_in_s")), 0) + " s";
+    if (str(conn, "direction") == "reply") c += " (this is its reply direction)";
+    else if (field(conn, "backend_alive").is_boolean() && !field(conn, "backend_alive").get<bool>())
+      c += " (backend removed)";
+    out += field_line("Connection", c);
+  } else {
+    out += field_line("Connection", "none");
+  }
+  out += field_line("Decision", str(doc, "decision"));
+  const json& be = field(doc, "backend");
+  out += field_line("Backend", be.is_string() ? be.get<std::string>() : "none");
+  out += field_line("Worker", "lcore " + std::to_string(u64(doc, "worker_lcore")));
+  const json& why = arr(doc, "reasons");
+  if (!why.empty()) {
+    out += "Why:\n";
+    for (const auto& r : why) out += "  " + as_str(r) + "\n";
+  }
+  return out;
+}
+
+}  // namespace vipd::ctl

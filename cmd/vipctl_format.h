@@ -44,6 +44,10 @@ std::string format_status(const nlohmann::json& status_doc, int64_t now_unix_ns)
 // "4.2s", "3m12s", "2h03m", "5d04h".
 std::string format_age(double seconds);
 
+// `vipctl explain`: the /v1/explain document as "Field: value" lines (Flow,
+// Service, Connection, Decision, Backend, Worker), then "Why:" and the reasons.
+std::string format_explain(const nlohmann::json& explain_doc);
+
 // `vipctl dump`: the "table" value of the /v1/table document on one line,
 // followed by a newline. Parse the response as ordered_json to keep the
 // daemon's key order. Throws std::runtime_error if "table" is missing.

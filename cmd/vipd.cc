@@ -11,6 +11,10 @@
 #include "controlplane/backends/dpdk_backend.h"
 #include "controlplane/config/options.h"
 #include "controlplane/metrics/admin_server.h"
+#include "controlplane/metrics/explain.h"
+#include "controlplane/metrics/observability.h"
+#include "controlplane/kube/kube_source.h"
+#include "controlplane/kube/source_factory.h"
 #include "controlplane/sources/manifest_source.h"
 #include "controlplane/sync/sync_loop.h"
 #include "dataplane/runtime/dataplane.h"
@@ -114,14 +118,15 @@ int main(int argc, char** argv) {
   const config::Options& opt = *parsed;
   set_log_level(severity(opt.log_level));
 
-  cp::ManifestSource source(opt.manifests_dir, opt.default_scheduler);
-  if (opt.dry_run) {
-    cp::LoadResult r = source.load();
-    for (const auto& e : r.errors) std::cerr << "vipd: manifest error: " << e.to_string() << "\n";
-    r.table.normalize();
-    std::cout << cp::to_dry_run_json(r.table) << "\n";
-    return r.errors.empty() ? 0 : 1;
+  // Desired state: a manifests directory or the Kubernetes API (docs/kubernetes.md).
+  std::string source_err;
+  std::unique_ptr<cp::Source> source_ptr = cp::make_source(opt, &source_err);
+  if (!source_ptr) {
+    log_error("vipd: " + source_err);
+    return 1;
   }
+  cp::Source& source = *source_ptr;
+  if (opt.dry_run) return cp::dry_run(source, std::cout, std::cerr);
   if (opt.mode != config::Mode::kDpdk) {
     std::cerr << "config: --mode '" << config::mode_name(opt.mode)
               << "': not implemented yet (only dpdk; iptables and ipvs modes come later)\n";
@@ -144,6 +149,8 @@ int main(int argc, char** argv) {
   dc.neighbor_timeout_s = opt.neighbor_timeout_s;
   dc.mbuf_count = opt.mbuf_count;
   dc.idle_sleep_us = opt.worker_idle_sleep_us;
+  dc.mh_table_size = opt.mh_table_size;
+  dc.expire_quiescent_template = opt.expire_quiescent_template;
 
   std::string err;
   auto dataplane = dp::Dataplane::create(dc, &err);
@@ -167,7 +174,40 @@ int main(int argc, char** argv) {
   cp::SyncLoop sync(source, backend, so);
   const char* fwd = config::forward_method_name(opt.forward_method);
 
+  // Prometheus /metrics and /healthz, /livez (docs/metrics.md).
+  cp::DataplaneStatsSource stats_source(*dataplane, sync);
+  if (const auto* kube = dynamic_cast<const cp::kube::KubeSource*>(&source)) {
+    // Watch restarts and relists by resource (the first watch and list are not counted).
+    stats_source.set_source_stats([kube] {
+      const cp::kube::KubeSourceStats k = kube->stats();
+      auto one = [](const char* resource, const cp::kube::ReflectorStats& r) {
+        return cp::SourceResourceStats{resource, r.watches ? r.watches - 1 : 0, r.lists ? r.lists - 1 : 0};
+      };
+      return std::vector<cp::SourceResourceStats>{one("endpointslices", k.endpointslices),
+                                                  one("services", k.services)};
+    });
+  }
+  cp::ObservabilityOptions oo;
+  oo.metrics_address = opt.metrics_address;
+  oo.health_address = opt.health_address;
+  oo.collector.per_backend = opt.metrics_per_backend;
+  oo.collector.max_backend_series = opt.metrics_max_backend_series;
+  oo.collector.max_service_series = opt.metrics_max_service_series;
+  cp::Observability observability(stats_source, oo);
+  sync.set_observer(observability.sync_observer());
+
   cp::AdminServer admin(opt.admin_socket);
+  admin.handle_query("/v1/explain", [&](const cp::AdminServer::Query& q) {
+    std::string why;
+    auto eq = cp::parse_explain_query(q, &why);
+    if (!eq) throw cp::AdminServer::HttpError(400, why);
+    auto r = dataplane->explain(static_cast<uint8_t>(eq->protocol), eq->src, eq->sport, eq->dst, eq->dport);
+    if (!r.answered)
+      throw cp::AdminServer::HttpError(503, "worker lcore " + std::to_string(r.worker_lcore) +
+                                                " did not answer within 200 ms");
+    auto t = sync.table();
+    return cp::explain_json(*eq, r, t.get(), opt.forward_method == config::ForwardMethod::kFnat);
+  });
   admin.handle("/v1/stats", [&] { return stats_json(*dataplane); });
   admin.handle("/v1/services", [&] { return services_json(sync, *dataplane, fwd); });
   admin.handle_ordered("/v1/table", [&] {
@@ -193,7 +233,9 @@ int main(int argc, char** argv) {
                                       {"workers", opt.worker_lcores},
                                       {"ports", opt.ports.size()},
                                       {"conn_table_size", opt.conn_table_size},
-                                      {"admin_socket", opt.admin_socket}}}};
+                                      {"admin_socket", opt.admin_socket},
+                                      {"metrics_address", opt.metrics_address},
+                                      {"health_address", opt.health_address}}}};
   });
   if (!admin.start(&err)) {
     log_error(err);
@@ -202,8 +244,15 @@ int main(int argc, char** argv) {
   }
   log_info("vipd: running (" + std::string(fwd) + ", " + std::to_string(opt.worker_lcores.size()) +
            " worker(s), admin socket " + opt.admin_socket + ")");
+  if (!observability.start(&err)) {
+    log_error(err);
+    admin.stop();
+    dataplane->stop();
+    return 1;
+  }
   sync.run(g_stop);
   log_info("vipd: stopping");
+  observability.stop();
   admin.stop();
   dataplane->stop();
   return 0;

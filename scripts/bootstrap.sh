@@ -10,11 +10,12 @@ PKGS=(
   libdpdk-dev dpdk
   libboost-program-options-dev
   prometheus-cpp-dev libcpp-httplib-dev nlohmann-json3-dev
-  libyaml-cpp-dev libsimdjson-dev
+  libyaml-cpp-dev libsimdjson-dev libcurl4-openssl-dev
   libgtest-dev libgmock-dev
   libnl-3-dev libnl-genl-3-dev libnl-route-3-dev
   iproute2 ethtool iptables procps kmod
   python3 curl
+  prometheus
 )
 
 missing=()

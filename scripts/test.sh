@@ -58,10 +58,10 @@ section() { echo; echo "== $*"; }
 # ---- packages -----------------------------------------------------------------
 need_bootstrap() {
   local c m
-  for c in ip ethtool sysctl "$PYTHON" meson ninja pkg-config g++; do
+  for c in ip ethtool sysctl "$PYTHON" meson ninja pkg-config g++ promtool prometheus; do
     command -v "$c" >/dev/null 2>&1 || return 0
   done
-  for m in libdpdk yaml-cpp nlohmann_json cpp-httplib gtest gmock; do
+  for m in libdpdk yaml-cpp nlohmann_json cpp-httplib gtest gmock prometheus-cpp-core prometheus-cpp-pull; do
     pkg-config --exists "$m" 2>/dev/null || return 0
   done
   [ -e /usr/include/boost/program_options.hpp ] || return 0

@@ -53,9 +53,15 @@ constexpr OptSpec kSpecs[] = {
     {"fnat-local-addrs", "ADDRS", "none", "comma-separated IPv4 source addresses for fnat (required for fnat in dpdk mode)", true, false},
     {"manifests-dir", "DIR", "none", "directory of Service/EndpointSlice manifests (*.yaml, *.yml, *.json); required", true, false},
     {"admin-socket", "PATH", "/run/vipd/admin.sock", "unix socket of the admin API (used by vipctl)", true, false},
-    {"metrics-address", "HOST:PORT", "127.0.0.1:10249", "listen address of the Prometheus metrics and health endpoints", true, false},
+    {"metrics-address", "HOST:PORT", "127.0.0.1:10249", "listen address of the Prometheus /metrics endpoint; empty or 'off' disables it", true, false},
+    {"health-address", "HOST:PORT", "127.0.0.1:10256", "listen address of /healthz and /livez; empty or 'off' disables them", true, false},
+    {"metrics-per-backend", "BOOL", "true", "export per-backend series (vipd_backend_*)", true, false},
+    {"metrics-max-backend-series", "N", "10000", "at most N backends get per-backend series (0..10000000)", true, false},
+    {"metrics-max-service-series", "N", "10000", "at most N services get per-service series (0..10000000)", true, false},
     {"log-level", "LEVEL", "info", "debug | info | warn | error", true, false},
-    {"scheduler", "NAME", "rr", "default scheduler for services without a vipd.io/scheduler annotation: rr | wrr", true, false},
+    {"scheduler", "NAME", "rr", "default scheduler for services without a vipd.io/scheduler annotation: rr | wrr | lc | wlc | sed | nq | sh | dh | lblc | lblcr | mh", true, false},
+    {"mh-table-size", "N", "65537", "Maglev (mh) lookup table size per service, a prime (251..1000003)", true, false},
+    {"expire-quiescent-template", "BOOL", "true", "persistence templates pointing at a weight-0 (terminating) backend expire at once (kube-proxy's net.ipv4.vs.expire_quiescent_template=1)", true, false},
     {"conn-table-size", "N", "262144", "connection table entries per worker (1024..67108864)", true, false},
     {"tcp-timeout", "SECONDS", "900", "idle timeout of established TCP connections (1..604800)", true, false},
     {"tcp-fin-timeout", "SECONDS", "120", "timeout of closing TCP connections (1..86400)", true, false},
@@ -64,6 +70,16 @@ constexpr OptSpec kSpecs[] = {
     {"mbufs", "N", "8191", "packet buffers in the mempool (511..16777215; best 2^n-1)", true, false},
     {"sync-min-interval-ms", "MS", "0", "minimum time between two dataplane syncs (0..60000)", true, false},
     {"worker-idle-sleep-us", "US", "0", "worker sleep after an empty poll round; 0 = busy poll (0..100000)", true, false},
+    {"source", "SOURCE", "manifests", "desired state from: manifests | kubernetes (kubernetes when --kubeconfig or --in-cluster is given)", true, false},
+    {"kubeconfig", "FILE", "$KUBECONFIG or ~/.kube/config", "kubeconfig of the Kubernetes API server (current-context)", true, false},
+    {"in-cluster", nullptr, "false", "use the in-cluster service account and KUBERNETES_SERVICE_HOST/PORT", true, false},
+    {"api-qps", "N", "5", "Kubernetes API requests per second (burst 2 x N) (1..1000)", true, false},
+    {"api-backoff-initial-ms", "MS", "500", "first retry delay after an API error; doubles, with jitter (1..60000)", true, false},
+    {"api-backoff-max-ms", "MS", "30000", "largest retry delay after API errors (1..600000)", true, false},
+    {"node-name", "NAME", "none", "this node's name, for internal/externalTrafficPolicy Local", true, false},
+    {"node-zone", "ZONE", "none", "this node's topology zone, for EndpointSlice zone hints", true, false},
+    {"node-ips", "ADDRS", "none", "comma-separated IPv4 addresses NodePort services are served on", true, false},
+    {"service-proxy-name", "NAME", "none", "serve only services labelled service.kubernetes.io/service-proxy-name=NAME", true, false},
 };
 
 [[noreturn]] void fail(const std::string& option, const std::string& value,
@@ -288,6 +304,10 @@ const char* mode_name(Mode m) {
   return "?";
 }
 
+const char* source_name(SourceKind s) {
+  return s == SourceKind::kKubernetes ? "kubernetes" : "manifests";
+}
+
 const char* forward_method_name(ForwardMethod f) {
   return f == ForwardMethod::kNat ? "nat" : "fnat";
 }
@@ -388,10 +408,27 @@ std::optional<Options> parse(int argc, const char* const argv[], std::ostream& o
     if (trim(*v).empty()) fail("admin-socket", *v, "must not be empty");
     o.admin_socket = trim(*v);
   }
-  if (auto v = get("metrics-address")) {
-    check_host_port("metrics-address", trim(*v));
-    o.metrics_address = trim(*v);
-  }
+  // HOST:PORT, or "" / "off" to switch the endpoint off.
+  auto listen_address = [&](const char* name, std::string* out) {
+    if (auto v = get(name)) {
+      const std::string a = trim(*v);
+      if (a.empty() || a == "off") {
+        out->clear();
+      } else {
+        check_host_port(name, a);
+        *out = a;
+      }
+    }
+  };
+  listen_address("metrics-address", &o.metrics_address);
+  listen_address("health-address", &o.health_address);
+  if (auto v = get("metrics-per-backend")) o.metrics_per_backend = parse_bool("metrics-per-backend", *v);
+  if (auto v = get("metrics-max-backend-series"))
+    o.metrics_max_backend_series = parse_number("metrics-max-backend-series", *v, 0, 10000000);
+  if (auto v = get("metrics-max-service-series"))
+    o.metrics_max_service_series = parse_number("metrics-max-service-series", *v, 0, 10000000);
+  if (!o.metrics_address.empty() && o.metrics_address == o.health_address)
+    fail("health-address", o.health_address, "is also the --metrics-address");
   if (auto v = get("log-level")) {
     const std::string l = trim(*v);
     if (l == "debug") o.log_level = LogLevel::kDebug;
@@ -402,9 +439,20 @@ std::optional<Options> parse(int argc, const char* const argv[], std::ostream& o
   }
   if (auto v = get("scheduler")) {
     const std::string s = trim(*v);
-    if (s != "rr" && s != "wrr") fail("scheduler", *v, "expected rr or wrr");
+    static const char* const kScheds[] = {"rr", "wrr", "lc", "wlc", "sed", "nq", "sh", "dh", "lblc", "lblcr", "mh"};
+    bool known = false;
+    for (const char* k : kScheds) known = known || s == k;
+    if (!known) fail("scheduler", *v, "expected one of rr, wrr, lc, wlc, sed, nq, sh, dh, lblc, lblcr, mh");
     o.default_scheduler = s;
   }
+  if (auto v = get("mh-table-size")) {
+    o.mh_table_size = parse_number("mh-table-size", *v, 251, 1000003);
+    bool prime = o.mh_table_size > 1;
+    for (uint64_t d = 2; prime && d * d <= o.mh_table_size; ++d) prime = o.mh_table_size % d != 0;
+    if (!prime) fail("mh-table-size", *v, "must be a prime number (e.g. 251, 4093, 65537)");
+  }
+  if (auto v = get("expire-quiescent-template"))
+    o.expire_quiescent_template = parse_bool("expire-quiescent-template", *v);
   if (auto v = get("conn-table-size")) o.conn_table_size = parse_number("conn-table-size", *v, 1024, 67108864);
   if (auto v = get("tcp-timeout")) o.tcp_established_timeout_s = parse_number("tcp-timeout", *v, 1, 604800);
   if (auto v = get("tcp-fin-timeout")) o.tcp_fin_timeout_s = parse_number("tcp-fin-timeout", *v, 1, 86400);
@@ -413,13 +461,45 @@ std::optional<Options> parse(int argc, const char* const argv[], std::ostream& o
   if (auto v = get("mbufs")) o.mbuf_count = parse_number("mbufs", *v, 511, 16777215);
   if (auto v = get("sync-min-interval-ms")) o.sync_min_interval_ms = parse_number("sync-min-interval-ms", *v, 0, 60000);
   if (auto v = get("worker-idle-sleep-us")) o.worker_idle_sleep_us = parse_number("worker-idle-sleep-us", *v, 0, 100000);
+  if (auto v = get("kubeconfig")) {
+    o.kubeconfig = trim(*v);
+    if (o.kubeconfig.empty()) fail("kubeconfig", *v, "must not be empty");
+    std::error_code kec;
+    if (!std::filesystem::is_regular_file(o.kubeconfig, kec)) fail("kubeconfig", *v, "no such file");
+  }
+  if (auto v = get("in-cluster")) o.in_cluster = parse_bool("in-cluster", *v);
+  if (!o.kubeconfig.empty() && o.in_cluster)
+    fail("in-cluster", "true", "conflicts with --kubeconfig (choose one)");
+  const bool kube_given = !o.kubeconfig.empty() || o.in_cluster;
+  o.source = kube_given ? SourceKind::kKubernetes : SourceKind::kManifests;
+  if (auto v = get("source")) {
+    const std::string src = trim(*v);
+    if (src == "manifests") o.source = SourceKind::kManifests;
+    else if (src == "kubernetes") o.source = SourceKind::kKubernetes;
+    else fail("source", *v, "expected manifests or kubernetes");
+    if (o.source == SourceKind::kManifests && kube_given)
+      fail("source", *v, "--kubeconfig/--in-cluster need --source kubernetes");
+  }
+  if (auto v = get("api-qps")) o.api_qps = parse_number("api-qps", *v, 1, 1000);
+  if (auto v = get("api-backoff-initial-ms")) o.api_backoff_initial_ms = parse_number("api-backoff-initial-ms", *v, 1, 60000);
+  if (auto v = get("api-backoff-max-ms")) o.api_backoff_max_ms = parse_number("api-backoff-max-ms", *v, 1, 600000);
+  if (o.api_backoff_max_ms < o.api_backoff_initial_ms)
+    fail("api-backoff-max-ms", std::to_string(o.api_backoff_max_ms), "must not be below --api-backoff-initial-ms");
+  if (auto v = get("node-name")) o.node_name = trim(*v);
+  if (auto v = get("node-zone")) o.node_zone = trim(*v);
+  if (auto v = get("node-ips")) o.node_ips = parse_addr_list("node-ips", *v);
+  if (auto v = get("service-proxy-name")) o.service_proxy_name = trim(*v);
 
   // Cross-option checks.
+  std::error_code ec;
+  if (o.source == SourceKind::kKubernetes) {
+    // --manifests-dir (e.g. from a shared config file) is not used.
+  } else {
   if (o.manifests_dir.empty())
     fail_missing("manifests-dir", "required (the directory of Service/EndpointSlice manifests)");
-  std::error_code ec;
   if (!std::filesystem::exists(o.manifests_dir, ec)) fail("manifests-dir", o.manifests_dir, "no such directory");
   if (!std::filesystem::is_directory(o.manifests_dir, ec)) fail("manifests-dir", o.manifests_dir, "not a directory");
+  }
   if (o.mode == Mode::kDpdk && !o.dry_run) {
     if (o.ports.empty()) fail_missing("port", "at least one port is required in dpdk mode (or use --dry-run)");
     if (o.forward_method == ForwardMethod::kFnat && o.fnat_local_addrs.empty())

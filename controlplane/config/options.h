@@ -14,6 +14,7 @@ namespace vipd::config {
 enum class Mode { kDpdk, kIptables, kIpvs };
 enum class ForwardMethod { kFnat, kNat };
 enum class LogLevel { kDebug, kInfo, kWarn, kError };
+enum class SourceKind { kManifests, kKubernetes };
 
 // One dataplane port: `port = DEVICE IP/PREFIX [via GATEWAY]`.
 // DEVICE is a PCI address ("0000:00:08.0") or a vdev string
@@ -38,7 +39,11 @@ struct Options {
   std::vector<uint32_t> fnat_local_addrs;  // --fnat-local-addrs "a,b,c" (required for fnat)
   std::string manifests_dir;               // --manifests-dir
   std::string admin_socket = "/run/vipd/admin.sock";  // --admin-socket
-  std::string metrics_address = "127.0.0.1:10249";     // --metrics-address host:port
+  std::string metrics_address = "127.0.0.1:10249";     // --metrics-address host:port ("" = off)
+  std::string health_address = "127.0.0.1:10256";      // --health-address host:port ("" = off)
+  bool metrics_per_backend = true;                      // --metrics-per-backend
+  uint32_t metrics_max_backend_series = 10000;          // --metrics-max-backend-series
+  uint32_t metrics_max_service_series = 10000;          // --metrics-max-service-series
   LogLevel log_level = LogLevel::kInfo;                 // --log-level
   std::string default_scheduler = "rr";                 // --scheduler rr|wrr
   uint32_t conn_table_size = 262144;  // --conn-table-size (per worker, entries)
@@ -49,6 +54,19 @@ struct Options {
   uint32_t mbuf_count = 8191;                // --mbufs (mempool size)
   uint32_t sync_min_interval_ms = 0;         // --sync-min-interval-ms (coalescing)
   uint32_t worker_idle_sleep_us = 0;         // --worker-idle-sleep-us (0 = busy poll)
+  // Desired-state source (issue 3; docs/kubernetes.md).
+  SourceKind source = SourceKind::kManifests;  // --source; kubernetes when --kubeconfig/--in-cluster given
+  std::string kubeconfig;                   // --kubeconfig (""= $KUBECONFIG or ~/.kube/config)
+  bool in_cluster = false;                  // --in-cluster
+  uint32_t api_qps = 5;                     // --api-qps (burst 2 x qps)
+  uint32_t api_backoff_initial_ms = 500;    // --api-backoff-initial-ms
+  uint32_t api_backoff_max_ms = 30000;      // --api-backoff-max-ms
+  std::string node_name;                    // --node-name (traffic policy Local)
+  std::string node_zone;                    // --node-zone (topology hints)
+  std::vector<uint32_t> node_ips;           // --node-ips (NodePort addresses)
+  std::string service_proxy_name;           // --service-proxy-name
+  uint32_t mh_table_size = 65537;            // --mh-table-size (prime)
+  bool expire_quiescent_template = true;     // --expire-quiescent-template
 };
 
 // A configuration error: `what()` is one line naming the option and the problem,
@@ -64,5 +82,6 @@ std::optional<Options> parse(int argc, const char* const argv[], std::ostream& o
 
 const char* mode_name(Mode m);
 const char* forward_method_name(ForwardMethod f);
+const char* source_name(SourceKind s);
 
 }  // namespace vipd::config

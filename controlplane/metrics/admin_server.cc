@@ -110,15 +110,22 @@ void AdminServer::add(const std::string& path, BodyFn fn) {
 }
 
 void AdminServer::handle(const std::string& path, std::function<nlohmann::json()> handler) {
-  add(path, [h = std::move(handler)]() {
+  add(path, [h = std::move(handler)](const Query&) {
     return h().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   });
 }
 
 void AdminServer::handle_ordered(const std::string& path,
                                  std::function<nlohmann::ordered_json()> handler) {
-  add(path, [h = std::move(handler)]() {
+  add(path, [h = std::move(handler)](const Query&) {
     return h().dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+  });
+}
+
+void AdminServer::handle_query(const std::string& path,
+                               std::function<nlohmann::ordered_json(const Query&)> handler) {
+  add(path, [h = std::move(handler)](const Query& q) {
+    return h(q).dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
   });
 }
 
@@ -258,8 +265,14 @@ bool AdminServer::start(std::string* error) {
       return;
     }
     try {
-      res.set_content(fn(), kJsonType);
+      Query query;
+      for (const auto& [k, v] : req.params) query.emplace(k, v);  // first value wins
+      res.set_content(fn(query), kJsonType);
       res.status = 200;
+    } catch (const HttpError& e) {
+      nlohmann::json body = {{"error", e.what()}};
+      res.status = e.status();
+      res.set_content(body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), kJsonType);
     } catch (const std::exception& e) {
       log_warn("admin: GET " + req.path + " failed: " + e.what());
       nlohmann::json body = {{"error", e.what()}};

@@ -6,7 +6,8 @@
 // - Handlers run one at a time on the server's single worker thread, so a
 //   handler never races another handler, but it does run concurrently with the
 //   control thread: it must only read state that is safe to read from there.
-// - A handler that throws produces 500 {"error": "<what()>"}.
+// - A handler that throws produces 500 {"error": "<what()>"}; one that throws
+//   AdminServer::HttpError produces its status (e.g. 400 for a bad query).
 // - An unknown path produces 404 {"error": "not found", "paths": [...]}.
 // - The socket file is created mode 0600 (bound under a temporary name, chmod'ed,
 //   then renamed into place, so it is never reachable with looser permissions).
@@ -19,6 +20,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -35,6 +37,20 @@ class AdminServer {
  public:
   static constexpr const char* kDefaultSocketPath = "/run/vipd/admin.sock";
 
+  // Query parameters of a request ("?proto=tcp&src=..."); a repeated name
+  // keeps its first value.
+  using Query = std::map<std::string, std::string>;
+
+  // Thrown by a handler to answer with `status` and {"error": what()}.
+  class HttpError : public std::runtime_error {
+   public:
+    HttpError(int status, const std::string& msg) : std::runtime_error(msg), status_(status) {}
+    int status() const { return status_; }
+
+   private:
+    int status_;
+  };
+
   explicit AdminServer(std::string socket_path);
   ~AdminServer();  // stop()
 
@@ -47,6 +63,9 @@ class AdminServer {
   // Same, for documents whose key order matters (e.g. the dry-run table, which
   // has a fixed key order): the object is serialized in insertion order.
   void handle_ordered(const std::string& path, std::function<nlohmann::ordered_json()> handler);
+  // Same, for a handler that reads the query parameters (e.g. /v1/explain).
+  void handle_query(const std::string& path,
+                    std::function<nlohmann::ordered_json(const Query&)> handler);
 
   // Binds the socket and starts serving on a background thread. On failure
   // returns false and, if `error` is non-null, sets it to one line such as
@@ -66,7 +85,7 @@ class AdminServer {
 
  private:
   // Returns the serialized JSON body; may throw.
-  using BodyFn = std::function<std::string()>;
+  using BodyFn = std::function<std::string(const Query&)>;
 
   void add(const std::string& path, BodyFn fn);
   bool prepare_path(std::string* error);  // parent dir, stale socket

@@ -93,6 +93,7 @@ std::string to_dry_run_json(const ServiceTable& t) {
     s["scheduler"] = svc.scheduler;
     s["persistence_timeout_s"] = svc.persistence_timeout_s;
     s["when_empty"] = when_empty_name(svc.when_empty);
+    if (!svc.source_ranges.empty()) s["source_ranges"] = svc.source_ranges;
     s["backends"] = std::move(backends);
     services.push_back(std::move(s));
   }

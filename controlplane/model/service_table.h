@@ -50,6 +50,10 @@ struct VirtualService {
   uint32_t persistence_timeout_s = 0;  // 0 = no persistence
   WhenEmpty when_empty = WhenEmpty::kReject;
   std::vector<RealServer> backends;    // sorted by (ip, port), unique
+  // Client source ranges allowed to reach this entry (loadBalancerSourceRanges,
+  // "a.b.c.d/n", sorted, unique); empty = everyone. Carried for the dataplane;
+  // in the dry-run JSON only when non-empty.
+  std::vector<std::string> source_ranges;
   bool operator==(const VirtualService&) const = default;
 };
 

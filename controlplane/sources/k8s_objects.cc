@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 
 #include <algorithm>
+#include <functional>
 #include <set>
 #include <tuple>
 
@@ -217,6 +218,8 @@ std::optional<Service> parse_service(const YAML::Node& n, ObjectError* error) {
       const auto num = opt_int(ports[i], "port", p);
       if (!num) throw ParseFail{p + ".port is missing"};
       sp.port = port_number(*num, p + ".port");
+      if (auto np = opt_int(ports[i], "nodePort", p); np && *np != 0)
+        sp.node_port = port_number(*np, p + ".nodePort");
       if (!names.insert(sp.name).second)
         throw ParseFail{p + ": duplicate port name '" + sp.name + "'"};
       if (!numbers.insert({sp.protocol, sp.port}).second)
@@ -234,6 +237,35 @@ std::optional<Service> parse_service(const YAML::Node& n, ObjectError* error) {
         throw ParseFail{"spec.sessionAffinityConfig.clientIP.timeoutSeconds: " +
                         std::to_string(*t) + " is out of range 1..86400"};
       s.affinity_timeout_s = static_cast<uint32_t>(*t);
+    }
+    auto policy = [&](const char* key) {
+      const std::string v = opt_string(spec, key, "spec").value_or("Cluster");
+      if (v != "Cluster" && v != "Local")
+        throw ParseFail{std::string("spec.") + key + ": '" + v + "' is not Cluster or Local"};
+      return v == "Local";
+    };
+    s.internal_policy_local = policy("internalTrafficPolicy");
+    s.external_policy_local = policy("externalTrafficPolicy");
+    auto strings = [&](const YAML::Node& map, const char* key, const std::string& path) {
+      std::vector<std::string> out;
+      const YAML::Node l = opt_seq(map, key, path);
+      for (size_t i = 0; l && i < l.size(); ++i) {
+        if (!l[i].IsScalar()) throw ParseFail{index_path(join(path, key), i) + ": expected a string"};
+        out.push_back(l[i].Scalar());
+      }
+      return out;
+    };
+    s.external_ips = strings(spec, "externalIPs", "spec");
+    s.lb_source_ranges = strings(spec, "loadBalancerSourceRanges", "spec");
+    const YAML::Node lb = child(child(n, "status", ""), "loadBalancer", "status");
+    const YAML::Node ingress = opt_seq(lb, "ingress", "status.loadBalancer");
+    for (size_t i = 0; ingress && i < ingress.size(); ++i) {
+      const std::string p = index_path("status.loadBalancer.ingress", i);
+      if (!ingress[i].IsMap()) throw ParseFail{p + ": expected a mapping"};
+      LoadBalancerIngress in;
+      in.ip = opt_string(ingress[i], "ip", p).value_or("");
+      in.ip_mode = opt_string(ingress[i], "ipMode", p).value_or("");
+      s.lb_ingress.push_back(std::move(in));
     }
     auto sched = s.meta.annotations.find(kSchedulerAnnotation);
     if (sched != s.meta.annotations.end()) {
@@ -281,6 +313,12 @@ std::optional<EndpointSlice> parse_endpoint_slice(const YAML::Node& n, ObjectErr
       e.conditions.terminating = opt_bool(cond, "terminating", cp);
       e.node_name = opt_string(eps[i], "nodeName", p).value_or("");
       e.zone = opt_string(eps[i], "zone", p).value_or("");
+      const YAML::Node zones = opt_seq(child(eps[i], "hints", p), "forZones", p + ".hints");
+      for (size_t j = 0; zones && j < zones.size(); ++j) {
+        const std::string zp = index_path(p + ".hints.forZones", j);
+        if (!zones[j].IsMap()) throw ParseFail{zp + ": expected a mapping"};
+        if (auto z = opt_string(zones[j], "name", zp)) e.zone_hints.push_back(*z);
+      }
       s.endpoints.push_back(std::move(e));
     }
     const YAML::Node ports = opt_seq(n, "ports", "");
@@ -359,12 +397,16 @@ struct Candidate {
   bool ready = true;
   bool serving = true;
   bool terminating = false;
+  bool local = false;
+  std::vector<std::string> zone_hints;
 };
 
+using Candidates = std::map<std::pair<Ipv4, uint16_t>, Candidate>;
+
 // Endpoints of one service port, merged over all slices, keyed by ip:port.
-std::map<std::pair<Ipv4, uint16_t>, Candidate> merge_endpoints(
-    const ServicePort& sp, const std::vector<const EndpointSlice*>& slices) {
-  std::map<std::pair<Ipv4, uint16_t>, Candidate> out;
+Candidates merge_endpoints(const ServicePort& sp, const std::vector<const EndpointSlice*>& slices,
+                           const std::string& node_name) {
+  Candidates out;
   for (const EndpointSlice* s : slices) {
     const EndpointPort* match = nullptr;
     for (const auto& p : s->ports)
@@ -381,11 +423,41 @@ std::map<std::pair<Ipv4, uint16_t>, Candidate> merge_endpoints(
       c.ready = e.conditions.ready.value_or(true);
       c.serving = e.conditions.serving.value_or(true);
       c.terminating = e.conditions.terminating.value_or(false);
+      c.local = !node_name.empty() && e.node_name == node_name;
+      c.zone_hints = e.zone_hints;
       auto [it, inserted] = out.emplace(std::make_pair(*ip, *match->port), c);
       if (!inserted && it->second.terminating && !c.terminating) it->second = c;
     }
   }
   return out;
+}
+
+// The backends of one scope (cluster-wide or node-local), kube-proxy's
+// CategorizeEndpoints: the ready endpoints that pass `keep`; if there are none,
+// the serving-and-terminating ones (weight 1). Serving-and-terminating endpoints
+// next to ready ones are listed with weight 0 (graceful termination).
+std::vector<RealServer> select_backends(const Candidates& cands,
+                                        const std::function<bool(const Candidate&)>& in_scope,
+                                        const std::function<bool(const Candidate&)>& keep_ready) {
+  std::vector<RealServer> out;
+  bool any_ready = false;
+  for (const auto& [addr, c] : cands)
+    if (in_scope(c) && c.ready && keep_ready(c)) any_ready = true;
+  for (const auto& [addr, c] : cands) {
+    if (!in_scope(c)) continue;
+    if (c.ready) {
+      if (keep_ready(c)) out.push_back({addr.first, addr.second, 1, false});
+    } else if (c.serving && c.terminating) {
+      out.push_back({addr.first, addr.second, any_ready ? 0u : 1u, true});
+    }
+  }
+  return out;
+}
+
+bool any_usable(const std::vector<RealServer>& b) {
+  for (const auto& r : b)
+    if (r.weight > 0) return true;
+  return false;
 }
 
 std::string defined_again(const std::string& first_origin) {
@@ -399,11 +471,36 @@ std::optional<Ipv4> service_vip(const Service& s) {
   return parse_ipv4(s.cluster_ip);
 }
 
+// "a.b.c.d/n" with the host bits cleared, or nullopt for anything else (IPv6 included).
+std::optional<std::string> ipv4_cidr(const std::string& text) {
+  const auto slash = text.find('/');
+  const std::string addr = text.substr(0, slash);
+  auto a = parse_ipv4(addr);
+  if (!a) return std::nullopt;
+  unsigned len = 32;
+  if (slash != std::string::npos) {
+    const std::string l = text.substr(slash + 1);
+    if (l.empty() || l.size() > 2 || !std::all_of(l.begin(), l.end(), ::isdigit)) return std::nullopt;
+    len = static_cast<unsigned>(std::stoul(l));
+    if (len > 32) return std::nullopt;
+  }
+  const Ipv4 mask = len == 0 ? 0 : ~0u << (32 - len);
+  return ipv4_to_string(*a & mask) + "/" + std::to_string(len);
+}
+
 }  // namespace
 
 BuildResult build_service_table(const std::vector<Service>& services,
                                 const std::vector<EndpointSlice>& slices,
                                 const std::string& default_scheduler) {
+  BuildOptions o;
+  o.default_scheduler = default_scheduler;
+  return build_service_table(services, slices, o);
+}
+
+BuildResult build_service_table(const std::vector<Service>& services,
+                                const std::vector<EndpointSlice>& slices,
+                                const BuildOptions& opts) {
   BuildResult r;
   using Name = std::pair<std::string, std::string>;  // namespace, name
   // Slices: first copy of a name wins; IPv4 only; grouped by owning service.
@@ -433,6 +530,7 @@ BuildResult build_service_table(const std::vector<Service>& services,
     return std::tie(a->meta.namespace_, a->meta.name) < std::tie(b->meta.namespace_, b->meta.name);
   });
   std::map<Name, const Service*> seen;
+  const bool node_known = !opts.node_name.empty();
   for (const Service* s : order) {
     const std::string id = object_id("Service", s->meta);
     auto [prev, fresh] = seen.emplace(Name{s->meta.namespace_, s->meta.name}, s);
@@ -443,8 +541,15 @@ BuildResult build_service_table(const std::vector<Service>& services,
     auto note = [&](const std::string& why) { r.notes.push_back({s->origin, id, why}); };
     if (s->type == "ExternalName") { note("type ExternalName ignored"); continue; }
     if (s->meta.labels.count(kHeadlessLabel)) { note(std::string("label ") + kHeadlessLabel + ": ignored"); continue; }
-    if (s->meta.labels.count(kServiceProxyNameLabel)) {
+    const auto proxy_label = s->meta.labels.find(kServiceProxyNameLabel);
+    if (opts.service_proxy_name.empty() && proxy_label != s->meta.labels.end()) {
       note(std::string("label ") + kServiceProxyNameLabel + ": served by another proxy; ignored");
+      continue;
+    }
+    if (!opts.service_proxy_name.empty() &&
+        (proxy_label == s->meta.labels.end() || proxy_label->second != opts.service_proxy_name)) {
+      note(std::string("label ") + kServiceProxyNameLabel + " is not '" + opts.service_proxy_name +
+           "': served by another proxy; ignored");
       continue;
     }
     if (s->cluster_ip == "None") { note("headless (clusterIP None); ignored"); continue; }
@@ -454,6 +559,46 @@ BuildResult build_service_table(const std::vector<Service>& services,
                                                            : "no IPv4 clusterIP; ignored");
       continue;
     }
+    if ((s->internal_policy_local || s->external_policy_local) && !node_known)
+      note("traffic policy Local not applied: no node name configured (--node-name); all endpoints count");
+
+    // The external addresses of the service (NodePort needs the port's nodePort).
+    std::vector<Ipv4> external_ips, lb_ips;
+    for (const auto& e : s->external_ips) {
+      if (auto a = parse_ipv4(e)) {
+        if (std::find(external_ips.begin(), external_ips.end(), *a) == external_ips.end())
+          external_ips.push_back(*a);
+      } else if (!is_ipv6(e)) {
+        note("externalIPs: '" + e + "' is not an IP address; skipped");
+      }
+    }
+    if (s->type == "LoadBalancer") {
+      for (const auto& in : s->lb_ingress) {
+        if (in.ip.empty()) continue;  // hostname only
+        if (!in.ip_mode.empty() && in.ip_mode != "VIP") {
+          note("load-balancer ingress " + in.ip + " has ipMode " + in.ip_mode + "; not served");
+          continue;
+        }
+        if (auto a = parse_ipv4(in.ip))
+          if (std::find(lb_ips.begin(), lb_ips.end(), *a) == lb_ips.end()) lb_ips.push_back(*a);
+      }
+    }
+    std::vector<std::string> ranges;
+    if (s->type == "LoadBalancer") {
+      for (const auto& sr : s->lb_source_ranges) {
+        std::string t = sr;
+        t.erase(std::remove(t.begin(), t.end(), ' '), t.end());
+        if (auto c = ipv4_cidr(t)) ranges.push_back(*c);
+        else if (t.find(':') == std::string::npos)
+          note("loadBalancerSourceRanges: '" + sr + "' is not an IPv4 CIDR; skipped");
+      }
+      std::sort(ranges.begin(), ranges.end());
+      ranges.erase(std::unique(ranges.begin(), ranges.end()), ranges.end());
+      if (ranges.empty() && !s->lb_source_ranges.empty())
+        note("loadBalancerSourceRanges has no IPv4 range; load-balancer IPs not served");
+    }
+    const bool lb_blocked = ranges.empty() && !s->lb_source_ranges.empty();
+
     const auto& mine = slices_of[{s->meta.namespace_, s->meta.name}];
     for (const auto& sp : s->ports) {
       if (sp.protocol == "SCTP") {
@@ -467,30 +612,57 @@ BuildResult build_service_table(const std::vector<Service>& services,
                                                " is not usable; skipped"});
         continue;
       }
-      VirtualService vs;
-      vs.key = ServiceKey{*vip, sp.port, *proto};
-      vs.name = s->meta.namespace_ + "/" + s->meta.name + (sp.name.empty() ? "" : ":" + sp.name);
-      vs.kind = "ClusterIP";
-      vs.scheduler = s->scheduler.empty() ? default_scheduler : s->scheduler;
-      vs.persistence_timeout_s = s->client_ip_affinity ? s->affinity_timeout_s : 0;
-      vs.when_empty = WhenEmpty::kReject;
-      const auto cands = merge_endpoints(sp, mine);
-      bool any_ready = false;
-      for (const auto& [addr, c] : cands) any_ready = any_ready || c.ready;
-      // Ready endpoints take new flows. Serving-but-terminating ones stay at
-      // weight 0 (graceful termination: no new flows, existing ones continue);
-      // when nothing is ready they are the fallback and take new flows.
+      const auto cands = merge_endpoints(sp, mine, opts.node_name);
+      // Topology: only if every ready endpoint has zone hints and one is for our zone.
+      bool use_topology = !opts.node_zone.empty();
+      bool zone_hinted = false;
       for (const auto& [addr, c] : cands) {
-        if (c.ready) {
-          vs.backends.push_back({addr.first, addr.second, 1, false});
-        } else if (c.serving && c.terminating) {
-          vs.backends.push_back({addr.first, addr.second, any_ready ? 0u : 1u, true});
-        }
+        if (!c.ready) continue;
+        if (c.zone_hints.empty()) use_topology = false;
+        if (std::find(c.zone_hints.begin(), c.zone_hints.end(), opts.node_zone) != c.zone_hints.end())
+          zone_hinted = true;
       }
-      auto [it, fresh_key] = r.table.services.emplace(vs.key, vs);
-      if (!fresh_key)
-        r.errors.push_back({s->origin, id, to_string(vs.key) + " is already used by " +
-                                               it->second.name + "; port skipped"});
+      use_topology = use_topology && zone_hinted;
+      const auto all = [](const Candidate&) { return true; };
+      const auto for_zone = [&](const Candidate& c) {
+        return !use_topology ||
+               std::find(c.zone_hints.begin(), c.zone_hints.end(), opts.node_zone) != c.zone_hints.end();
+      };
+      const std::vector<RealServer> cluster = select_backends(cands, all, for_zone);
+      const std::vector<RealServer> local =
+          select_backends(cands, [](const Candidate& c) { return c.local; }, all);
+      // Any ready or serving-terminating endpoint anywhere (kube-proxy's hasAnyEndpoints).
+      const bool has_any = any_usable(cluster) || any_usable(local);
+
+      auto add = [&](Ipv4 addr, uint16_t port, const char* kind, bool policy_local,
+                     const std::vector<std::string>& source_ranges) {
+        VirtualService vs;
+        vs.key = ServiceKey{addr, port, *proto};
+        vs.name = s->meta.namespace_ + "/" + s->meta.name + (sp.name.empty() ? "" : ":" + sp.name);
+        vs.kind = kind;
+        vs.scheduler = s->scheduler.empty() ? opts.default_scheduler : s->scheduler;
+        vs.persistence_timeout_s = s->client_ip_affinity ? s->affinity_timeout_s : 0;
+        vs.source_ranges = source_ranges;
+        if (policy_local && node_known) {
+          vs.backends = local;
+          // Local policy, nothing usable here but something elsewhere: DROP.
+          vs.when_empty = !any_usable(local) && has_any ? WhenEmpty::kDrop : WhenEmpty::kReject;
+        } else {
+          vs.backends = cluster;
+          vs.when_empty = WhenEmpty::kReject;
+        }
+        auto [it, fresh_key] = r.table.services.emplace(vs.key, vs);
+        if (!fresh_key)
+          r.errors.push_back({s->origin, id, to_string(vs.key) +
+                                                 (vs.kind == "ClusterIP" ? "" : " (" + vs.kind + ")") +
+                                                 " is already used by " + it->second.name + "; port skipped"});
+      };
+      add(*vip, sp.port, "ClusterIP", s->internal_policy_local, {});
+      if ((s->type == "NodePort" || s->type == "LoadBalancer") && sp.node_port)
+        for (Ipv4 nip : opts.node_ips) add(nip, sp.node_port, "NodePort", s->external_policy_local, {});
+      if (!lb_blocked)
+        for (Ipv4 lip : lb_ips) add(lip, sp.port, "LoadBalancer", s->external_policy_local, ranges);
+      for (Ipv4 eip : external_ips) add(eip, sp.port, "ExternalIP", s->external_policy_local, {});
     }
   }
   r.table.normalize();

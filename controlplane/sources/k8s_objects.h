@@ -44,6 +44,12 @@ struct ServicePort {
   std::string name;              // "" allowed
   std::string protocol = "TCP";  // TCP | UDP | SCTP
   uint16_t port = 0;
+  uint16_t node_port = 0;        // spec.ports[].nodePort; 0 = none
+};
+
+struct LoadBalancerIngress {     // status.loadBalancer.ingress[]
+  std::string ip;                // "" when only a hostname is given
+  std::string ip_mode;           // "", "VIP" or "Proxy"
 };
 
 struct Service {
@@ -56,6 +62,11 @@ struct Service {
   bool client_ip_affinity = false;                       // sessionAffinity: ClientIP
   uint32_t affinity_timeout_s = kDefaultAffinityTimeoutS;  // ...clientIP.timeoutSeconds
   std::string scheduler;  // annotation vipd.io/scheduler; empty = default
+  std::vector<std::string> external_ips;              // spec.externalIPs
+  std::vector<LoadBalancerIngress> lb_ingress;        // status.loadBalancer.ingress
+  std::vector<std::string> lb_source_ranges;          // spec.loadBalancerSourceRanges
+  bool internal_policy_local = false;                 // spec.internalTrafficPolicy: Local
+  bool external_policy_local = false;                 // spec.externalTrafficPolicy: Local
 };
 
 struct EndpointConditions {
@@ -69,6 +80,7 @@ struct Endpoint {
   EndpointConditions conditions;
   std::string node_name;
   std::string zone;
+  std::vector<std::string> zone_hints;  // hints.forZones[].name
 };
 
 struct EndpointPort {
@@ -111,8 +123,31 @@ struct BuildResult {
   std::vector<ObjectError> notes;   // things deliberately ignored (SCTP, IPv6, headless...)
 };
 
-// Builds the table from all Services and EndpointSlices (CONTRACT.md section 2).
-// `default_scheduler` applies to services without the vipd.io/scheduler annotation.
+// What the table build needs to know about this proxy and node.
+struct BuildOptions {
+  std::string default_scheduler = "rr";  // services without the vipd.io/scheduler annotation
+  // This node (kube-proxy's hostname-override). Empty: no node identity, so
+  // internal/externalTrafficPolicy Local cannot be honoured and every endpoint
+  // counts as cluster-wide (noted per service).
+  std::string node_name;
+  std::string node_zone;     // topology.kubernetes.io/zone of this node; "" = no hints filtering
+  std::vector<Ipv4> node_ips;  // addresses NodePorts are served on; empty = no NodePort entries
+  // "" = serve services without the service-proxy-name label (kube-proxy's
+  // default); otherwise serve only services labelled with this name.
+  std::string service_proxy_name;
+};
+
+// Builds the table from all Services and EndpointSlices (CONTRACT.md section 2):
+// per service port one entry for the cluster IP (kind ClusterIP), one per node IP
+// x nodePort (NodePort), per load-balancer ingress IP with ipMode VIP or unset
+// (LoadBalancer, carrying loadBalancerSourceRanges) and per external IP
+// (ExternalIP). Traffic policy Local (internal for ClusterIP, external for the
+// others) uses this node's endpoints only; with none but remote ones the entry has
+// no backends and when_empty drop. Topology hints filter cluster-wide endpoints.
+BuildResult build_service_table(const std::vector<Service>& services,
+                                const std::vector<EndpointSlice>& slices,
+                                const BuildOptions& options);
+// Same, with only a default scheduler (no node identity).
 BuildResult build_service_table(const std::vector<Service>& services,
                                 const std::vector<EndpointSlice>& slices,
                                 const std::string& default_scheduler);

@@ -74,7 +74,12 @@ bool ManifestSource::is_manifest_name(const std::string& name) {
 }
 
 ManifestSource::ManifestSource(std::string dir, std::string default_scheduler)
-    : dir_(strip_slashes(std::move(dir))), default_scheduler_(std::move(default_scheduler)) {
+    : ManifestSource(std::move(dir), std::move(default_scheduler), k8s::BuildOptions{}) {}
+
+ManifestSource::ManifestSource(std::string dir, std::string default_scheduler, k8s::BuildOptions build)
+    : dir_(strip_slashes(std::move(dir))), default_scheduler_(std::move(default_scheduler)),
+      build_(std::move(build)) {
+  build_.default_scheduler = default_scheduler_;
   // The parent and base name come from the absolute path ("." has no parent
   // otherwise); symbolic links are kept, so swapping one is seen.
   std::error_code ec;
@@ -302,7 +307,7 @@ LoadResult ManifestSource::load() {
     services.insert(services.end(), st.services.begin(), st.services.end());
     slices.insert(slices.end(), st.slices.begin(), st.slices.end());
   }
-  k8s::BuildResult built = k8s::build_service_table(services, slices, default_scheduler_);
+  k8s::BuildResult built = k8s::build_service_table(services, slices, build_);
   r.table = std::move(built.table);
   for (const auto& e : built.errors) r.errors.push_back({e.origin, e.object, e.reason});
   for (const auto& e : built.notes) r.notes.push_back({e.origin, e.object, e.reason});

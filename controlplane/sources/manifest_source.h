@@ -15,47 +15,35 @@
 
 #include "controlplane/model/service_table.h"
 #include "controlplane/sources/k8s_objects.h"
+#include "controlplane/sources/source.h"
 
 namespace vipd::cp {
 
-struct SourceError {
-  std::string file;    // file name inside the directory (or the directory itself)
-  std::string object;  // "Service ns/name", "document 2", ... ; empty for the whole file
-  std::string reason;
-  std::string to_string() const;  // "FILE: OBJECT: REASON"
-  bool operator==(const SourceError&) const = default;
-};
-
-struct LoadResult {
-  ServiceTable table;               // generation 0; the caller numbers it
-  std::vector<SourceError> errors;  // broken files/objects and conflicts
-  std::vector<SourceError> notes;   // ignored objects/ports, stale files kept
-  // Realtime (CLOCK_REALTIME, ns) of the newest change seen by wait() since the
-  // previous load(); 0 when none (e.g. the first load).
-  int64_t newest_change_unix_ns = 0;
-};
-
-class ManifestSource {
+class ManifestSource : public Source {
  public:
   // Starts watching `dir` at once so no change between construction and the
   // first load() is missed. Never throws; watch problems are logged and retried.
   ManifestSource(std::string dir, std::string default_scheduler);
-  ~ManifestSource();
+  // With node identity, proxy name etc. (build.default_scheduler is replaced by
+  // `default_scheduler`).
+  ManifestSource(std::string dir, std::string default_scheduler, k8s::BuildOptions build);
+  ~ManifestSource() override;
   ManifestSource(const ManifestSource&) = delete;
   ManifestSource& operator=(const ManifestSource&) = delete;
 
-  LoadResult load();
+  LoadResult load() override;
 
   // The inotify descriptor (for an external poll loop), -1 if unavailable.
   int fd() const { return fd_; }
   // Waits up to timeout_ms for changes, drains all pending events and returns
   // true if something relevant changed (a manifest written, moved, deleted,
   // the directory replaced). Without inotify it sleeps and returns true.
-  bool wait(int timeout_ms);
+  bool wait(int timeout_ms) override;
   // Newest change timestamp (realtime ns) of the events drained since the last load().
   int64_t newest_change_unix_ns() const { return pending_change_ns_; }
 
   const std::string& dir() const { return dir_; }
+  std::string describe() const override { return dir_; }
 
   // True for names load() reads: *.yaml, *.yml, *.json, not hidden, not editor temp.
   static bool is_manifest_name(const std::string& name);
@@ -80,6 +68,7 @@ class ManifestSource {
   std::string dir_;
   std::string watch_path_;  // absolute, normalized dir_ (for the parent watch)
   std::string default_scheduler_;
+  k8s::BuildOptions build_;
   std::map<std::string, FileState> files_;
   int fd_ = -1;
   int dir_wd_ = -1;

@@ -37,7 +37,7 @@ int ms_until(std::chrono::steady_clock::time_point t) {
 
 }  // namespace
 
-SyncLoop::SyncLoop(ManifestSource& source, Backend& backend, SyncOptions opts)
+SyncLoop::SyncLoop(Source& source, Backend& backend, SyncOptions opts)
     : source_(source), backend_(backend), opts_(opts) {}
 
 void SyncLoop::report_source_issues(const LoadResult& r, bool source_changed) {
@@ -59,7 +59,14 @@ void SyncLoop::report_source_issues(const LoadResult& r, bool source_changed) {
   status_.source_errors = std::move(list);
 }
 
+void SyncLoop::beat() { heartbeat_ns_.store(now_unix_ns(), std::memory_order_relaxed); }
+
 bool SyncLoop::sync_now() {
+  beat();
+  if (!source_.ready()) {  // e.g. the initial Kubernetes lists are not complete yet
+    log_debug("sync: source not ready; nothing programmed");
+    return true;
+  }
   const auto t0 = Clock::now();
   const int64_t start_ns = now_unix_ns();
   LoadResult r = source_.load();
@@ -106,6 +113,9 @@ bool SyncLoop::sync_now() {
     log_error("sync: generation " + std::to_string(next->generation) + " failed in " +
               backend_.name() + " backend: " + err + "; retrying with a full sync in " +
               fmt_seconds(opts_.retry_interval_ms) + " s");
+    if (observer_)
+      observer_(SyncEvent{false, full, next->generation,
+                          std::chrono::duration<double>(t1 - t0).count(), -1});
     std::lock_guard<std::mutex> g(mu_);
     ++status_.sync_errors;
     status_.last_error = err;
@@ -123,6 +133,7 @@ bool SyncLoop::sync_now() {
            " changed, " + std::to_string(diff.removed.size()) + " removed) in " +
            fmt_ms(took_ms) + " ms; change-to-dataplane " + fmt_ms(latency_ms) + " ms" +
            (full ? " (full)" : ""));
+  if (observer_) observer_(SyncEvent{true, full, next->generation, took_ms / 1e3, latency_ms / 1e3});
   std::lock_guard<std::mutex> g(mu_);
   applied_ = next;
   status_.generation = next->generation;
@@ -137,22 +148,26 @@ void SyncLoop::coalesce(const std::atomic<bool>& stop) {
   const auto start = Clock::now();
   const auto bound = start + std::chrono::milliseconds(opts_.max_coalesce_ms);
   while (!stop.load() && Clock::now() < bound) {
+    beat();
     const int quiet = std::min<int>(static_cast<int>(opts_.quiet_ms), ms_until(bound));
     if (!source_.wait(quiet)) break;
   }
   if (opts_.min_interval_ms == 0 || !synced_once_) return;
   const auto earliest = last_sync_end_ + std::chrono::milliseconds(opts_.min_interval_ms);
-  while (!stop.load() && Clock::now() < earliest)
+  while (!stop.load() && Clock::now() < earliest) {
+    beat();
     source_.wait(std::min<int>(ms_until(earliest), static_cast<int>(opts_.poll_ms)));
+  }
 }
 
 void SyncLoop::run(const std::atomic<bool>& stop) {
-  log_info("sync: watching " + source_.dir() + ", backend " + backend_.name());
+  log_info("sync: watching " + source_.describe() + ", backend " + backend_.name());
   sync_now();
   while (!stop.load()) {
     int timeout = static_cast<int>(opts_.poll_ms);
     if (retry_pending_) timeout = std::min(timeout, ms_until(retry_at_));
     const bool changed = source_.wait(timeout);
+    beat();
     if (stop.load()) break;
     if (changed) {
       coalesce(stop);
@@ -167,7 +182,9 @@ void SyncLoop::run(const std::atomic<bool>& stop) {
 
 SyncLoop::Status SyncLoop::status() const {
   std::lock_guard<std::mutex> g(mu_);
-  return status_;
+  Status s = status_;
+  s.last_loop_unix_ns = heartbeat_ns_.load(std::memory_order_relaxed);
+  return s;
 }
 
 std::shared_ptr<const ServiceTable> SyncLoop::table() const {

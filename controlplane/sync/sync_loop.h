@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -17,6 +18,7 @@
 #include "controlplane/backends/backend.h"
 #include "controlplane/model/service_table.h"
 #include "controlplane/sources/manifest_source.h"
+#include "controlplane/sources/source.h"
 
 namespace vipd::cp {
 
@@ -36,13 +38,25 @@ struct SyncStatus {
   double last_change_to_applied_ms = 0;   // newest source change -> end of apply
   std::string last_error;                 // of the last failed apply; cleared on success
   std::vector<std::string> source_errors; // current source problems, "FILE: OBJECT: REASON"
+  int64_t last_loop_unix_ns = 0;          // heartbeat: the loop last looked at its source
+};
+
+// One apply attempt, as reported to the observer (set_observer).
+struct SyncEvent {
+  bool ok = false;
+  bool full = false;
+  uint64_t generation = 0;
+  double duration_s = 0;            // load + build + apply
+  double change_to_applied_s = -1;  // newest source change -> end of apply; -1 when !ok
 };
 
 class SyncLoop {
  public:
   using Status = SyncStatus;
 
-  SyncLoop(ManifestSource& source, Backend& backend, SyncOptions opts = {});
+  // `source` may be any Source (ManifestSource, KubeSource); nothing is
+  // programmed while !source.ready().
+  SyncLoop(Source& source, Backend& backend, SyncOptions opts = {});
   SyncLoop(const SyncLoop&) = delete;
   SyncLoop& operator=(const SyncLoop&) = delete;
 
@@ -54,6 +68,9 @@ class SyncLoop {
   bool sync_now();
 
   Status status() const;
+  // Called on the control thread after every apply attempt (not for syncs that
+  // found nothing to program). Set before run(); used by the metrics.
+  void set_observer(std::function<void(const SyncEvent&)> fn) { observer_ = std::move(fn); }
   std::shared_ptr<const ServiceTable> table() const;  // last applied; null before the first
 
  private:
@@ -62,7 +79,7 @@ class SyncLoop {
   void coalesce(const std::atomic<bool>& stop);
   void report_source_issues(const LoadResult& r, bool source_changed);
 
-  ManifestSource& source_;
+  Source& source_;
   Backend& backend_;
   SyncOptions opts_;
 
@@ -72,6 +89,9 @@ class SyncLoop {
   bool retry_pending_ = false;
   Clock::time_point retry_at_{};
   Clock::time_point last_sync_end_{};
+  std::function<void(const SyncEvent&)> observer_;
+  std::atomic<int64_t> heartbeat_ns_{0};  // Status::last_loop_unix_ns
+  void beat();
   bool synced_once_ = false;
   int64_t pending_change_ns_ = 0;  // newest change not yet in the dataplane
   std::set<std::string> logged_errors_;

@@ -319,7 +319,15 @@ TEST_F(ConfigTest, NumbersOutOfRange) {
 
 TEST_F(ConfigTest, OtherValues) {
   EXPECT_EQ(error({"--log-level", "trace"}), "config: --log-level 'trace': expected debug, info, warn or error");
-  EXPECT_EQ(error({"--scheduler", "lc"}), "config: --scheduler 'lc': expected rr or wrr");
+  EXPECT_EQ(ok({"--scheduler", "mh"}).default_scheduler, "mh");
+  EXPECT_EQ(ok({"--scheduler", "wlc"}).default_scheduler, "wlc");
+  EXPECT_EQ(error({"--scheduler", "fifo"}),
+            "config: --scheduler 'fifo': expected one of rr, wrr, lc, wlc, sed, nq, sh, dh, lblc, lblcr, mh");
+  EXPECT_EQ(ok({"--mh-table-size", "251"}).mh_table_size, 251u);
+  EXPECT_EQ(error({"--mh-table-size", "65536"}),
+            "config: --mh-table-size '65536': must be a prime number (e.g. 251, 4093, 65537)");
+  EXPECT_FALSE(ok({"--expire-quiescent-template", "false"}).expire_quiescent_template);
+  EXPECT_TRUE(ok({}).expire_quiescent_template);
   EXPECT_EQ(error({"--metrics-address", "localhost"}),
             "config: --metrics-address 'localhost': expected HOST:PORT with an IPv4 host");
   EXPECT_EQ(error({"--metrics-address", "localhost:80"}),
@@ -376,6 +384,36 @@ TEST_F(ConfigTest, ExampleFileCoversEveryOptionAndParses) {
   ASSERT_TRUE(o.has_value());
   EXPECT_EQ(o->ports.size(), 2u);
   EXPECT_EQ(o->conn_table_size, Options{}.conn_table_size);
+}
+
+TEST_F(ConfigTest, MetricsAndHealthOptions) {
+  Options d = ok({});
+  EXPECT_EQ(d.health_address, "127.0.0.1:10256");
+  EXPECT_TRUE(d.metrics_per_backend);
+  EXPECT_EQ(d.metrics_max_backend_series, 10000u);
+  EXPECT_EQ(d.metrics_max_service_series, 10000u);
+  Options o = ok({"--metrics-address", "off", "--health-address", "0.0.0.0:9256", "--metrics-per-backend",
+                  "false", "--metrics-max-backend-series", "0", "--metrics-max-service-series", "500"});
+  EXPECT_EQ(o.metrics_address, "");
+  EXPECT_EQ(o.health_address, "0.0.0.0:9256");
+  EXPECT_FALSE(o.metrics_per_backend);
+  EXPECT_EQ(o.metrics_max_backend_series, 0u);
+  EXPECT_EQ(o.metrics_max_service_series, 500u);
+  EXPECT_EQ(ok({"--health-address", ""}).health_address, "");
+  EXPECT_EQ(error({"--health-address", "localhost:1"}),
+            "config: --health-address 'localhost:1': host 'localhost' is not an IPv4 address");
+  EXPECT_EQ(error({"--health-address", "127.0.0.1:10249"}),
+            "config: --health-address '127.0.0.1:10249': is also the --metrics-address");
+  EXPECT_EQ(error({"--metrics-per-backend", "maybe"}),
+            "config: --metrics-per-backend 'maybe': expected true or false");
+  EXPECT_EQ(error({"--metrics-max-backend-series", "10000001"}),
+            "config: --metrics-max-backend-series '10000001': must be between 0 and 10000000");
+  out_.str("");
+  run({"--help"});
+  for (const char* name : {"--health-address", "--metrics-per-backend", "--metrics-max-backend-series",
+                           "--metrics-max-service-series"})
+    EXPECT_THAT(out_.str(), HasSubstr(name));
+  EXPECT_THAT(out_.str(), HasSubstr("(default: 127.0.0.1:10256)"));
 }
 
 }  // namespace

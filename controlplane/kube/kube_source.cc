@@ -1,0 +1,487 @@
+// Thread: reflector threads (Reflector::run) and the SyncLoop thread (load/wait).
+#include "controlplane/kube/kube_source.h"
+
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <random>
+#include <thread>
+
+#include "common/log.h"
+#include "controlplane/kube/watch_decoder.h"
+
+namespace vipd::cp::kube {
+namespace {
+
+int64_t now_unix_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+template <typename T>
+struct Kind {
+  const char* kind;         // "Service"
+  const char* api_version;  // "v1"
+  const char* resource;     // "services"
+  const char* path;         // "/api/v1/services"
+  std::optional<T> (*parse)(const YAML::Node&, k8s::ObjectError*);
+};
+
+const Kind<k8s::Service> kServices{"Service", "v1", "services", "/api/v1/services",
+                                   &k8s::parse_service};
+const Kind<k8s::EndpointSlice> kSlices{"EndpointSlice", "discovery.k8s.io/v1", "endpointslices",
+                                       "/apis/discovery.k8s.io/v1/endpointslices",
+                                       &k8s::parse_endpoint_slice};
+
+}  // namespace
+
+std::string proxy_label_selector(const std::string& name) {
+  if (!name.empty()) return std::string(k8s::kServiceProxyNameLabel) + "=" + name;
+  return std::string("!") + k8s::kHeadlessLabel + ",!" + k8s::kServiceProxyNameLabel;
+}
+
+template <typename T>
+class Reflector {
+ public:
+  Reflector(const Kind<T>& kind, ApiClient& api, RateLimiter& limiter, const KubeSourceOptions& opts,
+            std::function<void(int64_t)> notify)
+      : kind_(kind), api_(api), limiter_(limiter), opts_(opts), notify_(std::move(notify)),
+        rng_(std::random_device{}()) {}
+
+  ~Reflector() { stop(); }
+
+  void start() {
+    if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
+  }
+  void stop() {
+    stop_.store(true);
+    if (thread_.joinable()) thread_.join();
+  }
+  bool synced() const { return synced_.load(); }
+
+  void snapshot(std::vector<T>* out, std::vector<SourceError>* errors) const {
+    std::lock_guard<std::mutex> g(mu_);
+    out->reserve(cache_.size());
+    for (const auto& [k, v] : cache_) out->push_back(v);
+    for (const auto& [k, why] : invalid_)
+      errors->push_back({kind_.resource, std::string(kind_.kind) + " " + k, why});
+  }
+
+  ReflectorStats stats() const {
+    std::lock_guard<std::mutex> g(mu_);
+    ReflectorStats s = stats_;
+    s.objects = cache_.size();
+    s.synced = synced_.load();
+    return s;
+  }
+
+ private:
+  enum class End { kClosed, kGone, kError, kMalformed, kStopped };
+
+  std::string selector_query() const {
+    return "labelSelector=" + url_encode(proxy_label_selector(opts_.build.service_proxy_name));
+  }
+
+  // Object -> typed value, with the rules of k8s_objects (shared with manifests).
+  std::optional<T> decode(simdjson::dom::element obj, std::string* reason) {
+    YAML::Node n = to_yaml(obj);
+    if (!n.IsMap()) {
+      *reason = "not an object";
+      return std::nullopt;
+    }
+    // List items carry no apiVersion/kind; watch objects do.
+    if (!n["apiVersion"]) n["apiVersion"] = kind_.api_version;
+    if (!n["kind"]) n["kind"] = kind_.kind;
+    k8s::ObjectError err;
+    auto v = kind_.parse(n, &err);
+    if (!v) *reason = err.reason;
+    return v;
+  }
+
+  void sleep_ms(uint64_t ms) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    while (!stop_.load() && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::min<uint64_t>(ms, 20)));
+  }
+
+  // Exponential backoff with jitter: a delay drawn from [d/2, d], d doubling up to the max.
+  void backoff(const std::string& why) {
+    const uint64_t d = backoff_ms_;
+    std::uniform_int_distribution<uint64_t> dist(d / 2, d);
+    const uint64_t ms = dist(rng_);
+    log_warn(std::string("kube: ") + kind_.resource + ": " + why + "; retrying in " +
+             std::to_string(ms) + " ms (last applied state stays in force)");
+    backoff_ms_ = std::min<uint64_t>(opts_.backoff_max_ms, std::max<uint64_t>(1, d * 2));
+    sleep_ms(ms);
+  }
+  void reset_backoff() { backoff_ms_ = std::max<uint32_t>(1, opts_.backoff_initial_ms); }
+
+  // Full list (all pages); on success replaces the cache atomically and sets *rv.
+  bool list(std::string* rv, std::string* why) {
+    std::map<std::string, T> fresh;
+    std::map<std::string, std::string> invalid;
+    std::string cont, list_rv;
+    uint64_t pages = 0;
+    simdjson::dom::parser parser;
+    for (int restarts = 0;;) {
+      if (!limiter_.acquire(stop_)) return false;
+      std::string q = std::string(kind_.path) + "?" + selector_query() +
+                      "&limit=" + std::to_string(opts_.list_page_size);
+      if (!cont.empty()) q += "&continue=" + url_encode(cont);
+      std::string body;
+      const HttpResult r = api_.get(q, &body, stop_, 120);
+      if (stop_.load()) return false;
+      if (!r.error.empty()) {
+        *why = "list failed: " + r.error;
+        std::lock_guard<std::mutex> g(mu_);
+        ++stats_.errors;
+        return false;
+      }
+      if (r.status == 410 && !cont.empty() && restarts < 3) {
+        // The continue token expired: start the list again from scratch.
+        log_info(std::string("kube: ") + kind_.resource + ": list continue token expired; listing again");
+        ++restarts;
+        cont.clear();
+        fresh.clear();
+        invalid.clear();
+        continue;
+      }
+      if (r.status < 200 || r.status >= 300) {
+        auto st = parse_status_body(body);
+        *why = "list: HTTP " + std::to_string(r.status) + (st && !st->message.empty() ? ": " + st->message : "");
+        std::lock_guard<std::mutex> g(mu_);
+        ++stats_.errors;
+        return false;
+      }
+      simdjson::dom::element doc;
+      simdjson::dom::array items;
+      if (auto err = parser.parse(body).get(doc); err) {
+        *why = std::string("list: invalid JSON: ") + simdjson::error_message(err);
+        std::lock_guard<std::mutex> g(mu_);
+        ++stats_.malformed;
+        return false;
+      }
+      auto items_field = doc["items"];
+      if (items_field.get(items) != simdjson::SUCCESS) {
+        if (!items_field.is_null()) {
+          *why = "list: no items array";
+          std::lock_guard<std::mutex> g(mu_);
+          ++stats_.malformed;
+          return false;
+        }
+      } else {
+        for (simdjson::dom::element item : items) {
+          const std::string key = key_of(item);
+          if (key.empty()) {
+            invalid["<unnamed>"] = "metadata.name is missing";
+            continue;
+          }
+          std::string reason;
+          if (auto v = decode(item, &reason)) fresh[key] = std::move(*v);
+          else invalid[key] = reason;
+        }
+      }
+      ++pages;
+      std::string_view sv;
+      list_rv = doc["metadata"]["resourceVersion"].get(sv) == simdjson::SUCCESS ? std::string(sv) : "";
+      cont = doc["metadata"]["continue"].get(sv) == simdjson::SUCCESS ? std::string(sv) : "";
+      if (cont.empty()) break;
+    }
+    size_t vanished = 0;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      for (const auto& [k, v] : cache_)
+        if (!fresh.count(k)) ++vanished;
+      for (const auto& [k, why_invalid] : invalid)
+        if (!invalid_.count(k) || invalid_[k] != why_invalid)
+          log_warn(std::string("kube: ") + kind_.resource + ": " + kind_.kind + " " + k + ": " +
+                   why_invalid + "; skipped");
+      stats_.invalid_objects += invalid.size();
+      cache_.swap(fresh);  // atomic replacement: vanished objects are deletions
+      invalid_.swap(invalid);
+      ++stats_.lists;
+      stats_.list_pages += pages;
+      stats_.resource_version = list_rv;
+    }
+    const bool first = !synced_.exchange(true);
+    log_info(std::string("kube: ") + kind_.resource + ": listed " + std::to_string(cache_size()) +
+             " object(s) in " + std::to_string(pages) + " page(s) at resourceVersion " + list_rv +
+             (first ? " (initial list)" : "") +
+             (vanished ? "; " + std::to_string(vanished) + " vanished (deleted)" : ""));
+    *rv = list_rv;
+    notify_(now_unix_ns());
+    return true;
+  }
+
+  size_t cache_size() const {
+    std::lock_guard<std::mutex> g(mu_);
+    return cache_.size();
+  }
+
+  End watch(std::string* rv, std::string* why) {
+    if (!limiter_.acquire(stop_)) return End::kStopped;
+    std::uniform_int_distribution<uint32_t> dist(opts_.watch_timeout_min_s,
+                                                 std::max(opts_.watch_timeout_min_s, opts_.watch_timeout_max_s));
+    const uint32_t timeout = dist(rng_);
+    const std::string q = std::string(kind_.path) + "?watch=true&" + selector_query() +
+                          "&resourceVersion=" + url_encode(*rv) +
+                          "&allowWatchBookmarks=true&timeoutSeconds=" + std::to_string(timeout);
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      ++stats_.watches;
+    }
+    End end = End::kClosed;
+    bool delivered = false;
+    WatchDecoder dec([&](const WatchEvent& ev) {
+      const int64_t t = now_unix_ns();
+      if (ev.type == EventType::kError) {
+        auto st = parse_status(ev.object);
+        if (st && st->code == 410) {
+          end = End::kGone;
+          *why = "watch: 410 " + st->reason + (st->message.empty() ? "" : ": " + st->message);
+        } else {
+          end = End::kError;
+          *why = "watch: ERROR event" + (st ? " " + std::to_string(st->code) + " " + st->message : "");
+        }
+        return false;
+      }
+      if (!ev.resource_version.empty()) *rv = ev.resource_version;
+      if (ev.type == EventType::kBookmark) {
+        std::lock_guard<std::mutex> g(mu_);
+        ++stats_.bookmarks;
+        stats_.resource_version = *rv;
+        return true;
+      }
+      const std::string key = key_of(ev.object);
+      if (key.empty()) {
+        std::lock_guard<std::mutex> g(mu_);
+        ++stats_.invalid_objects;
+        log_warn(std::string("kube: ") + kind_.resource + ": " + event_type_name(ev.type) +
+                 " event for an object without a name; skipped");
+        return true;
+      }
+      delivered = true;
+      std::string reason;
+      std::optional<T> v;
+      if (ev.type != EventType::kDeleted) v = decode(ev.object, &reason);
+      {
+        std::lock_guard<std::mutex> g(mu_);
+        ++stats_.events;
+        stats_.resource_version = *rv;
+        if (ev.type == EventType::kDeleted) {
+          cache_.erase(key);
+          invalid_.erase(key);
+        } else if (v) {
+          cache_[key] = std::move(*v);
+          invalid_.erase(key);
+        } else {
+          // Invalid: skipped; a previous good version stays in force.
+          ++stats_.invalid_objects;
+          invalid_[key] = reason;
+        }
+      }
+      if (!v && ev.type != EventType::kDeleted)
+        log_warn(std::string("kube: ") + kind_.resource + ": " + kind_.kind + " " + key + ": " + reason +
+                 "; skipped");
+      log_debug(std::string("kube: ") + kind_.resource + ": " + event_type_name(ev.type) + " " + key +
+                " rv " + *rv);
+      notify_(t);
+      return true;
+    });
+    std::string err_body;
+    bool malformed = false;
+    const HttpResult r = api_.stream(
+        q,
+        [&](const char* p, size_t n) {
+          if (!dec.feed(p, n)) {
+            malformed = true;
+            return false;
+          }
+          return !dec.stopped();
+        },
+        &err_body, stop_, static_cast<int>(timeout) + 30);
+    if (stop_.load()) return End::kStopped;
+    if (delivered) reset_backoff();
+    if (malformed) {
+      *why = "watch: " + dec.error();
+      std::lock_guard<std::mutex> g(mu_);
+      ++stats_.malformed;
+      return End::kMalformed;
+    }
+    if (end == End::kGone) {
+      std::lock_guard<std::mutex> g(mu_);
+      ++stats_.gone;
+      return end;
+    }
+    if (end == End::kError) {
+      std::lock_guard<std::mutex> g(mu_);
+      ++stats_.errors;
+      return end;
+    }
+    if (!r.error.empty()) {
+      *why = "watch: " + r.error;
+      std::lock_guard<std::mutex> g(mu_);
+      ++stats_.errors;
+      return End::kError;
+    }
+    if (r.status == 410) {
+      *why = "watch: HTTP 410";
+      std::lock_guard<std::mutex> g(mu_);
+      ++stats_.gone;
+      return End::kGone;
+    }
+    if (r.status < 200 || r.status >= 300) {
+      auto st = parse_status_body(err_body);
+      *why = "watch: HTTP " + std::to_string(r.status) + (st && !st->message.empty() ? ": " + st->message : "");
+      std::lock_guard<std::mutex> g(mu_);
+      ++stats_.errors;
+      return End::kError;
+    }
+    return End::kClosed;
+  }
+
+  void run() {
+    reset_backoff();
+    std::string rv, why;
+    bool need_list = true;
+    while (!stop_.load()) {
+      if (need_list) {
+        why.clear();
+        if (!list(&rv, &why)) {
+          if (stop_.load()) break;
+          backoff(why);
+          continue;
+        }
+        need_list = false;
+        reset_backoff();
+      }
+      const auto t0 = std::chrono::steady_clock::now();
+      why.clear();
+      switch (watch(&rv, &why)) {
+        case End::kStopped: return;
+        case End::kClosed:
+          // Normal end (timeoutSeconds or the server closed): resume from rv.
+          // A watch that ends at once again and again is throttled.
+          log_debug(std::string("kube: ") + kind_.resource + ": watch ended; resuming from " + rv);
+          if (std::chrono::steady_clock::now() - t0 < std::chrono::seconds(1))
+            backoff("watch closed immediately");
+          break;
+        case End::kGone:
+          log_info(std::string("kube: ") + kind_.resource + ": " + why + "; relisting");
+          need_list = true;
+          break;
+        case End::kMalformed:
+          need_list = true;
+          backoff(why + "; will relist");
+          break;
+        case End::kError:
+          backoff(why + "; will resume the watch from resourceVersion " + rv);
+          break;
+      }
+    }
+  }
+
+  const Kind<T>& kind_;
+  ApiClient& api_;
+  RateLimiter& limiter_;
+  const KubeSourceOptions& opts_;
+  std::function<void(int64_t)> notify_;
+  std::mt19937_64 rng_;
+  uint64_t backoff_ms_ = 500;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> synced_{false};
+  std::thread thread_;
+
+  mutable std::mutex mu_;  // cache_, invalid_, stats_
+  std::map<std::string, T> cache_;
+  std::map<std::string, std::string> invalid_;  // key -> reason (current version invalid)
+  ReflectorStats stats_;
+};
+
+struct KubeSource::Impl {
+  Impl(ClientConfig cfg, KubeSourceOptions o, std::function<void(int64_t)> notify)
+      : opts(std::move(o)),
+        api(std::move(cfg)),
+        limiter(std::max(0.1, opts.qps), std::max(1.0, 2 * opts.qps)),
+        services(kServices, api, limiter, opts, notify),
+        slices(kSlices, api, limiter, opts, notify) {}
+  KubeSourceOptions opts;
+  ApiClient api;
+  RateLimiter limiter;
+  Reflector<k8s::Service> services;
+  Reflector<k8s::EndpointSlice> slices;
+};
+
+KubeSource::KubeSource(ClientConfig cfg, KubeSourceOptions opts)
+    : impl_(std::make_unique<Impl>(std::move(cfg), std::move(opts),
+                                   [this](int64_t t) { notify(t); })) {}
+
+KubeSource::~KubeSource() { stop(); }
+
+void KubeSource::start() {
+  log_info("kube: connecting to " + impl_->api.config().server + " (" + impl_->api.config().origin +
+           "), label selector '" + proxy_label_selector(impl_->opts.build.service_proxy_name) + "'" +
+           (impl_->api.config().insecure ? "; TLS verification OFF (insecure-skip-tls-verify)" : ""));
+  impl_->services.start();
+  impl_->slices.start();
+}
+
+void KubeSource::stop() {
+  impl_->services.stop();
+  impl_->slices.stop();
+}
+
+void KubeSource::notify(int64_t change_unix_ns) {
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    dirty_ = true;
+    pending_change_ns_ = std::max(pending_change_ns_, change_unix_ns);
+  }
+  cv_.notify_all();
+}
+
+bool KubeSource::ready() const { return impl_->services.synced() && impl_->slices.synced(); }
+
+std::string KubeSource::describe() const { return "kubernetes API " + impl_->api.config().server; }
+
+bool KubeSource::wait(int timeout_ms) {
+  std::unique_lock<std::mutex> l(mu_);
+  cv_.wait_for(l, std::chrono::milliseconds(std::max(0, timeout_ms)), [&] { return dirty_; });
+  const bool changed = dirty_;
+  dirty_ = false;
+  return changed;
+}
+
+bool KubeSource::wait_ready(int timeout_ms) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (!ready() && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  return ready();
+}
+
+LoadResult KubeSource::load() {
+  LoadResult r;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    r.newest_change_unix_ns = pending_change_ns_;
+    pending_change_ns_ = 0;
+  }
+  std::vector<k8s::Service> services;
+  std::vector<k8s::EndpointSlice> slices;
+  impl_->services.snapshot(&services, &r.errors);
+  impl_->slices.snapshot(&slices, &r.errors);
+  k8s::BuildResult b = k8s::build_service_table(services, slices, impl_->opts.build);
+  r.table = std::move(b.table);
+  for (const auto& e : b.errors) r.errors.push_back({"api", e.object, e.reason});
+  for (const auto& n : b.notes) r.notes.push_back({"api", n.object, n.reason});
+  return r;
+}
+
+KubeSourceStats KubeSource::stats() const {
+  return {impl_->services.stats(), impl_->slices.stats()};
+}
+
+}  // namespace vipd::cp::kube

@@ -1,0 +1,93 @@
+// Thread: see below. KubeSource: the Kubernetes API server as a Source for the
+// SyncLoop (list+watch of Services and EndpointSlices, docs CONTRACT.md 2-3).
+//
+// Threading: start() runs one reflector thread per resource (services,
+// endpointslices). Each reflector lists (limit/continue pages), then watches
+// from the list's resourceVersion, and keeps its cache of parsed objects under
+// its own mutex; every change wakes wait(). load() and wait() run on the
+// SyncLoop's thread, which alone builds and applies tables: load() copies both
+// caches under their locks and builds the ServiceTable outside them.
+// ready() is false until both initial lists have completed (nothing is
+// programmed before). On API trouble the caches, and so the applied table,
+// stay as they were; the reflectors retry with exponential backoff and jitter.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "controlplane/kube/api_client.h"
+#include "controlplane/sources/k8s_objects.h"
+#include "controlplane/sources/source.h"
+
+namespace vipd::cp::kube {
+
+struct KubeSourceOptions {
+  k8s::BuildOptions build;             // scheduler, node identity, proxy name
+  double qps = 5;                      // --api-qps (burst = 2 x qps)
+  uint32_t backoff_initial_ms = 500;   // --api-backoff-initial-ms
+  uint32_t backoff_max_ms = 30000;     // --api-backoff-max-ms
+  uint32_t watch_timeout_min_s = 300;  // timeoutSeconds is drawn from [min, max]
+  uint32_t watch_timeout_max_s = 600;
+  uint32_t list_page_size = 500;       // limit= of list requests
+};
+
+// Counters of one reflector (all monotonic).
+struct ReflectorStats {
+  uint64_t lists = 0;           // completed (full) lists
+  uint64_t list_pages = 0;
+  uint64_t watches = 0;         // watch requests started
+  uint64_t events = 0;          // ADDED/MODIFIED/DELETED applied
+  uint64_t bookmarks = 0;
+  uint64_t gone = 0;            // 410 Expired/Gone -> relist
+  uint64_t errors = 0;          // transport errors, bad statuses
+  uint64_t malformed = 0;       // undecodable streams/bodies -> relist
+  uint64_t invalid_objects = 0; // objects skipped by the object rules
+  uint64_t objects = 0;         // in the cache now
+  std::string resource_version; // last seen
+  bool synced = false;          // initial list done
+};
+
+struct KubeSourceStats {
+  ReflectorStats services, endpointslices;
+};
+
+// The label selector of both watches: kube-proxy's, or opting in to a named proxy.
+std::string proxy_label_selector(const std::string& service_proxy_name);
+
+class KubeSource : public Source {
+ public:
+  KubeSource(ClientConfig cfg, KubeSourceOptions opts);
+  ~KubeSource() override;  // stops and joins the reflector threads
+  KubeSource(const KubeSource&) = delete;
+  KubeSource& operator=(const KubeSource&) = delete;
+
+  void start();
+  void stop();
+
+  LoadResult load() override;
+  bool wait(int timeout_ms) override;
+  bool ready() const override;
+  std::string describe() const override;
+
+  // Blocks until ready() or timeout (dry-run).
+  bool wait_ready(int timeout_ms);
+  KubeSourceStats stats() const;
+
+  struct Impl;  // reflectors (kube_source.cc)
+
+ private:
+  void notify(int64_t change_unix_ns);
+
+  std::unique_ptr<Impl> impl_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool dirty_ = false;
+  int64_t pending_change_ns_ = 0;
+};
+
+}  // namespace vipd::cp::kube

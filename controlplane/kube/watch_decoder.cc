@@ -1,0 +1,190 @@
+// Thread: the owning reflector thread.
+#include "controlplane/kube/watch_decoder.h"
+
+#include <cstdio>
+
+namespace vipd::cp::kube {
+
+bool JsonStreamSplitter::feed(const char* data, size_t n,
+                              const std::function<void(std::string_view)>& on_object) {
+  buf_.append(data, n);
+  size_t start = 0;  // start of the object being scanned (or of unconsumed bytes)
+  size_t i = scan_;
+  // Skip whitespace between objects.
+  auto skip_ws = [&](size_t k) {
+    while (k < buf_.size() && (buf_[k] == ' ' || buf_[k] == '\n' || buf_[k] == '\r' || buf_[k] == '\t'))
+      ++k;
+    return k;
+  };
+  if (depth_ == 0) {
+    i = skip_ws(i);
+    start = i;
+  }
+  for (; i < buf_.size(); ++i) {
+    const char c = buf_[i];
+    if (depth_ == 0) {
+      if (c == ' ' || c == '\n' || c == '\r' || c == '\t') continue;
+      if (c != '{') {
+        error_ = std::string("unexpected byte '") + (c >= 32 && c < 127 ? std::string(1, c) : "?") +
+                 "' between JSON objects";
+        return false;
+      }
+      start = i;
+      depth_ = 1;
+      continue;
+    }
+    if (in_string_) {
+      if (escape_) escape_ = false;
+      else if (c == '\\') escape_ = true;
+      else if (c == '"') in_string_ = false;
+      continue;
+    }
+    if (c == '"') in_string_ = true;
+    else if (c == '{' || c == '[') ++depth_;
+    else if (c == '}' || c == ']') {
+      if (--depth_ == 0) {
+        on_object(std::string_view(buf_.data() + start, i + 1 - start));
+        start = i + 1;
+      }
+    }
+  }
+  if (depth_ == 0) start = skip_ws(start);
+  // Keep only the unfinished object.
+  buf_.erase(0, std::min(start, buf_.size()));
+  scan_ = buf_.size();
+  if (buf_.size() > max_) {
+    error_ = "JSON object larger than " + std::to_string(max_) + " bytes";
+    return false;
+  }
+  return true;
+}
+
+void JsonStreamSplitter::reset() {
+  buf_.clear();
+  scan_ = 0;
+  depth_ = 0;
+  in_string_ = escape_ = false;
+  error_.clear();
+}
+
+const char* event_type_name(EventType t) {
+  switch (t) {
+    case EventType::kAdded: return "ADDED";
+    case EventType::kModified: return "MODIFIED";
+    case EventType::kDeleted: return "DELETED";
+    case EventType::kBookmark: return "BOOKMARK";
+    case EventType::kError: return "ERROR";
+  }
+  return "?";
+}
+
+std::string resource_version_of(simdjson::dom::element obj) {
+  std::string_view rv;
+  if (obj["metadata"]["resourceVersion"].get(rv) != simdjson::SUCCESS) return "";
+  return std::string(rv);
+}
+
+std::string key_of(simdjson::dom::element obj) {
+  std::string_view ns, name;
+  if (obj["metadata"]["name"].get(name) != simdjson::SUCCESS || name.empty()) return "";
+  if (obj["metadata"]["namespace"].get(ns) != simdjson::SUCCESS || ns.empty()) ns = "default";
+  return std::string(ns) + "/" + std::string(name);
+}
+
+std::optional<ApiStatus> parse_status(simdjson::dom::element e) {
+  if (!e.is_object()) return std::nullopt;
+  ApiStatus s;
+  int64_t code = 0;
+  std::string_view v;
+  if (e["code"].get(code) == simdjson::SUCCESS) s.code = code;
+  if (e["reason"].get(v) == simdjson::SUCCESS) s.reason = std::string(v);
+  if (e["message"].get(v) == simdjson::SUCCESS) s.message = std::string(v);
+  return s;
+}
+
+std::optional<ApiStatus> parse_status_body(const std::string& body) {
+  simdjson::dom::parser p;
+  simdjson::dom::element e;
+  if (p.parse(body).get(e) != simdjson::SUCCESS) return std::nullopt;
+  return parse_status(e);
+}
+
+bool WatchDecoder::feed(const char* data, size_t n) {
+  if (stopped_) return true;
+  bool ok = true;
+  const bool framed = splitter_.feed(data, n, [&](std::string_view obj) {
+    if (!ok || stopped_) return;
+    ok = decode(obj);
+  });
+  if (!framed) {
+    error_ = splitter_.error();
+    return false;
+  }
+  return ok;
+}
+
+bool WatchDecoder::decode(std::string_view obj) {
+  simdjson::dom::element doc;
+  if (auto err = parser_.parse(obj.data(), obj.size(), true).get(doc); err) {
+    error_ = std::string("invalid JSON in watch stream: ") + simdjson::error_message(err);
+    return false;
+  }
+  std::string_view type;
+  simdjson::dom::element object;
+  if (doc["type"].get(type) != simdjson::SUCCESS || doc["object"].get(object) != simdjson::SUCCESS ||
+      !object.is_object()) {
+    error_ = "watch event without type or object";
+    return false;
+  }
+  WatchEvent ev{EventType::kAdded, object, ""};
+  if (type == "ADDED") ev.type = EventType::kAdded;
+  else if (type == "MODIFIED") ev.type = EventType::kModified;
+  else if (type == "DELETED") ev.type = EventType::kDeleted;
+  else if (type == "BOOKMARK") ev.type = EventType::kBookmark;
+  else if (type == "ERROR") ev.type = EventType::kError;
+  else {
+    error_ = "unknown watch event type '" + std::string(type) + "'";
+    return false;
+  }
+  ev.resource_version = resource_version_of(object);
+  ++events_;
+  if (!handler_(ev)) stopped_ = true;
+  return true;
+}
+
+YAML::Node to_yaml(simdjson::dom::element e) {
+  using simdjson::dom::element_type;
+  switch (e.type()) {
+    case element_type::OBJECT: {
+      YAML::Node m(YAML::NodeType::Map);
+      simdjson::dom::object o = e.get_object().value_unsafe();  // not a temporary in the for
+      for (auto field : o)
+        m[std::string(field.key)] = to_yaml(field.value);
+      return m;
+    }
+    case element_type::ARRAY: {
+      YAML::Node s(YAML::NodeType::Sequence);
+      simdjson::dom::array a = e.get_array().value_unsafe();
+      for (auto v : a) s.push_back(to_yaml(v));
+      return s;
+    }
+    case element_type::STRING:
+      return YAML::Node(std::string(e.get_string().value_unsafe()));
+    case element_type::INT64:
+      return YAML::Node(std::to_string(e.get_int64().value_unsafe()));
+    case element_type::UINT64:
+      return YAML::Node(std::to_string(e.get_uint64().value_unsafe()));
+    case element_type::DOUBLE: {
+      char buf[40];
+      std::snprintf(buf, sizeof buf, "%.17g", e.get_double().value_unsafe());
+      return YAML::Node(std::string(buf));
+    }
+    case element_type::BOOL:
+      return YAML::Node(std::string(e.get_bool().value_unsafe() ? "true" : "false"));
+    case element_type::NULL_VALUE:
+      return YAML::Node(YAML::NodeType::Null);
+  }
+  return YAML::Node();
+}
+
+}  // namespace vipd::cp::kube

@@ -1,0 +1,52 @@
+// Thread: control (wait()/load() are called by the SyncLoop's thread only).
+// Source: where the desired state comes from. The SyncLoop is fed by exactly one
+// Source: ManifestSource (a directory of manifests, inotify) or KubeSource
+// (list+watch of the Kubernetes API server, see controlplane/kube/). A Source
+// may run its own threads (KubeSource does: one per watch), but load() and
+// wait() are only called from the SyncLoop's thread, which alone builds and
+// applies tables.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "controlplane/model/service_table.h"
+
+namespace vipd::cp {
+
+struct SourceError {
+  std::string file;    // where the problem is: a file name inside the manifests
+                       // directory, or the API resource ("services", "endpointslices")
+  std::string object;  // "Service ns/name", "document 2", ... ; empty for the whole file
+  std::string reason;
+  std::string to_string() const;  // "FILE: OBJECT: REASON"
+  bool operator==(const SourceError&) const = default;
+};
+
+struct LoadResult {
+  ServiceTable table;               // generation 0; the caller numbers it
+  std::vector<SourceError> errors;  // broken files/objects and conflicts
+  std::vector<SourceError> notes;   // ignored objects/ports, stale files kept
+  // Realtime (CLOCK_REALTIME, ns) of the newest change seen by wait() since the
+  // previous load(); 0 when none (e.g. the first load).
+  int64_t newest_change_unix_ns = 0;
+};
+
+class Source {
+ public:
+  virtual ~Source() = default;
+
+  // The current desired state. Cheap enough to call after every burst of changes.
+  virtual LoadResult load() = 0;
+  // Waits up to timeout_ms; true when something changed since the last call
+  // (the caller then coalesces and load()s).
+  virtual bool wait(int timeout_ms) = 0;
+  // False while the source has no complete view yet (KubeSource before both
+  // initial lists completed): the SyncLoop then programs nothing.
+  virtual bool ready() const { return true; }
+  // For log lines: "manifests in DIR", "kubernetes API https://...".
+  virtual std::string describe() const = 0;
+};
+
+}  // namespace vipd::cp

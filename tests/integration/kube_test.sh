@@ -1,0 +1,288 @@
+#!/usr/bin/env bash
+# usage: tests/integration/kube_test.sh
+#
+# vipd as a Kubernetes service proxy, in dpdk mode (af_packet vdevs, fnat) in the
+# private lab (scripts/lab.sh, unique LAB_PREFIX), driven by the test API server
+# (tests/kube/fake_apiserver.py) over HTTPS on 127.0.0.1 inside the lb
+# namespace (vipd reaches it over loopback). The seed scenario through the API:
+# 4 pods -> EndpointSlice MODIFIED without pod4 -> 0 failed requests, pod4 never
+# reached again; an API server restart and a 410 (compaction + dropped watches)
+# during traffic lose nothing; kubectl and python3-kubernetes against the test
+# server (skipped loudly where missing); a 10,000-service initial list (dry-run)
+# timed. Each check prints "PASS: <name>", "FAIL: <name>: <detail>" or
+# "SKIP: <name>: <why>". Exit 0 all passed, 1 a failure, 77 cannot run here.
+# Env: VIPD_BUILD_DIR (default build), PYTHON.
+set -uo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$ROOT" || exit 1
+if [ -z "${PYTHON:-}" ]; then if [ -x /usr/bin/python3 ]; then PYTHON=/usr/bin/python3; else PYTHON=python3; fi; fi
+NAME=kube_test
+CHECKS=(api-server-starts vipd-starts table-from-api http-four-pods-even slice-modified-to-dataplane
+        http-after-removal api-restart-during-traffic gone-410-during-traffic api-change-after-recovery
+        kubectl-watch python-kubernetes initial-list-10k vipd-alive)
+skip_all() {
+  local c
+  for c in "${CHECKS[@]}"; do echo "SKIP: $c: $1"; done
+  echo "!!! $NAME: all ${#CHECKS[@]} checks SKIPPED: $1" >&2
+  exit 77
+}
+[ "$(id -u)" -eq 0 ] || skip_all "not root (network namespaces need root)"
+command -v ip >/dev/null 2>&1 || skip_all "'ip' (iproute2) not installed"
+command -v openssl >/dev/null 2>&1 || skip_all "openssl CLI not installed"
+command -v curl >/dev/null 2>&1 || skip_all "curl not installed"
+probe="vipd-kprobe-$$"
+ip netns add "$probe" 2>/dev/null || skip_all "cannot create network namespaces"
+ip netns del "$probe"
+
+NPASS=0
+NFAIL=0
+pass() { echo "PASS: $1"; NPASS=$((NPASS + 1)); }
+fail() { echo "FAIL: $1: $2"; NFAIL=$((NFAIL + 1)); }
+skip() { echo "SKIP: $1: $2"; echo "!!! $NAME: $1 SKIPPED: $2" >&2; }
+note() { echo "    $*"; }
+
+find_bin() { local b d=${VIPD_BUILD_DIR:-build}; for b in "$d/$1" "$d/cmd/$1"; do [ -x "$b" ] && { echo "$b"; return 0; }; done; return 1; }
+VIPD=$(find_bin vipd)
+VIPCTL=$(find_bin vipctl)
+if [ -z "$VIPD" ] || [ -z "$VIPCTL" ]; then fail build "vipd/vipctl not found under ${VIPD_BUILD_DIR:-build}"; exit 1; fi
+
+export LAB_PREFIX="vk$$-"
+P=$LAB_PREFIX
+TMP=$(mktemp -d /tmp/vipd-kube.XXXXXX)
+VIPD_PID=
+API_PID=
+API_PORT=$((20000 + $$ % 20000))
+CTL_PORT=$((API_PORT + 1))
+CONF=config/demo/vipd.conf
+
+stop_pid() {
+  local pid=$1
+  [ -n "$pid" ] || return 0
+  kill -TERM "$pid" 2>/dev/null
+  for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null
+  wait "$pid" 2>/dev/null
+}
+cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM
+  if [ "$NFAIL" -gt 0 ] && [ -s "$TMP/vipd.log" ]; then
+    note "---- last lines of the vipd log ----"
+    tail -n 30 "$TMP/vipd.log" | sed 's/^/    | /'
+  fi
+  stop_pid "$VIPD_PID"
+  stop_pid "$API_PID"
+  scripts/lab.sh down >/dev/null 2>&1
+  rm -rf "$TMP"
+  note "$NAME: $NPASS passed, $NFAIL failed"
+  [ "$NFAIL" -gt 0 ] && exit 1
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'fail interrupted "signal received"; exit 1' INT TERM
+
+inlb() { ip netns exec "${P}lb" "$@"; }
+ctl() { inlb curl -s -m 10 -X POST --data-binary "${2:-{\}}" "http://127.0.0.1:$CTL_PORT/$1"; }
+api_stats() { inlb curl -s -m 5 "http://127.0.0.1:$CTL_PORT/stats"; }
+vipctl() { "$VIPCTL" --socket "$TMP/admin.sock" "$@"; }
+status_json() { vipctl status --json 2>/dev/null; }
+generation_of() { [[ $1 =~ \"generation\"[[:space:]]*:[[:space:]]*([0-9]+) ]] && echo "${BASH_REMATCH[1]}"; }
+json_field() { "$PYTHON" -c 'import json,sys; v=json.loads(sys.argv[1]).get(sys.argv[2]); print("" if v is None else v)' "$1" "$2" 2>/dev/null; }
+vipd_alive() { [ -n "$VIPD_PID" ] && kill -0 "$VIPD_PID" 2>/dev/null; }
+client() { ip netns exec "${P}client" "$PYTHON" scripts/lab/client.py "$@"; }
+judge() {
+  "$PYTHON" - "$1" "$2" <<'PY'
+import json, sys
+r = json.loads(sys.argv[1])
+pods = r["by_pod"]
+n = lambda p: pods.get(p, 0)
+print("" if eval(sys.argv[2]) else sys.argv[1])
+PY
+}
+slice_json() {  # the db EndpointSlice with the given pod addresses
+  "$PYTHON" - "$@" <<'PY'
+import json, sys
+print(json.dumps({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+  "metadata": {"name": "db-abc12", "namespace": "default", "labels": {"kubernetes.io/service-name": "db"}},
+  "addressType": "IPv4",
+  "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}, {"name": "dns", "port": 9053, "protocol": "UDP"}],
+  "endpoints": [{"addresses": [a], "conditions": {"ready": True}, "nodeName": "lab-node"} for a in sys.argv[1:]]}))
+PY
+}
+start_api() {
+  # Not through the inlb function: $! must be the server itself (ip netns exec execs it).
+  ip netns exec "${P}lb" "$PYTHON" tests/kube/fake_apiserver.py --port "$API_PORT" --ctl-port "$CTL_PORT" \
+    --cert "$TMP/pki/server.crt" --key "$TMP/pki/server.key" --client-ca "$TMP/pki/ca.crt" \
+    --token kube-test-token --state "$TMP/api-state.json" --bookmark-s 2 "$@" \
+    >>"$TMP/api.log" 2>&1 &
+  API_PID=$!
+  for _ in $(seq 1 100); do api_stats 2>/dev/null | grep -q '"rv"' && return 0; sleep 0.1; done
+  return 1
+}
+
+# ---- lab, PKI, API server ----------------------------------------------------------
+note "$NAME: lab prefix '$P', temp dir $TMP, API https://127.0.0.1:$API_PORT in ${P}lb"
+if ! scripts/lab.sh up >"$TMP/lab.log" 2>&1; then
+  fail lab-up "scripts/lab.sh up failed: $(tail -n 3 "$TMP/lab.log" | tr '\n' ' ')"; exit 1
+fi
+ip -n "${P}lb" link set dev lo up
+tests/kube/gen_certs.sh "$TMP/pki" || { fail api-server-starts "gen_certs.sh failed"; exit 1; }
+"$PYTHON" - "$TMP/objects.json" "$(slice_json 10.244.1.15 10.244.2.88 10.244.3.12 10.244.3.44)" <<'PY'
+import json, sys
+svc = lambda name, ip, ports: {"apiVersion": "v1", "kind": "Service",
+    "metadata": {"name": name, "namespace": "default"},
+    "spec": {"type": "ClusterIP", "clusterIP": ip, "clusterIPs": [ip], "ports": ports}}
+items = [svc("db", "10.96.0.100", [{"name": "http", "port": 8080, "protocol": "TCP"},
+                                    {"name": "dns", "port": 9053, "protocol": "UDP"}]),
+         svc("empty", "10.96.0.101", [{"name": "http", "port": 80, "protocol": "TCP"}]),
+         json.loads(sys.argv[2])]
+json.dump({"items": items}, open(sys.argv[1], "w"))
+PY
+if start_api --load "$TMP/objects.json"; then pass api-server-starts
+else fail api-server-starts "no answer on the control port: $(tail -n 3 "$TMP/api.log")"; exit 1; fi
+cat >"$TMP/kubeconfig" <<EOF2
+apiVersion: v1
+kind: Config
+current-context: lab
+contexts:
+- name: lab
+  context: {cluster: lab, user: vipd}
+clusters:
+- name: lab
+  cluster:
+    server: https://127.0.0.1:$API_PORT
+    certificate-authority: pki/ca.crt
+users:
+- name: vipd
+  user:
+    client-certificate: pki/client.crt
+    client-key: pki/client.key
+EOF2
+
+# ---- vipd ---------------------------------------------------------------------------
+EAL=$(sed -n 's/^[[:space:]]*eal-args[[:space:]]*=[[:space:]]*//p' "$CONF" | tail -n 1)
+ip netns exec "${P}lb" "$VIPD" --config "$CONF" --kubeconfig "$TMP/kubeconfig" --admin-socket "$TMP/admin.sock" \
+  --node-name lab-node --api-backoff-initial-ms 100 --api-backoff-max-ms 1000 \
+  "--eal-args=$EAL --file-prefix ${P}vipd" </dev/null >"$TMP/vipd.log" 2>&1 &
+VIPD_PID=$!
+gen=
+for _ in $(seq 1 300); do
+  vipd_alive || break
+  st=$(status_json) && gen=$(generation_of "$st") && [ -n "$gen" ] && [ "$gen" -ge 1 ] && break
+  gen=
+  sleep 0.1
+done
+if [ -n "$gen" ]; then pass vipd-starts
+else fail vipd-starts "no generation >= 1 within 30 s: $(tail -n 2 "$TMP/vipd.log" | tr '\n' ' ')"; exit 1; fi
+
+if out=$(vipctl list 2>&1) && grep -q '10\.96\.0\.100' <<<"$out" && [ "$(grep -c '10\.244\.' <<<"$out")" -ge 8 ]; then
+  pass table-from-api
+else fail table-from-api "vipctl list: $(tr '\n' ' ' <<<"$out" | cut -c1-300)"; fi
+
+r=$(client http http://10.96.0.100:8080/ --count 400 --timeout 2 --max-time 40)
+note "4 pods: $r"
+d=$(judge "$r" 'r["failed"] == 0 and all(70 <= n("pod%d" % i) <= 130 for i in range(1, 5))')
+if [ -z "$d" ] && [ -n "$r" ]; then pass http-four-pods-even; else fail http-four-pods-even "${d:-no result}"; fi
+
+# ---- EndpointSlice MODIFIED: pod4 removed ---------------------------------------------
+gen_before=$(generation_of "$(status_json)")
+t0=${EPOCHREALTIME/./}
+ctl apply "$(slice_json 10.244.1.15 10.244.2.88 10.244.3.12)" >/dev/null
+gen_after=
+for _ in $(seq 1 2000); do
+  st=$(status_json) && g=$(generation_of "$st") && [ -n "$g" ] && [ "$g" -gt "$gen_before" ] && { gen_after=$g; break; }
+  [ $(( ${EPOCHREALTIME/./} - t0 )) -ge 10000000 ] && break
+  sleep 0.005
+done
+if [ -n "$gen_after" ]; then
+  ms=$(json_field "$st" last_change_to_applied_ms)
+  note "watch event -> dataplane: vipd reports ${ms} ms; outside (apply -> generation visible) $(( (${EPOCHREALTIME/./} - t0) / 1000 )) ms"
+  pass slice-modified-to-dataplane
+else fail slice-modified-to-dataplane "generation stayed ${gen_before} for 10 s"; fi
+scripts/lab.sh kill-pod 4 >/dev/null 2>&1 || note "warning: kill-pod 4 failed"
+r=$(client http http://10.96.0.100:8080/ --count 300 --timeout 2 --max-time 40)
+note "pod4 removed: $r"
+d=$(judge "$r" 'r["failed"] == 0 and n("pod4") == 0 and all(n("pod%d" % i) > 0 for i in range(1, 4))')
+if [ -z "$d" ] && [ -n "$r" ]; then pass http-after-removal; else fail http-after-removal "${d:-no result}"; fi
+
+# ---- API server restart during traffic --------------------------------------------------
+client http http://10.96.0.100:8080/ --count 500 --timeout 2 --max-time 60 >"$TMP/load1.out" 2>&1 &
+LOAD=$!
+sleep 0.5
+kill -KILL "$API_PID" 2>/dev/null; wait "$API_PID" 2>/dev/null; API_PID=
+sleep 2   # vipd retries with backoff; the last applied state stays
+start_api || fail api-restart-during-traffic "the API server did not come back"
+wait "$LOAD"
+r=$(tail -n 1 "$TMP/load1.out")
+note "traffic across the API restart: $r"
+d=$(judge "$r" 'r["failed"] == 0 and n("pod4") == 0 and r["ok"] == 500')
+if [ -z "$d" ] && grep -q 'retrying' "$TMP/vipd.log" && [ "$(grep -c '^apiserver: https' "$TMP/api.log")" -ge 2 ]; then pass api-restart-during-traffic
+else fail api-restart-during-traffic "${d:-no retry logged}"; fi
+
+# ---- 410 during traffic: compact the history and cut the watches ------------------------
+client http http://10.96.0.100:8080/ --count 500 --timeout 2 --max-time 60 >"$TMP/load2.out" 2>&1 &
+LOAD=$!
+sleep 0.3
+ctl fault '{"fail": 1000}' >/dev/null      # keep vipd off while the history goes
+ctl drop >/dev/null
+ctl apply '{"apiVersion":"v1","kind":"Service","metadata":{"name":"late","namespace":"default"},"spec":{"clusterIP":"10.96.0.102","ports":[{"name":"http","port":8080}]}}' >/dev/null
+ctl compact >/dev/null
+sleep 0.5
+ctl fault '{"fail": 0}' >/dev/null
+wait "$LOAD"
+r=$(tail -n 1 "$TMP/load2.out")
+note "traffic across the 410: $r"
+gone=$("$PYTHON" -c 'import json,sys; print(json.loads(sys.argv[1])["gone"])' "$(api_stats)" 2>/dev/null)
+late=
+for _ in $(seq 1 100); do vipctl list 2>/dev/null | grep -q '10\.96\.0\.102' && { late=yes; break; }; sleep 0.1; done
+note "api stats: $(api_stats | cut -c1-200)"
+note "vipd: $(grep -E '410|relist' "$TMP/vipd.log" | tail -n 2 | tr '\n' ' ' | cut -c1-400)"
+d=$(judge "$r" 'r["failed"] == 0 and n("pod4") == 0 and r["ok"] == 500')
+if [ -z "$d" ] && [ "${gone:-0}" -ge 1 ] && [ -n "$late" ] && grep -q 'relisting' "$TMP/vipd.log"; then
+  pass gone-410-during-traffic
+else fail gone-410-during-traffic "traffic: ${d:-ok}; 410 sent: ${gone:-?}; service added during the outage seen: ${late:-no}"; fi
+
+# ---- after all that, changes still flow ---------------------------------------------------
+scripts/lab.sh start-pod 4 >/dev/null 2>&1
+ctl apply "$(slice_json 10.244.1.15 10.244.2.88 10.244.3.12 10.244.3.44)" >/dev/null
+sleep 0.5
+r=$(client http http://10.96.0.100:8080/ --count 200 --timeout 2 --max-time 30)
+d=$(judge "$r" 'r["failed"] == 0 and n("pod4") > 0')
+if [ -z "$d" ] && [ -n "$r" ]; then pass api-change-after-recovery; else fail api-change-after-recovery "${d:-no result}"; fi
+
+# ---- fidelity: kubectl and python3-kubernetes against the test server ----------------------
+if command -v kubectl >/dev/null 2>&1; then
+  out=$(inlb timeout 9 kubectl --kubeconfig "$TMP/kubeconfig" get endpointslices -A -w 2>/dev/null &
+        sleep 4; ctl apply "$(slice_json 10.244.1.15 10.244.2.88)" >/dev/null; wait)
+  if grep -q 'db-abc12' <<<"$out" && [ "$(grep -c 'db-abc12' <<<"$out")" -ge 2 ]; then pass kubectl-watch
+  else fail kubectl-watch "kubectl get endpointslices -w: $(tr '\n' ' ' <<<"$out" | cut -c1-300)"; fi
+else skip kubectl-watch "kubectl not installed"; fi
+if /usr/bin/python3 -c 'import kubernetes' 2>/dev/null; then
+  out=$(cd "$TMP" && inlb /usr/bin/python3 - "$TMP/kubeconfig" <<'PY' 2>&1
+import sys
+from kubernetes import client, config, watch
+config.load_kube_config(sys.argv[1])
+v1 = client.CoreV1Api()
+svcs = v1.list_service_for_all_namespaces(limit=1)
+names = [s.metadata.name for s in svcs.items]
+assert svcs.metadata._continue, "no continue token with limit=1"
+n = 0
+for ev in watch.Watch().stream(client.DiscoveryV1Api().list_endpoint_slice_for_all_namespaces, timeout_seconds=2):
+    n += 1
+print("ok", names, "events", n)
+PY
+)
+  if grep -q '^ok' <<<"$out"; then pass python-kubernetes; note "$out"
+  else fail python-kubernetes "$(tail -n 3 <<<"$out" | tr '\n' ' ')"; fi
+else skip python-kubernetes "python3-kubernetes not installed (apt-get install python3-kubernetes)"; fi
+
+# ---- 10,000-service initial list, timed (dry-run against the same server) ------------------
+ctl bulk '{"services": 10000, "endpoints": 2}' >/dev/null
+t0=${EPOCHREALTIME/./}
+n=$(inlb "$VIPD" --kubeconfig "$TMP/kubeconfig" --dry-run --log-level warn 2>"$TMP/dry.err" |
+    "$PYTHON" -c 'import json,sys; print(len(json.load(sys.stdin)["services"]))' 2>/dev/null)
+ms=$(( (${EPOCHREALTIME/./} - t0) / 1000 ))
+note "initial list of 10,000 services + 10,000 slices -> table: ${ms} ms (dry-run, whole process)"
+if [ "${n:-0}" -ge 10000 ]; then pass initial-list-10k; else fail initial-list-10k "dry-run gave ${n:-nothing}: $(tail -n 2 "$TMP/dry.err")"; fi
+
+if vipd_alive; then pass vipd-alive; else fail vipd-alive "vipd exited: $(tail -n 2 "$TMP/vipd.log")"; fi

@@ -1,0 +1,330 @@
+// Thread: test main thread (KubeSource runs its reflector threads).
+// KubeSource + ApiClient against the test API server (tests/kube/fake_apiserver.py)
+// over real TLS: kubeconfig variants, TLS verification, token and client-cert
+// auth, pagination, watch events, 410 -> relist with deletions, garbage ->
+// relist, API errors -> not ready / last state kept. Skipped (loudly) where
+// python3, openssl or curl are missing.
+#include "controlplane/kube/kube_source.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "controlplane/kube/api_client.h"
+
+namespace vipd::cp::kube {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string b64(const std::string& in) {
+  static const char* t = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  size_t i = 0;
+  for (; i + 2 < in.size(); i += 3) {
+    const uint32_t v = (uint8_t(in[i]) << 16) | (uint8_t(in[i + 1]) << 8) | uint8_t(in[i + 2]);
+    for (int s = 18; s >= 0; s -= 6) out.push_back(t[(v >> s) & 63]);
+  }
+  if (i + 1 == in.size()) {
+    const uint32_t v = uint8_t(in[i]) << 16;
+    out += {t[(v >> 18) & 63], t[(v >> 12) & 63], '=', '='};
+  } else if (i + 2 == in.size()) {
+    const uint32_t v = (uint8_t(in[i]) << 16) | (uint8_t(in[i + 1]) << 8);
+    out += {t[(v >> 18) & 63], t[(v >> 12) & 63], t[(v >> 6) & 63], '='};
+  }
+  return out;
+}
+
+std::string slurp(const std::string& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string run(const std::string& cmd) {
+  std::string out;
+  FILE* f = popen(cmd.c_str(), "r");
+  if (!f) return out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+  pclose(f);
+  return out;
+}
+
+const char* kObjects = R"({"items":[
+ {"apiVersion":"v1","kind":"Service","metadata":{"name":"db","namespace":"default"},
+  "spec":{"clusterIP":"10.96.0.100","ports":[{"name":"http","port":8080}]}},
+ {"apiVersion":"v1","kind":"Service","metadata":{"name":"hl","namespace":"default","labels":{"service.kubernetes.io/headless":""}},
+  "spec":{"clusterIP":"10.96.0.150","ports":[{"name":"http","port":80}]}},
+ {"apiVersion":"discovery.k8s.io/v1","kind":"EndpointSlice","metadata":{"name":"db-1","namespace":"default","labels":{"kubernetes.io/service-name":"db"}},
+  "addressType":"IPv4","ports":[{"name":"http","protocol":"TCP","port":8080}],
+  "endpoints":[{"addresses":["10.244.1.15"]},{"addresses":["10.244.2.88"]}]}
+]})";
+
+class FakeApi {
+ public:
+  bool start(std::string* why) {
+    if (system("command -v openssl >/dev/null 2>&1 && command -v curl >/dev/null 2>&1 && "
+               "test -x /usr/bin/python3") != 0) {
+      *why = "python3 (/usr/bin/python3), openssl or curl missing";
+      return false;
+    }
+    dir_ = fs::temp_directory_path() / ("vipd-kube-ut-" + std::to_string(getpid()));
+    fs::create_directories(dir_);
+    if (system(("tests/kube/gen_certs.sh " + dir_.string()).c_str()) != 0) {
+      *why = "gen_certs.sh failed";
+      return false;
+    }
+    std::ofstream(dir_ / "objects.json") << kObjects;
+    port_ = 20000 + (getpid() * 7) % 20000;
+    ctl_ = port_ + 1;
+    pid_ = fork();
+    if (pid_ == 0) {
+      const std::string d = dir_.string();
+      execl("/usr/bin/python3", "python3", "tests/kube/fake_apiserver.py", "--port",
+            std::to_string(port_).c_str(), "--ctl-port", std::to_string(ctl_).c_str(), "--cert",
+            (d + "/server.crt").c_str(), "--key", (d + "/server.key").c_str(), "--client-ca",
+            (d + "/ca.crt").c_str(), "--token", "sekret", "--bookmark-s", "0.5", "--load",
+            (d + "/objects.json").c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    for (int i = 0; i < 100; ++i) {
+      if (run("curl -s -m 1 http://127.0.0.1:" + std::to_string(ctl_) + "/stats").find("\"rv\"") !=
+          std::string::npos)
+        return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    *why = "the test API server did not start";
+    return false;
+  }
+  ~FakeApi() {
+    if (pid_ > 0) {
+      kill(pid_, SIGTERM);
+      waitpid(pid_, nullptr, 0);
+    }
+    std::error_code ec;
+    if (!dir_.empty()) fs::remove_all(dir_, ec);
+  }
+  std::string ctl(const std::string& op, const std::string& body = "{}") {
+    return run("curl -s -m 5 -X POST --data-binary '" + body + "' http://127.0.0.1:" + std::to_string(ctl_) +
+               "/" + op);
+  }
+  std::string stats() { return run("curl -s -m 5 http://127.0.0.1:" + std::to_string(ctl_) + "/stats"); }
+  std::string server() const { return "https://127.0.0.1:" + std::to_string(port_); }
+  std::string file(const std::string& n) const { return (dir_ / n).string(); }
+
+  // A kubeconfig; `cluster_extra`/`user` are YAML lines (indented 4 / 4).
+  std::string kubeconfig(const std::string& cluster_extra, const std::string& user) {
+    const std::string p = file("kubeconfig-" + std::to_string(++n_));
+    std::ofstream(p) << "apiVersion: v1\nkind: Config\ncurrent-context: test\n"
+                     << "contexts:\n- name: other\n  context: {cluster: nowhere, user: nobody}\n"
+                     << "- name: test\n  context: {cluster: c, user: u}\n"
+                     << "clusters:\n- name: c\n  cluster:\n    server: " << server() << "\n"
+                     << cluster_extra << "users:\n- name: u\n  user:\n" << user;
+    return p;
+  }
+
+ private:
+  fs::path dir_;
+  int port_ = 0, ctl_ = 0;
+  int n_ = 0;
+  pid_t pid_ = -1;
+};
+
+class KubeSourceTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    api_ = new FakeApi();
+    if (!api_->start(&skip_why_)) {
+      fprintf(stderr, "!!! kube_source_test: SKIPPED: %s\n", skip_why_.c_str());
+    }
+  }
+  static void TearDownTestSuite() {
+    delete api_;
+    api_ = nullptr;
+  }
+  void SetUp() override {
+    if (!skip_why_.empty()) GTEST_SKIP() << skip_why_;
+  }
+
+  static std::unique_ptr<KubeSource> source(const std::string& kubeconfig, uint32_t page = 500) {
+    std::string err;
+    auto cfg = load_kubeconfig(kubeconfig, &err);
+    EXPECT_TRUE(cfg) << err;
+    if (!cfg) return nullptr;
+    KubeSourceOptions o;
+    o.backoff_initial_ms = 50;
+    o.backoff_max_ms = 200;
+    o.qps = 200;
+    o.list_page_size = page;
+    auto s = std::make_unique<KubeSource>(*cfg, o);
+    s->start();
+    return s;
+  }
+  static std::string ca_data() { return "    certificate-authority-data: " + b64(slurp(api_->file("ca.crt"))) + "\n"; }
+
+  // Waits until pred(load()) holds (up to 5 s).
+  template <typename P>
+  static bool eventually(KubeSource& s, P pred) {
+    for (int i = 0; i < 250; ++i) {
+      if (s.ready() && pred(s.load())) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return false;
+  }
+  static size_t backends_of(const LoadResult& r, const char* vip) {
+    for (const auto& [k, v] : r.table.services)
+      if (ipv4_to_string(k.vip) == vip) return v.backends.size();
+    return 999;
+  }
+  static bool has(const LoadResult& r, const char* vip) { return backends_of(r, vip) != 999; }
+
+  static FakeApi* api_;
+  static std::string skip_why_;
+};
+FakeApi* KubeSourceTest::api_ = nullptr;
+std::string KubeSourceTest::skip_why_;
+
+TEST_F(KubeSourceTest, TokenAndCaDataListsAndSelectsLikeKubeProxy) {
+  auto s = source(api_->kubeconfig(ca_data(), "    token: sekret\n"));
+  ASSERT_TRUE(s->wait_ready(5000));
+  const LoadResult r = s->load();
+  EXPECT_EQ(backends_of(r, "10.96.0.100"), 2u);
+  EXPECT_FALSE(has(r, "10.96.0.150"));  // headless label: excluded by the label selector
+  const std::string st = api_->stats();
+  EXPECT_NE(st.find("labelSelector=%21service.kubernetes.io%2Fheadless%2C%21service.kubernetes.io%2Fservice-proxy-name"),
+            std::string::npos)
+      << st;
+  EXPECT_NE(st.find("allowWatchBookmarks=true"), std::string::npos);
+}
+
+TEST_F(KubeSourceTest, ClientCertificateFilesRelativeToKubeconfig) {
+  auto s = source(api_->kubeconfig("    certificate-authority: ca.crt\n",
+                                   "    client-certificate: client.crt\n    client-key: client.key\n"));
+  ASSERT_TRUE(s->wait_ready(5000));
+  EXPECT_EQ(backends_of(s->load(), "10.96.0.100"), 2u);
+}
+
+TEST_F(KubeSourceTest, ClientCertificateData) {
+  auto s = source(api_->kubeconfig(ca_data(), "    client-certificate-data: " + b64(slurp(api_->file("client.crt"))) +
+                                                  "\n    client-key-data: " + b64(slurp(api_->file("client.key"))) + "\n"));
+  ASSERT_TRUE(s->wait_ready(5000));
+}
+
+TEST_F(KubeSourceTest, TokenFileIsReread) {
+  const std::string tf = api_->file("token");
+  std::ofstream(tf) << "wrong\n";
+  auto s = source(api_->kubeconfig(ca_data(), "    tokenFile: " + tf + "\n"));
+  EXPECT_FALSE(s->wait_ready(800));
+  std::ofstream(tf) << "sekret\n";  // "rotation"
+  EXPECT_TRUE(s->wait_ready(5000));
+}
+
+TEST_F(KubeSourceTest, TlsIsVerifiedUnlessInsecureIsAsked) {
+  auto bad = source(api_->kubeconfig("    certificate-authority: other-ca.crt\n", "    token: sekret\n"));
+  EXPECT_FALSE(bad->wait_ready(1000));
+  EXPECT_GT(bad->stats().services.errors, 0u);
+  auto insecure = source(api_->kubeconfig("    insecure-skip-tls-verify: true\n", "    token: sekret\n"));
+  EXPECT_TRUE(insecure->wait_ready(5000));
+}
+
+TEST_F(KubeSourceTest, Pagination) {
+  std::string items;
+  for (int i = 0; i < 7; ++i)
+    items += std::string(i ? "," : "") + R"({"apiVersion":"v1","kind":"Service","metadata":{"name":"p)" +
+             std::to_string(i) + R"(","namespace":"page"},"spec":{"clusterIP":"10.97.0.)" + std::to_string(i + 1) +
+             R"(","ports":[{"port":80}]}})";
+  api_->ctl("apply", "{\"items\":[" + items + "]}");
+  auto s = source(api_->kubeconfig(ca_data(), "    token: sekret\n"), 3);
+  ASSERT_TRUE(s->wait_ready(5000));
+  EXPECT_TRUE(has(s->load(), "10.97.0.7"));
+  EXPECT_EQ(s->stats().services.list_pages, 3u);  // 8 services (7 + db) in pages of 3
+  EXPECT_EQ(s->stats().services.objects, 8u);
+}
+
+TEST_F(KubeSourceTest, WatchEventsGoneRelistAndGarbage) {
+  auto s = source(api_->kubeconfig(ca_data(), "    token: sekret\n"));
+  ASSERT_TRUE(s->wait_ready(5000));
+  // MODIFIED: one endpoint less.
+  api_->ctl("apply", R"({"apiVersion":"discovery.k8s.io/v1","kind":"EndpointSlice","metadata":{"name":"db-1","namespace":"default","labels":{"kubernetes.io/service-name":"db"}},"addressType":"IPv4","ports":[{"name":"http","protocol":"TCP","port":8080}],"endpoints":[{"addresses":["10.244.1.15"]}]})");
+  EXPECT_TRUE(eventually(*s, [&](const LoadResult& r) { return backends_of(r, "10.96.0.100") == 1; }));
+  // ADDED service.
+  api_->ctl("apply", R"({"apiVersion":"v1","kind":"Service","metadata":{"name":"gone","namespace":"default"},"spec":{"clusterIP":"10.96.0.200","ports":[{"port":80}]}})");
+  EXPECT_TRUE(eventually(*s, [&](const LoadResult& r) { return has(r, "10.96.0.200"); }));
+  // Bookmarks arrive (every 0.5 s).
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  EXPECT_GT(s->stats().services.bookmarks, 0u);
+
+  // While the watches are away the service is deleted and the history compacted:
+  // the resumed watch gets 410, the relist replaces the cache, the service vanishes.
+  api_->ctl("fault", R"({"fail": 1000})");
+  api_->ctl("drop");
+  api_->ctl("delete", R"({"resource":"services","namespace":"default","name":"gone"})");
+  api_->ctl("compact");
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_TRUE(has(s->load(), "10.96.0.200"));  // last state stays while the API fails
+  api_->ctl("fault", R"({"fail": 0})");
+  EXPECT_TRUE(eventually(*s, [&](const LoadResult& r) { return !has(r, "10.96.0.200"); }));
+  EXPECT_GE(s->stats().services.gone, 1u);
+  EXPECT_GE(s->stats().services.lists, 2u);
+
+  // Garbage in the stream: relist, nothing lost, nothing crashes.
+  const uint64_t lists = s->stats().services.lists + s->stats().endpointslices.lists;
+  api_->ctl("fault", R"({"garbage": 2})");
+  api_->ctl("drop");
+  for (int i = 0; i < 100 && s->stats().services.lists + s->stats().endpointslices.lists < lists + 2; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_GE(s->stats().services.malformed + s->stats().endpointslices.malformed, 2u);
+  EXPECT_TRUE(eventually(*s, [&](const LoadResult& r) { return backends_of(r, "10.96.0.100") == 1; }));
+}
+
+TEST_F(KubeSourceTest, InvalidObjectIsSkippedWithReason) {
+  auto s = source(api_->kubeconfig(ca_data(), "    token: sekret\n"));
+  ASSERT_TRUE(s->wait_ready(5000));
+  api_->ctl("apply", R"({"apiVersion":"v1","kind":"Service","metadata":{"name":"bad","namespace":"default"},"spec":{"clusterIP":"10.96.0.201","ports":[{"port":"eighty"}]}})");
+  EXPECT_TRUE(eventually(*s, [&](const LoadResult& r) {
+    for (const auto& e : r.errors)
+      if (e.object == "Service default/bad") return true;
+    return false;
+  }));
+  EXPECT_GE(s->stats().services.invalid_objects, 1u);
+  api_->ctl("delete", R"({"resource":"services","namespace":"default","name":"bad"})");
+}
+
+TEST_F(KubeSourceTest, NotReadyWhileTheApiFails) {
+  api_->ctl("fault", R"({"fail": 1000})");
+  auto s = source(api_->kubeconfig(ca_data(), "    token: sekret\n"));
+  EXPECT_FALSE(s->wait_ready(600));
+  api_->ctl("fault", R"({"fail": 0})");
+  EXPECT_TRUE(s->wait_ready(5000));
+}
+
+TEST(KubeConfig, Errors) {
+  std::string err;
+  EXPECT_FALSE(load_kubeconfig("/nonexistent/kubeconfig", &err));
+  EXPECT_NE(err.find("/nonexistent/kubeconfig"), std::string::npos);
+  const std::string p = fs::temp_directory_path() / ("vipd-kc-" + std::to_string(getpid()));
+  std::ofstream(p) << "apiVersion: v1\nkind: Config\ncurrent-context: missing\ncontexts: []\n";
+  EXPECT_FALSE(load_kubeconfig(p, &err));
+  EXPECT_NE(err.find("context 'missing' not found"), std::string::npos) << err;
+  fs::remove(p);
+}
+
+TEST(KubeConfig, LabelSelector) {
+  EXPECT_EQ(proxy_label_selector(""), "!service.kubernetes.io/headless,!service.kubernetes.io/service-proxy-name");
+  EXPECT_EQ(proxy_label_selector("vipd"), "service.kubernetes.io/service-proxy-name=vipd");
+}
+
+}  // namespace
+}  // namespace vipd::cp::kube

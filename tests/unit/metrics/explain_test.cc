@@ -1,0 +1,224 @@
+// Thread: test main thread.
+// /v1/explain: query parsing and the document built from an ExplainResult.
+#include "controlplane/metrics/explain.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "tests/unit/metrics/fake_stats.h"
+
+namespace vipd::cp {
+namespace {
+
+using testing::ip;
+
+ExplainQuery q(Protocol p = Protocol::kTcp, const char* dst = "10.96.0.100", uint16_t dport = 8080) {
+  ExplainQuery e;
+  e.protocol = p;
+  e.src = ip("10.0.0.2");
+  e.sport = 40000;
+  e.dst = ip(dst);
+  e.dport = dport;
+  return e;
+}
+
+dp::ExplainResult service_result() {
+  dp::ExplainResult r;
+  r.answered = true;
+  r.worker_lcore = 1;
+  r.service_found = true;
+  r.vip_address = true;
+  r.scheduler = "rr";
+  r.n_dests = 4;
+  r.n_weighted = 4;
+  return r;
+}
+
+std::string all_reasons(const nlohmann::ordered_json& j) {
+  std::string s;
+  for (const auto& r : j["reasons"]) s += r.get<std::string>() + "\n";
+  return s;
+}
+
+TEST(ExplainQuery, Parses) {
+  std::string err;
+  auto e = parse_explain_query({{"proto", "TCP"}, {"src", "10.0.0.2:40000"}, {"dst", "10.96.0.100:8080"}}, &err);
+  ASSERT_TRUE(e) << err;
+  EXPECT_EQ(e->protocol, Protocol::kTcp);
+  EXPECT_EQ(e->src, ip("10.0.0.2"));
+  EXPECT_EQ(e->sport, 40000);
+  EXPECT_EQ(e->dst, ip("10.96.0.100"));
+  EXPECT_EQ(e->dport, 8080);
+  e = parse_explain_query({{"proto", "udp"}, {"src", "10.0.0.2:1"}, {"dst", "10.96.0.10:53"}}, &err);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->protocol, Protocol::kUdp);
+}
+
+TEST(ExplainQuery, RejectsBadInput) {
+  std::string err;
+  EXPECT_FALSE(parse_explain_query({{"proto", "tcp"}, {"src", "10.0.0.2:1"}}, &err));
+  EXPECT_NE(err.find("proto=tcp|udp, src=IP:PORT and dst=IP:PORT"), std::string::npos);
+  EXPECT_FALSE(parse_explain_query({{"proto", "icmp"}, {"src", "10.0.0.2:1"}, {"dst", "1.2.3.4:5"}}, &err));
+  EXPECT_EQ(err, "proto 'icmp': expected tcp or udp");
+  EXPECT_FALSE(parse_explain_query({{"proto", "tcp"}, {"src", "10.0.0.2"}, {"dst", "1.2.3.4:5"}}, &err));
+  EXPECT_EQ(err, "src '10.0.0.2': expected IPv4:PORT (port 1..65535)");
+  EXPECT_FALSE(parse_explain_query({{"proto", "tcp"}, {"src", "10.0.0.2:1"}, {"dst", "1.2.3.4:0"}}, &err));
+  EXPECT_EQ(err, "dst '1.2.3.4:0': expected IPv4:PORT (port 1..65535)");
+  EXPECT_FALSE(parse_explain_query({{"proto", "tcp"}, {"src", "10.0.0.2:1"}, {"dst", "1.2.3:5"}}, &err));
+  EXPECT_FALSE(parse_explain_query({{"proto", "tcp"}, {"src", "10.0.0.2:70000"}, {"dst", "1.2.3.4:5"}}, &err));
+}
+
+TEST(Explain, NewConnectionIsScheduled) {
+  const ServiceTable t = testing::seed_table();
+  dp::ExplainResult r = service_result();
+  r.would_schedule = true;
+  r.next_dest_ip = ip("10.244.2.88");
+  r.next_dest_port = 8080;
+  const auto j = explain_json(q(), r, &t, true);
+  EXPECT_EQ(j["decision"], "schedule");
+  EXPECT_EQ(j["backend"], "10.244.2.88:8080");
+  EXPECT_EQ(j["worker_lcore"], 1);
+  EXPECT_EQ(j["query"]["src"], "10.0.0.2:40000");
+  EXPECT_EQ(j["service"]["name"], "default/db:http");
+  EXPECT_EQ(j["service"]["scheduler"], "rr");
+  EXPECT_EQ(j["service"]["weighted_backends"], 4);
+  EXPECT_TRUE(j["connection"].is_null());
+  const std::string why = all_reasons(j);
+  EXPECT_NE(why.find("virtual service default/db:http (TCP 10.96.0.100:8080), scheduler rr, 4 backends (4 with weight > 0)"),
+            std::string::npos)
+      << why;
+  EXPECT_NE(why.find("scheduler rr picks 10.244.2.88:8080"), std::string::npos) << why;
+  EXPECT_NE(why.find("only a SYN starts a connection"), std::string::npos) << why;
+  // Key order is fixed (ordered_json).
+  EXPECT_EQ(j.begin().key(), "query");
+}
+
+TEST(Explain, AffinityIsMentioned) {
+  ServiceTable t = testing::seed_table();
+  t.services[testing::db_key()].persistence_timeout_s = 10800;
+  dp::ExplainResult r = service_result();
+  r.would_schedule = true;
+  r.next_dest_ip = ip("10.244.1.15");
+  r.next_dest_port = 8080;
+  const auto j = explain_json(q(), r, &t, true);
+  EXPECT_EQ(j["service"]["persistence_timeout_s"], 10800);
+  EXPECT_NE(all_reasons(j).find("session affinity ClientIP (10800 s): if this client has a live persistence entry"),
+            std::string::npos);
+}
+
+TEST(Explain, ExistingConnection) {
+  const ServiceTable t = testing::seed_table();
+  dp::ExplainResult r = service_result();
+  r.conn_found = true;
+  r.conn_dest_alive = true;
+  r.conn_state = "ESTABLISHED";
+  r.conn_dest_ip = ip("10.244.3.12");
+  r.conn_dest_port = 8080;
+  r.conn_local_ip = ip("10.244.255.1");
+  r.conn_local_port = 1025;
+  r.conn_expires_in_s = 899.6;
+  r.would_schedule = true;
+  r.next_dest_ip = ip("10.244.1.15");
+  r.next_dest_port = 8080;
+  const auto j = explain_json(q(), r, &t, true);
+  EXPECT_EQ(j["decision"], "existing_connection");
+  EXPECT_EQ(j["backend"], "10.244.3.12:8080");
+  EXPECT_EQ(j["connection"]["state"], "ESTABLISHED");
+  EXPECT_EQ(j["connection"]["direction"], "original");
+  EXPECT_EQ(j["connection"]["local"], "10.244.255.1:1025");
+  EXPECT_NE(all_reasons(j).find("existing connection (state ESTABLISHED, expires in 900 s) to backend "
+                                "10.244.3.12:8080, source rewritten to 10.244.255.1:1025"),
+            std::string::npos)
+      << all_reasons(j);
+}
+
+TEST(Explain, ClosingConnectionPortReuse) {
+  const ServiceTable t = testing::seed_table();
+  dp::ExplainResult r = service_result();
+  r.conn_found = true;
+  r.conn_dest_alive = true;
+  r.conn_state = "TIME_WAIT";
+  r.conn_dest_ip = ip("10.244.2.88");
+  r.conn_dest_port = 8080;
+  r.conn_expires_in_s = 108;
+  r.would_schedule = true;
+  r.next_dest_ip = ip("10.244.3.12");
+  r.next_dest_port = 8080;
+  const auto j = explain_json(q(), r, &t, true);
+  EXPECT_EQ(j["decision"], "schedule");
+  EXPECT_EQ(j["backend"], "10.244.3.12:8080");
+  EXPECT_EQ(j["connection"]["state"], "TIME_WAIT");
+  EXPECT_NE(all_reasons(j).find("is closing: a SYN starts a new connection, other packets still go to 10.244.2.88:8080"),
+            std::string::npos)
+      << all_reasons(j);
+  // UDP has no closing states: the flow is followed.
+  r.conn_state = "UDP";
+  EXPECT_EQ(explain_json(q(Protocol::kUdp), r, &t, true)["decision"], "existing_connection");
+}
+
+TEST(Explain, ConnectionToARemovedBackend) {
+  const ServiceTable t = testing::seed_table(false);
+  dp::ExplainResult r = service_result();
+  r.n_dests = 3;
+  r.n_weighted = 3;
+  r.conn_found = true;
+  r.conn_dest_alive = false;
+  r.conn_state = "ESTABLISHED";
+  r.conn_dest_ip = ip("10.244.3.44");
+  r.conn_dest_port = 8080;
+  r.would_schedule = true;
+  r.next_dest_ip = ip("10.244.1.15");
+  r.next_dest_port = 8080;
+  const auto j = explain_json(q(), r, &t, false);
+  EXPECT_EQ(j["decision"], "reschedule");
+  EXPECT_EQ(j["backend"], "10.244.1.15:8080");
+  EXPECT_NE(all_reasons(j).find("which was removed: a TCP packet other than a SYN gets a RST"), std::string::npos);
+}
+
+TEST(Explain, ReplyDirection) {
+  dp::ExplainResult r;
+  r.answered = true;
+  r.conn_found = true;
+  r.conn_reply = true;
+  r.conn_state = "ESTABLISHED";
+  r.conn_dest_ip = ip("10.244.1.15");
+  r.conn_dest_port = 8080;
+  const auto j = explain_json(q(Protocol::kTcp, "10.244.255.1", 1025), r, nullptr, true);
+  EXPECT_EQ(j["decision"], "reply");
+  EXPECT_EQ(j["connection"]["direction"], "reply");
+  EXPECT_TRUE(j["service"].is_null());
+}
+
+TEST(Explain, NoEndpointsRejectOrDrop) {
+  const ServiceTable t = testing::seed_table();
+  dp::ExplainResult r = service_result();
+  r.n_dests = 0;
+  r.n_weighted = 0;
+  auto j = explain_json(q(Protocol::kTcp, "10.96.0.101", 80), r, &t, true);
+  EXPECT_EQ(j["decision"], "reject");
+  EXPECT_TRUE(j["backend"].is_null());
+  EXPECT_NE(all_reasons(j).find("a TCP RST goes back to the client"), std::string::npos);
+  j = explain_json(q(Protocol::kUdp, "10.96.0.101", 53), r, &t, true);
+  EXPECT_NE(all_reasons(j).find("ICMP port unreachable"), std::string::npos);
+  r.drop_when_empty = true;
+  j = explain_json(q(Protocol::kTcp, "10.96.0.101", 80), r, &t, true);
+  EXPECT_EQ(j["decision"], "drop");
+  EXPECT_EQ(j["service"]["when_empty"], "drop");
+}
+
+TEST(Explain, NotAServiceOrWrongPort) {
+  dp::ExplainResult r;
+  r.answered = true;
+  r.vip_address = true;
+  auto j = explain_json(q(Protocol::kTcp, "10.96.0.100", 9999), r, nullptr, true);
+  EXPECT_EQ(j["decision"], "vip_port_not_served");
+  EXPECT_NE(all_reasons(j).find("10.96.0.100 is a VIP, but TCP port 9999 is not served there"), std::string::npos);
+  r.vip_address = false;
+  j = explain_json(q(Protocol::kUdp, "8.8.8.8", 53), r, nullptr, true);
+  EXPECT_EQ(j["decision"], "not_a_service");
+  EXPECT_NE(all_reasons(j).find("8.8.8.8:53 (UDP) is not a virtual service"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace vipd::cp
