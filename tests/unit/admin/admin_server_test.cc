@@ -280,5 +280,27 @@ TEST_F(AdminServerTest, ConcurrentClientsAreServed) {
   EXPECT_EQ(calls.load(), 40);
 }
 
+TEST_F(AdminServerTest, QueryHandlerGetsParametersAndHttpErrorsKeepTheirStatus) {
+  AdminServer s(sock_);
+  s.handle_query("/v1/explain", [](const AdminServer::Query& q) -> nlohmann::ordered_json {
+    auto it = q.find("proto");
+    if (it == q.end()) throw AdminServer::HttpError(400, "proto missing");
+    nlohmann::ordered_json j;
+    j["proto"] = it->second;
+    j["src"] = q.count("src") ? q.at("src") : "";
+    return j;
+  });
+  std::string err;
+  ASSERT_TRUE(s.start(&err)) << err;
+  auto res = get("/v1/explain?proto=tcp&src=10.0.0.2:40000&proto=udp");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  EXPECT_EQ(res->body, R"({"proto":"tcp","src":"10.0.0.2:40000"})");  // first value wins
+  res = get("/v1/explain");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 400);
+  EXPECT_EQ(nlohmann::json::parse(res->body)["error"], "proto missing");
+}
+
 }  // namespace
 }  // namespace vipd::cp

@@ -227,5 +227,34 @@ TEST(VipctlFormat, DumpKeepsKeyOrderOnOneLine) {
   EXPECT_THROW(format_dump(nlohmann::ordered_json::parse(R"({"generation":3})")), std::runtime_error);
 }
 
+TEST(VipctlFormat, Explain) {
+  json doc = json::parse(R"({"query":{"protocol":"TCP","src":"10.0.0.2:40000","dst":"10.96.0.100:8080"},
+    "worker_lcore":1,"decision":"existing_connection",
+    "service":{"name":"default/db:http","protocol":"TCP","vip":"10.96.0.100","port":8080,"scheduler":"rr",
+               "persistence_timeout_s":10800,"when_empty":"reject","backends":4,"weighted_backends":3},
+    "connection":{"direction":"original","state":"ESTABLISHED","backend":"10.244.3.12:8080",
+                  "local":"10.244.255.1:1025","expires_in_s":897.4,"backend_alive":true},
+    "backend":"10.244.3.12:8080","reasons":["first reason","second reason"]})");
+  EXPECT_EQ(format_explain(doc),
+            "Flow:       TCP 10.0.0.2:40000 -> 10.96.0.100:8080\n"
+            "Service:    default/db:http (rr, persistent 10800, 4 backends, 3 with weight > 0)\n"
+            "Connection: ESTABLISHED to 10.244.3.12:8080 via 10.244.255.1:1025, expires in 897 s\n"
+            "Decision:   existing_connection\n"
+            "Backend:    10.244.3.12:8080\n"
+            "Worker:     lcore 1\n"
+            "Why:\n"
+            "  first reason\n"
+            "  second reason\n");
+  json none = json::parse(R"({"query":{"protocol":"UDP","src":"10.0.0.2:1","dst":"8.8.8.8:53"},
+    "worker_lcore":2,"decision":"not_a_service","service":null,"connection":null,"backend":null,"reasons":[]})");
+  EXPECT_EQ(format_explain(none),
+            "Flow:       UDP 10.0.0.2:1 -> 8.8.8.8:53\n"
+            "Service:    none\n"
+            "Connection: none\n"
+            "Decision:   not_a_service\n"
+            "Backend:    none\n"
+            "Worker:     lcore 2\n");
+}
+
 }  // namespace
 }  // namespace vipd::ctl
