@@ -44,6 +44,9 @@ struct SharedHolder {
     sh.t_close = 10 * sh.tsc_hz;
     sh.t_udp = 300 * sh.tsc_hz;
     sh.t_dead = 60 * sh.tsc_hz;
+    sh.t_time_wait = 120 * sh.tsc_hz;
+    sh.t_close_wait = 60 * sh.tsc_hz;
+    sh.t_last_ack = 30 * sh.tsc_hz;
     sh.arp_retry = sh.tsc_hz / 5;
     sh.arp_give_up = sh.tsc_hz;
     const std::string vn = uniq("tvips_"), an = uniq("tvaddr_");

@@ -185,7 +185,7 @@ inline std::vector<uint8_t> build_frame(const FrameSpec& s) {
     l4[12] = static_cast<uint8_t>((doff / 4) << 4);
     l4[13] = s.tcp_flags;
     put16(&l4[14], s.window);
-    std::memcpy(&l4[20], s.tcp_opts.data(), s.tcp_opts.size());
+    if (!s.tcp_opts.empty()) std::memcpy(&l4[20], s.tcp_opts.data(), s.tcp_opts.size());
   } else if (s.proto == 17) {
     l4.resize(8);
     put16(&l4[0], s.sport);
@@ -214,7 +214,7 @@ inline std::vector<uint8_t> build_frame(const FrameSpec& s) {
   ip[9] = s.proto;
   put32(ip + 12, s.src);
   put32(ip + 16, s.dst);
-  std::memcpy(ip + 20, s.ip_opts.data(), s.ip_opts.size());
+  if (!s.ip_opts.empty()) std::memcpy(ip + 20, s.ip_opts.data(), s.ip_opts.size());
   put16(ip + 10, ref_ip_cksum(ip, ihl));
   if (s.proto == 6) {
     put16(&l4[16], ref_l4_cksum(s.src, s.dst, 6, l4.data(), l4.size(), 16));

@@ -105,6 +105,7 @@ class WorkerTest : public ::testing::Test {
       w->sh = &s;
       w->pool = pool_;
       ASSERT_TRUE(w->conns.init(uniq("tconns_"), conn_capacity, 0, &err)) << err;
+      ASSERT_TRUE(w->tmpls.init(uniq("ttmpl_"), std::max<uint32_t>(conn_capacity / 4, 1024), 0, &err)) << err;
       w->sched = static_cast<SchedState*>(rte_zmalloc("t_sched", sizeof(SchedState) * s.max_services, 64));
       w->dest_counters = static_cast<DestCounters*>(rte_zmalloc("t_dctr", sizeof(DestCounters) * s.max_dests, 64));
       ASSERT_NE(w->sched, nullptr);
