@@ -122,6 +122,14 @@ nlohmann::ordered_json explain_json(const ExplainQuery& q, const dp::ExplainResu
   } else {
     j["connection"] = nullptr;
   }
+  if (r.affinity_found) {
+    nlohmann::ordered_json a;
+    a["backend"] = ip_port(r.next_dest_ip, r.next_dest_port);
+    a["expires_in_s"] = std::round(r.affinity_expires_in_s * 1000.0) / 1000.0;
+    j["affinity"] = a;
+  } else {
+    j["affinity"] = nullptr;
+  }
   j["backend"] = nullptr;
 
   std::vector<std::string> why;
@@ -138,12 +146,17 @@ nlohmann::ordered_json explain_json(const ExplainQuery& q, const dp::ExplainResu
   // What a new connection would get (for schedule and reschedule).
   auto schedule_lines = [&](const std::string& lead) {
     if (r.would_schedule) {
-      why.push_back(lead + "scheduler " + sched + " picks " + next);
       j["backend"] = next;
+      if (r.affinity_found) {
+        why.push_back(lead + "session affinity ClientIP: this client's persistence entry (expires in " +
+                      secs(r.affinity_expires_in_s) + " s unless used) pins it to " + next);
+        return true;
+      }
+      why.push_back(lead + "scheduler " + sched + " picks " + next);
       if (svc && svc->persistence_timeout_s > 0)
         why.push_back("session affinity ClientIP (" + std::to_string(svc->persistence_timeout_s) +
-                      " s): if this client has a live persistence entry, it keeps that backend "
-                      "instead of the scheduler's pick");
+                      " s): this client has no live persistence entry; the backend chosen now "
+                      "becomes its entry");
       return true;
     }
     if (r.drop_when_empty) {

@@ -499,7 +499,25 @@ void serve_mailbox(Worker& w) noexcept {
     a.n_dests = svc->n_dests;
     a.n_weighted = svc->n_weighted;
     SchedState copy = w.sched[svc->id];  // predict without moving the real state
-    const int32_t idx = svc->n_weighted ? sched_pick(*svc, copy) : -1;
+    const SchedCtx ctx{w.dest_counters, q.src, q.dst};
+    int32_t idx = svc->n_weighted ? sched_pick(*svc, copy, ctx) : -1;
+    if (svc->persistence_s) {
+      // Read-only version of from_template(): a live template whose
+      // destination is still usable decides for new connections.
+      Template* t = w.tmpls.lookup(TemplateKey{q.dst, q.src, q.dport, q.proto, 0});
+      if (t && t->expires > w.now &&
+          sh.dest_slots[t->dest_slot].gen.load(std::memory_order_acquire) == t->dest_gen) {
+        for (uint32_t i = 0; i < svc->n_dests; ++i) {
+          const DestRef& d = svc->dests[i];
+          if (d.slot != t->dest_slot) continue;
+          if (d.weight == 0 && sh.expire_quiescent_template) break;
+          idx = static_cast<int32_t>(i);
+          a.tmpl_found = 1;
+          a.tmpl_expires_in_tsc = t->expires - w.now;
+          break;
+        }
+      }
+    }
     a.next_idx = idx;
     if (idx >= 0) {
       a.next_ip = svc->dests[idx].ip;

@@ -84,6 +84,8 @@ struct ExplainAnswer {
   int32_t next_idx;
   uint32_t next_ip;
   uint16_t next_port;
+  uint8_t tmpl_found;  // a live persistence template decides instead of the scheduler
+  uint64_t tmpl_expires_in_tsc;
 };
 struct alignas(64) Mailbox {
   std::atomic<uint64_t> req{0};

@@ -33,7 +33,10 @@ int64_t Publisher::dest_slot(const cp::ServiceKey& k, uint32_t ip, uint16_t port
 void Publisher::vip_ref(uint32_t vip, int delta, Deferred& d) {
   uint32_t& n = vip_refs_[vip];
   if (delta > 0) {
-    if (n++ == 0) rte_hash_add_key_data(sh_.vip_addrs, &vip, nullptr);
+    // The address table has as many entries as the VIP table, so this cannot
+    // fail while the VIP key itself fits; without it the VIP would only lose
+    // ARP answers and its "port not served" classification.
+    if (n++ == 0) (void)rte_hash_add_key_data(sh_.vip_addrs, &vip, nullptr);
     return;
   }
   if (--n == 0) {
@@ -138,9 +141,16 @@ bool Publisher::upsert(const cp::VirtualService& vs, Deferred& d, std::string* e
   r.slots = std::move(slots);
   const VipKey key{vs.key.vip, vs.key.port, static_cast<uint8_t>(vs.key.protocol), 0};
   if (rte_hash_add_key_data(sh_.vip_table, &key, obj) < 0) {
+    // Only a new key can fail (an existing key is updated in place): undo the
+    // record. Its slots and id were never published, so they are free at once.
     *error = "VIP table full adding " + cp::to_string(vs.key);
-    // Keep the old object published; undo nothing else (a full sync follows).
     rte_free(obj);
+    if (fresh) {
+      for (auto& [id, slot] : r.slots) free_slots_.push_front(slot);
+      free_ids_.push_back(r.id);
+      vip_ref(vs.key.vip, -1, d);
+      recs_.erase(vs.key);
+    }
     return false;
   }
   if (r.obj) d.objs.push_back(r.obj);

@@ -452,6 +452,8 @@ ExplainResult DpdkDataplane::explain(uint8_t proto, uint32_t src, uint16_t sport
   r.would_schedule = a.next_idx >= 0;
   r.next_dest_ip = a.next_ip;
   r.next_dest_port = a.next_port;
+  r.affinity_found = a.tmpl_found;
+  r.affinity_expires_in_s = static_cast<double>(a.tmpl_expires_in_tsc) / static_cast<double>(sh_.tsc_hz);
   return r;
 }
 

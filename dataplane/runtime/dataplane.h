@@ -87,6 +87,8 @@ struct ExplainResult {
   bool would_schedule = false;  // a new flow would be scheduled...
   uint32_t next_dest_ip = 0;    // ...to this destination
   uint16_t next_dest_port = 0;
+  bool affinity_found = false;  // ...because the client's persistence template says so
+  double affinity_expires_in_s = 0;
 };
 
 class Dataplane {

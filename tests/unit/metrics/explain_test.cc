@@ -103,8 +103,27 @@ TEST(Explain, AffinityIsMentioned) {
   r.next_dest_port = 8080;
   const auto j = explain_json(q(), r, &t, true);
   EXPECT_EQ(j["service"]["persistence_timeout_s"], 10800);
-  EXPECT_NE(all_reasons(j).find("session affinity ClientIP (10800 s): if this client has a live persistence entry"),
+  EXPECT_NE(all_reasons(j).find("session affinity ClientIP (10800 s): this client has no live persistence entry"),
             std::string::npos);
+  EXPECT_TRUE(j["affinity"].is_null());
+}
+
+TEST(Explain, LivePersistenceEntryDecides) {
+  ServiceTable t = testing::seed_table();
+  t.services[testing::db_key()].persistence_timeout_s = 10800;
+  dp::ExplainResult r = service_result();
+  r.would_schedule = true;
+  r.next_dest_ip = ip("10.244.3.12");
+  r.next_dest_port = 8080;
+  r.affinity_found = true;
+  r.affinity_expires_in_s = 42.0;
+  const auto j = explain_json(q(), r, &t, true);
+  EXPECT_EQ(j["backend"], "10.244.3.12:8080");
+  EXPECT_EQ(j["affinity"]["backend"], "10.244.3.12:8080");
+  EXPECT_NE(all_reasons(j).find("persistence entry (expires in 42 s unless used) pins it to 10.244.3.12:8080"),
+            std::string::npos)
+      << all_reasons(j);
+  EXPECT_EQ(all_reasons(j).find("scheduler rr picks"), std::string::npos);
 }
 
 TEST(Explain, ExistingConnection) {

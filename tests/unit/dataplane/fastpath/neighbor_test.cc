@@ -210,9 +210,13 @@ TEST(Neighbor, ConcurrentUpdatesDoNotCorrupt) {
       tb.t.update(ip4(10, 9, 0, k + 1), m.data(), ++now);
     }
   };
+  std::atomic<bool> reader_up{false};
   std::thread reader([&] {
     uint8_t mac[6];
-    while (!stop.load()) {
+    reader_up.store(true);
+    // Keeps reading while the writers run, and a while after (so that it
+    // always sees entries even if the writers were fast).
+    for (long pass = 0; !stop.load() || pass < 2000; ++pass) {
       for (int k = 0; k < kIps; ++k) {
         if (tb.t.lookup(ip4(10, 9, 0, k + 1), mac, 1'000'000) == NeighState::kMissing) continue;
         if (std::equal(mac, mac + 6, a.begin())) {
@@ -225,6 +229,8 @@ TEST(Neighbor, ConcurrentUpdatesDoNotCorrupt) {
       }
     }
   });
+  while (!reader_up.load()) {
+  }
   std::thread w1(writer, a, 0), w2(writer, b, 17);
   w1.join();
   w2.join();

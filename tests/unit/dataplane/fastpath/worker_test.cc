@@ -804,6 +804,36 @@ TEST_F(WorkerTest, UnresolvedNextHopArpsAndSendsWhenResolved) {
   EXPECT_EQ(total_drops(), 0u) << drop_summary();
 }
 
+// A stale neighbour is still used, and refreshed with one ARP request.
+TEST_F(WorkerTest, StaleNeighbourIsUsedAndRefreshed) {
+  build(Forward::kFnat);
+  if (HasFatalFailure()) return;
+  w().now = kT0 + 61 * sh().tsc_hz;  // B1 confirmed at kT0; reachable time is 60 s
+  uint8_t mac[6];
+  ASSERT_EQ(sh().neigh.lookup(kB1, mac, w().now), NeighState::kStale);
+  rx(build_frame(from_client(49500, kTcpSyn)), 0);
+  auto out = tx(1);
+  ASSERT_EQ(out.size(), 2u) << "the packet and one ARP request; drops:" << drop_summary();
+  int data = 0, arp = 0;
+  for (const auto& f : out) {
+    if (get16(&f[12]) == 0x0806) {
+      ++arp;
+      ArpInfo ai;
+      ASSERT_TRUE(parse_arp(f.data(), f.size(), &ai));
+      EXPECT_EQ(ai.tpa, kB1);
+    } else {
+      ++data;
+      EXPECT_TRUE(mac_is(f.data(), kB1Mac)) << "the stale MAC is still used";
+    }
+  }
+  EXPECT_EQ(data, 1);
+  EXPECT_EQ(arp, 1);
+  // The next packet in the same interval does not ARP again.
+  rx(build_frame(from_client(49500, kTcpAck)), 0);
+  EXPECT_EQ(tx(1).size(), 1u);
+  EXPECT_EQ(w().counters.arp_requests.load(), 1u);
+}
+
 TEST_F(WorkerTest, UnresolvedNextHopGivesUp) {
   build(Forward::kFnat);
   if (HasFatalFailure()) return;

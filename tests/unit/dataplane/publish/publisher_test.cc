@@ -409,6 +409,36 @@ TEST_F(PublisherTest, VipTableFull) {
   EXPECT_LT(published, 64);
 }
 
+// A fresh service that does not fit into the VIP hash is not published, so
+// nothing of it may be visible to the fast path either: its VIP address must
+// not be in vip_addrs (workers would answer ARP for it and count
+// vip_port_not_served instead of no_service) and it must not hold a service
+// id or destination slots.
+TEST_F(PublisherTest, ServiceRefusedByFullVipTableLeavesNoTrace) {
+  VIPD_KNOWN_BUG("publisher.cc upsert: on rte_hash_add_key_data failure for a fresh service the record, its "
+                 "id, its destination slots and its vip_addrs reference are kept");
+  make(256, 64, 8);
+  if (HasFatalFailure()) return;
+  cp::ServiceTable t;
+  for (unsigned i = 1; i <= 40; ++i)
+    put(t, vsvc(ip4(10, 96, 1, i), 80, Protocol::kTcp, {rs(ip4(10, 1, 1, i), 80)}));
+  std::string err;
+  ASSERT_FALSE(full(t, &err));
+  ASSERT_NE(err.find("VIP table full"), std::string::npos) << err;
+  size_t published = 0;
+  for (unsigned i = 1; i <= 40; ++i) {
+    const uint32_t vip = ip4(10, 96, 1, i);
+    const bool in_table = find_service(sh(), vip, 80, 6) != nullptr;
+    published += in_table;
+    if (!in_table) {
+      EXPECT_FALSE(is_vip_address(sh(), vip)) << cp::ipv4_to_string(vip) << " advertised but not served";
+      EXPECT_EQ(pub_->dest_slot(cp::ServiceKey{vip, 80, Protocol::kTcp}, ip4(10, 1, 1, i), 80), -1)
+          << cp::ipv4_to_string(vip) << " holds a destination slot";
+    }
+  }
+  EXPECT_EQ(pub_->services(), published) << "records kept for services that were not published";
+}
+
 // Objects and slot generations change only after every registered worker
 // went through a quiescent state.
 TEST_F(PublisherTest, ReclaimWaitsForQuiescentWorkers) {
