@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# usage: scripts/bootstrap.sh
+# usage: scripts/bootstrap.sh [--check]
+#   --check: only report (exit 1 if a package is missing), install nothing
 # Installs every Debian package that vipd's build, tests and demo need.
 # Idempotent: packages already present are left alone; apt-get runs only if
 # something is missing. Must run as root on Debian 12.
@@ -14,7 +15,7 @@ PKGS=(
   libgtest-dev libgmock-dev
   libnl-3-dev libnl-genl-3-dev libnl-route-3-dev
   iproute2 ethtool iptables procps kmod
-  python3 curl
+  python3 curl openssl python3-kubernetes
   prometheus
 )
 
@@ -28,6 +29,10 @@ done
 if [ "${#missing[@]}" -eq 0 ]; then
   echo "bootstrap: all ${#PKGS[@]} packages present"
   exit 0
+fi
+if [ "${1:-}" = "--check" ]; then
+  echo "bootstrap: missing ${missing[*]}"
+  exit 1
 fi
 
 if [ "$(id -u)" -ne 0 ]; then

@@ -65,6 +65,8 @@ need_bootstrap() {
     pkg-config --exists "$m" 2>/dev/null || return 0
   done
   [ -e /usr/include/boost/program_options.hpp ] || return 0
+  # Anything else on bootstrap.sh's list (it answers quickly when all is there).
+  bash scripts/bootstrap.sh --check >/dev/null 2>&1 || return 0
   return 1
 }
 section "packages"
