@@ -223,20 +223,30 @@ bool dest_alive(const Shared& sh, const Conn& c) {
 
 // Persistence: the destination the client's template points to, if the
 // template is alive and its destination still usable; -1 otherwise.
+// The index in svc.dests that a template still decides for, or -1 when it is
+// expired, its destination was removed, or (expire_quiescent_template) its
+// destination is quiesced. Reads only.
+int32_t template_dest(const Worker& w, const Service& svc, const Template& t) {
+  if (t.expires <= w.now || w.sh->dest_slots[t.dest_slot].gen.load(std::memory_order_acquire) != t.dest_gen)
+    return -1;
+  for (uint32_t i = 0; i < svc.n_dests; ++i) {
+    const DestRef& d = svc.dests[i];
+    if (d.slot != t.dest_slot) continue;
+    // A quiesced (weight 0) destination keeps its templates unless
+    // expire_quiescent_template says otherwise.
+    if (d.weight == 0 && w.sh->expire_quiescent_template) return -1;
+    return static_cast<int32_t>(i);
+  }
+  return -1;
+}
+
+// Like template_dest(), and discards a template that no longer decides.
 int32_t from_template(Worker& w, const Service& svc, const TemplateKey& key, Template** out) {
   Template* t = w.tmpls.lookup(key);
   *out = t;
   if (!t) return -1;
-  if (t->expires > w.now && w.sh->dest_slots[t->dest_slot].gen.load(std::memory_order_acquire) == t->dest_gen) {
-    for (uint32_t i = 0; i < svc.n_dests; ++i) {
-      const DestRef& d = svc.dests[i];
-      if (d.slot != t->dest_slot) continue;
-      // A quiesced (weight 0) destination keeps its templates unless
-      // expire_quiescent_template says otherwise.
-      if (d.weight == 0 && w.sh->expire_quiescent_template) break;
-      return static_cast<int32_t>(i);
-    }
-  }
+  const int32_t idx = template_dest(w, svc, *t);
+  if (idx >= 0) return idx;
   w.tmpls.remove(t);
   *out = nullptr;
   return -1;
@@ -502,20 +512,14 @@ void serve_mailbox(Worker& w) noexcept {
     const SchedCtx ctx{w.dest_counters, q.src, q.dst};
     int32_t idx = svc->n_weighted ? sched_pick(*svc, copy, ctx) : -1;
     if (svc->persistence_s) {
-      // Read-only version of from_template(): a live template whose
-      // destination is still usable decides for new connections.
-      Template* t = w.tmpls.lookup(TemplateKey{q.dst, q.src, q.dport, q.proto, 0});
-      if (t && t->expires > w.now &&
-          sh.dest_slots[t->dest_slot].gen.load(std::memory_order_acquire) == t->dest_gen) {
-        for (uint32_t i = 0; i < svc->n_dests; ++i) {
-          const DestRef& d = svc->dests[i];
-          if (d.slot != t->dest_slot) continue;
-          if (d.weight == 0 && sh.expire_quiescent_template) break;
-          idx = static_cast<int32_t>(i);
-          a.tmpl_found = 1;
-          a.tmpl_expires_in_tsc = t->expires - w.now;
-          break;
-        }
+      // A live template decides for new connections (read only: explain
+      // changes nothing).
+      const Template* t = w.tmpls.lookup(TemplateKey{q.dst, q.src, q.dport, q.proto, 0});
+      const int32_t ti = t ? template_dest(w, *svc, *t) : -1;
+      if (ti >= 0) {
+        idx = ti;
+        a.tmpl_found = 1;
+        a.tmpl_expires_in_tsc = t->expires - w.now;
       }
     }
     a.next_idx = idx;
