@@ -171,6 +171,11 @@ int main(int argc, char** argv) {
   cp::DpdkBackend backend(*dataplane);
   cp::SyncOptions so;
   so.min_interval_ms = opt.sync_min_interval_ms;
+  so.full_resync_s = opt.sync_full_resync_s;
+  so.retry_max_ms = opt.sync_retry_max_ms;
+  // Editors and `cp` write a manifest in several steps: let a burst of inotify
+  // events settle. API events are complete objects: sync at once.
+  if (opt.source == config::SourceKind::kManifests) so.quiet_ms = 5;
   cp::SyncLoop sync(source, backend, so);
   const char* fwd = config::forward_method_name(opt.forward_method);
 

@@ -69,6 +69,8 @@ constexpr OptSpec kSpecs[] = {
     {"neighbor-timeout", "SECONDS", "60", "how long a resolved ARP entry counts as reachable (1..86400)", true, false},
     {"mbufs", "N", "8191", "packet buffers in the mempool (511..16777215; best 2^n-1)", true, false},
     {"sync-min-interval-ms", "MS", "0", "minimum time between two dataplane syncs (0..60000)", true, false},
+    {"sync-full-resync-s", "S", "300", "full resync of the dataplane at least this often; 0 = only at start and after errors (0..86400)", true, false},
+    {"sync-retry-max-ms", "MS", "30000", "largest retry delay after a failed sync; the first is 1 s, doubling with jitter (1000..600000)", true, false},
     {"worker-idle-sleep-us", "US", "0", "worker sleep after an empty poll round; 0 = busy poll (0..100000)", true, false},
     {"source", "SOURCE", "manifests", "desired state from: manifests | kubernetes (kubernetes when --kubeconfig or --in-cluster is given)", true, false},
     {"kubeconfig", "FILE", "$KUBECONFIG or ~/.kube/config", "kubeconfig of the Kubernetes API server (current-context)", true, false},
@@ -460,6 +462,8 @@ std::optional<Options> parse(int argc, const char* const argv[], std::ostream& o
   if (auto v = get("neighbor-timeout")) o.neighbor_timeout_s = parse_number("neighbor-timeout", *v, 1, 86400);
   if (auto v = get("mbufs")) o.mbuf_count = parse_number("mbufs", *v, 511, 16777215);
   if (auto v = get("sync-min-interval-ms")) o.sync_min_interval_ms = parse_number("sync-min-interval-ms", *v, 0, 60000);
+  if (auto v = get("sync-full-resync-s")) o.sync_full_resync_s = parse_number("sync-full-resync-s", *v, 0, 86400);
+  if (auto v = get("sync-retry-max-ms")) o.sync_retry_max_ms = parse_number("sync-retry-max-ms", *v, 1000, 600000);
   if (auto v = get("worker-idle-sleep-us")) o.worker_idle_sleep_us = parse_number("worker-idle-sleep-us", *v, 0, 100000);
   if (auto v = get("kubeconfig")) {
     o.kubeconfig = trim(*v);

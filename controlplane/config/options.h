@@ -53,6 +53,8 @@ struct Options {
   uint32_t neighbor_timeout_s = 60;          // --neighbor-timeout (ARP entry reachable time)
   uint32_t mbuf_count = 8191;                // --mbufs (mempool size)
   uint32_t sync_min_interval_ms = 0;         // --sync-min-interval-ms (coalescing)
+  uint32_t sync_full_resync_s = 300;         // --sync-full-resync-s (0 = off)
+  uint32_t sync_retry_max_ms = 30000;        // --sync-retry-max-ms (backoff cap after apply errors)
   uint32_t worker_idle_sleep_us = 0;         // --worker-idle-sleep-us (0 = busy poll)
   // Desired-state source (issue 3; docs/kubernetes.md).
   SourceKind source = SourceKind::kManifests;  // --source; kubernetes when --kubeconfig/--in-cluster given

@@ -36,7 +36,36 @@ const Kind<k8s::EndpointSlice> kSlices{"EndpointSlice", "discovery.k8s.io/v1", "
                                        "/apis/discovery.k8s.io/v1/endpointslices",
                                        &k8s::parse_endpoint_slice};
 
+// Object -> typed value, with the rules of k8s_objects (shared with manifests).
+template <typename T>
+std::optional<T> decode_object(const Kind<T>& kind, simdjson::dom::element obj, std::string* reason) {
+  YAML::Node n = to_yaml(obj);
+  if (!n.IsMap()) {
+    *reason = "not an object";
+    return std::nullopt;
+  }
+  // List items carry no apiVersion/kind; watch objects do.
+  if (!n["apiVersion"]) n["apiVersion"] = kind.api_version;
+  if (!n["kind"]) n["kind"] = kind.kind;
+  k8s::ObjectError err;
+  auto v = kind.parse(n, &err);
+  if (!v) *reason = err.reason;
+  return v;
+}
+
+std::pair<std::string, std::string> split_key(const std::string& key) {
+  const auto slash = key.find('/');
+  return {key.substr(0, slash), slash == std::string::npos ? "" : key.substr(slash + 1)};
+}
+
 }  // namespace
+
+std::optional<k8s::Service> decode_service(simdjson::dom::element obj, std::string* reason) {
+  return decode_object(kServices, obj, reason);
+}
+std::optional<k8s::EndpointSlice> decode_endpoint_slice(simdjson::dom::element obj, std::string* reason) {
+  return decode_object(kSlices, obj, reason);
+}
 
 std::string proxy_label_selector(const std::string& name) {
   if (!name.empty()) return std::string(k8s::kServiceProxyNameLabel) + "=" + name;
@@ -62,12 +91,18 @@ class Reflector {
   }
   bool synced() const { return synced_.load(); }
 
-  void snapshot(std::vector<T>* out, std::vector<SourceError>* errors) const {
+  // The changes since the previous drain ("ns/name" -> new object, or nullopt
+  // for a deletion; the latest change of a key wins). Returns true when the set
+  // of invalid objects changed; *invalid then holds it.
+  bool drain(std::map<std::string, std::optional<T>>* changes, std::vector<SourceError>* invalid) {
     std::lock_guard<std::mutex> g(mu_);
-    out->reserve(cache_.size());
-    for (const auto& [k, v] : cache_) out->push_back(v);
+    changes->swap(pending_);
+    pending_.clear();
+    if (!invalid_changed_) return false;
+    invalid_changed_ = false;
     for (const auto& [k, why] : invalid_)
-      errors->push_back({kind_.resource, std::string(kind_.kind) + " " + k, why});
+      invalid->push_back({kind_.resource, std::string(kind_.kind) + " " + k, why});
+    return true;
   }
 
   ReflectorStats stats() const {
@@ -85,20 +120,8 @@ class Reflector {
     return "labelSelector=" + url_encode(proxy_label_selector(opts_.build.service_proxy_name));
   }
 
-  // Object -> typed value, with the rules of k8s_objects (shared with manifests).
   std::optional<T> decode(simdjson::dom::element obj, std::string* reason) {
-    YAML::Node n = to_yaml(obj);
-    if (!n.IsMap()) {
-      *reason = "not an object";
-      return std::nullopt;
-    }
-    // List items carry no apiVersion/kind; watch objects do.
-    if (!n["apiVersion"]) n["apiVersion"] = kind_.api_version;
-    if (!n["kind"]) n["kind"] = kind_.kind;
-    k8s::ObjectError err;
-    auto v = kind_.parse(n, &err);
-    if (!v) *reason = err.reason;
-    return v;
+    return decode_object(kind_, obj, reason);
   }
 
   void sleep_ms(uint64_t ms) {
@@ -201,6 +224,14 @@ class Reflector {
                    why_invalid + "; skipped");
       stats_.invalid_objects += invalid.size();
       cache_.swap(fresh);  // atomic replacement: vanished objects are deletions
+      // Only what differs from the previous cache is handed on as a change.
+      for (const auto& [k, v] : cache_) {
+        auto o = fresh.find(k);
+        if (o == fresh.end() || !(o->second == v)) pending_[k] = v;
+      }
+      for (const auto& [k, v] : fresh)
+        if (!cache_.count(k)) pending_[k] = std::nullopt;
+      if (invalid != invalid_) invalid_changed_ = true;
       invalid_.swap(invalid);
       ++stats_.lists;
       stats_.list_pages += pages;
@@ -272,15 +303,17 @@ class Reflector {
         ++stats_.events;
         stats_.resource_version = *rv;
         if (ev.type == EventType::kDeleted) {
-          cache_.erase(key);
-          invalid_.erase(key);
+          if (cache_.erase(key)) pending_[key] = std::nullopt;
+          if (invalid_.erase(key)) invalid_changed_ = true;
         } else if (v) {
+          pending_[key] = *v;
           cache_[key] = std::move(*v);
-          invalid_.erase(key);
+          if (invalid_.erase(key)) invalid_changed_ = true;
         } else {
           // Invalid: skipped; a previous good version stays in force.
           ++stats_.invalid_objects;
           invalid_[key] = reason;
+          invalid_changed_ = true;
         }
       }
       if (!v && ev.type != EventType::kDeleted)
@@ -395,9 +428,11 @@ class Reflector {
   std::atomic<bool> synced_{false};
   std::thread thread_;
 
-  mutable std::mutex mu_;  // cache_, invalid_, stats_
+  mutable std::mutex mu_;  // cache_, invalid_, pending_, invalid_changed_, stats_
   std::map<std::string, T> cache_;
   std::map<std::string, std::string> invalid_;  // key -> reason (current version invalid)
+  std::map<std::string, std::optional<T>> pending_;  // changes not yet drained
+  bool invalid_changed_ = false;
   ReflectorStats stats_;
 };
 
@@ -413,6 +448,7 @@ struct KubeSource::Impl {
   RateLimiter limiter;
   Reflector<k8s::Service> services;
   Reflector<k8s::EndpointSlice> slices;
+  DeltaBuilder delta{opts.build};  // SyncLoop thread only (load())
 };
 
 KubeSource::KubeSource(ClientConfig cfg, KubeSourceOptions opts)
@@ -462,21 +498,61 @@ bool KubeSource::wait_ready(int timeout_ms) {
   return ready();
 }
 
-LoadResult KubeSource::load() {
+LoadResult DeltaBuilder::load(ObjectChanges changes, const std::vector<SourceError>* invalid_services,
+                              const std::vector<SourceError>* invalid_slices) {
+  if (invalid_services) invalid_services_ = *invalid_services;
+  if (invalid_slices) invalid_slices_ = *invalid_slices;
+  if (invalid_services || invalid_slices) invalid_changed_ = true;
+  for (auto& [key, v] : changes.services) {
+    if (v) index_.set_service(*v);
+    else {
+      auto [ns, name] = split_key(key);
+      index_.erase_service(ns, name);
+    }
+  }
+  for (auto& [key, v] : changes.slices) {
+    if (v) index_.set_slice(*v);
+    else {
+      auto [ns, name] = split_key(key);
+      index_.erase_slice(ns, name);
+    }
+  }
   LoadResult r;
+  index_.flush(&r.touched);
+  r.delta = true;
+  r.current = &index_.table();
+  if (!invalid_changed_ && index_.issues_version() == reported_issues_version_) {
+    r.issues_unchanged = true;
+    return r;
+  }
+  invalid_changed_ = false;
+  reported_issues_version_ = index_.issues_version();
+  r.errors = invalid_services_;
+  r.errors.insert(r.errors.end(), invalid_slices_.begin(), invalid_slices_.end());
+  std::vector<k8s::ObjectError> errors, notes;
+  index_.issues(&errors, &notes);
+  for (const auto& e : errors) r.errors.push_back({"api", e.object, e.reason});
+  for (const auto& n : notes) r.notes.push_back({"api", n.object, n.reason});
+  return r;
+}
+
+LoadResult KubeSource::load() {
+  int64_t newest = 0;
   {
     std::lock_guard<std::mutex> g(mu_);
-    r.newest_change_unix_ns = pending_change_ns_;
+    newest = pending_change_ns_;
     pending_change_ns_ = 0;
   }
-  std::vector<k8s::Service> services;
-  std::vector<k8s::EndpointSlice> slices;
-  impl_->services.snapshot(&services, &r.errors);
-  impl_->slices.snapshot(&slices, &r.errors);
-  k8s::BuildResult b = k8s::build_service_table(services, slices, impl_->opts.build);
-  r.table = std::move(b.table);
-  for (const auto& e : b.errors) r.errors.push_back({"api", e.object, e.reason});
-  for (const auto& n : b.notes) r.notes.push_back({"api", n.object, n.reason});
+  // Only the objects that changed since the previous load are handed on; the
+  // index rebuilds only their services, so the cost of a sync follows the size
+  // of the change, not of the cluster.
+  ObjectChanges changes;
+  std::vector<SourceError> invalid_svc, invalid_slices;
+  const bool inv1 = impl_->services.drain(&changes.services, &invalid_svc);
+  const bool inv2 = impl_->slices.drain(&changes.slices, &invalid_slices);
+  LoadResult r = impl_->delta.load(std::move(changes), inv1 ? &invalid_svc : nullptr,
+                                   inv2 ? &invalid_slices : nullptr);
+  r.newest_change_unix_ns = newest;
   return r;
 }
 

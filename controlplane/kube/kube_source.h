@@ -16,11 +16,16 @@
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
+#include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include <simdjson.h>
+
 #include "controlplane/kube/api_client.h"
+#include "controlplane/sources/k8s_index.h"
 #include "controlplane/sources/k8s_objects.h"
 #include "controlplane/sources/source.h"
 
@@ -55,6 +60,37 @@ struct ReflectorStats {
 struct KubeSourceStats {
   ReflectorStats services, endpointslices;
 };
+
+// Object changes drained from the reflectors: "ns/name" -> the new object, or
+// nullopt for a deletion.
+struct ObjectChanges {
+  std::map<std::string, std::optional<k8s::Service>> services;
+  std::map<std::string, std::optional<k8s::EndpointSlice>> slices;
+};
+
+// Thread: the SyncLoop's. The part of KubeSource::load() after draining the
+// reflectors: feeds the changes to a TableIndex and answers in delta form
+// (LoadResult::delta), with the issues only when they changed. Separate so that
+// the control-plane benchmark drives exactly this code.
+class DeltaBuilder {
+ public:
+  explicit DeltaBuilder(k8s::BuildOptions options) : index_(std::move(options)) {}
+  // `invalid_*`: the reflectors' invalid objects when they changed; null = unchanged.
+  LoadResult load(ObjectChanges changes, const std::vector<SourceError>* invalid_services,
+                  const std::vector<SourceError>* invalid_slices);
+  const k8s::TableIndex& index() const { return index_; }
+
+ private:
+  k8s::TableIndex index_;
+  std::vector<SourceError> invalid_services_, invalid_slices_;
+  uint64_t reported_issues_version_ = ~uint64_t{0};
+  bool invalid_changed_ = true;
+};
+
+// The decoding of one API object (list item or watch object) into the typed
+// value, with the object rules of k8s_objects. nullopt + *reason when invalid.
+std::optional<k8s::Service> decode_service(simdjson::dom::element obj, std::string* reason);
+std::optional<k8s::EndpointSlice> decode_endpoint_slice(simdjson::dom::element obj, std::string* reason);
 
 // The label selector of both watches: kube-proxy's, or opting in to a named proxy.
 std::string proxy_label_selector(const std::string& service_proxy_name);

@@ -50,8 +50,10 @@ int dry_run(Source& source, std::ostream& out, std::ostream& err, int timeout_ms
   LoadResult r = source.load();
   for (const auto& e : r.errors)
     err << (is_kube ? "vipd: object error: " : "vipd: manifest error: ") << e.to_string() << "\n";
-  r.table.normalize();
-  out << to_dry_run_json(r.table) << "\n";
+  // KubeSource answers in delta form: its whole table is behind `current`.
+  ServiceTable& table = r.delta && r.current ? *r.current : r.table;
+  table.normalize();
+  out << to_dry_run_json(table) << "\n";
   return r.errors.empty() ? 0 : 1;
 }
 

@@ -38,6 +38,7 @@ struct ObjectMeta {
   std::string name;
   std::map<std::string, std::string> labels;
   std::map<std::string, std::string> annotations;
+  bool operator==(const ObjectMeta&) const = default;
 };
 
 struct ServicePort {
@@ -45,11 +46,13 @@ struct ServicePort {
   std::string protocol = "TCP";  // TCP | UDP | SCTP
   uint16_t port = 0;
   uint16_t node_port = 0;        // spec.ports[].nodePort; 0 = none
+  bool operator==(const ServicePort&) const = default;
 };
 
 struct LoadBalancerIngress {     // status.loadBalancer.ingress[]
   std::string ip;                // "" when only a hostname is given
   std::string ip_mode;           // "", "VIP" or "Proxy"
+  bool operator==(const LoadBalancerIngress&) const = default;
 };
 
 struct Service {
@@ -67,12 +70,14 @@ struct Service {
   std::vector<std::string> lb_source_ranges;          // spec.loadBalancerSourceRanges
   bool internal_policy_local = false;                 // spec.internalTrafficPolicy: Local
   bool external_policy_local = false;                 // spec.externalTrafficPolicy: Local
+  bool operator==(const Service&) const = default;
 };
 
 struct EndpointConditions {
   std::optional<bool> ready;        // nil means true
   std::optional<bool> serving;      // nil means true
   std::optional<bool> terminating;  // nil means false
+  bool operator==(const EndpointConditions&) const = default;
 };
 
 struct Endpoint {
@@ -81,12 +86,14 @@ struct Endpoint {
   std::string node_name;
   std::string zone;
   std::vector<std::string> zone_hints;  // hints.forZones[].name
+  bool operator==(const Endpoint&) const = default;
 };
 
 struct EndpointPort {
   std::optional<std::string> name;  // absent vs "" matters
   std::string protocol = "TCP";
   std::optional<uint16_t> port;
+  bool operator==(const EndpointPort&) const = default;
 };
 
 struct EndpointSlice {
@@ -96,6 +103,7 @@ struct EndpointSlice {
   std::vector<Endpoint> endpoints;
   std::vector<EndpointPort> ports;
   std::string service_name() const;  // label kubernetes.io/service-name, or ""
+  bool operator==(const EndpointSlice&) const = default;
 };
 
 // "Service ns/name", "EndpointSlice ns/name".
@@ -151,6 +159,27 @@ BuildResult build_service_table(const std::vector<Service>& services,
 BuildResult build_service_table(const std::vector<Service>& services,
                                 const std::vector<EndpointSlice>& slices,
                                 const std::string& default_scheduler);
+
+// The building blocks of build_service_table, shared with TableIndex (k8s_index.h).
+//
+// A slice that cannot feed any service (not IPv4, no service-name label): the note
+// saying why; nullopt for a usable slice.
+std::optional<ObjectError> slice_ignored(const EndpointSlice& s);
+
+// What one Service contributes: its entries in the order they claim their keys
+// (per port: ClusterIP, NodePort x node IPs, LoadBalancer IPs, external IPs), each
+// with normalized backends, and its own errors and notes. `mine` are the usable
+// slices of this service, in the order their endpoints are merged.
+struct ServiceEntries {
+  std::vector<VirtualService> entries;
+  std::vector<ObjectError> errors;
+  std::vector<ObjectError> notes;
+};
+ServiceEntries build_service_entries(const Service& s, const std::vector<const EndpointSlice*>& mine,
+                                     const BuildOptions& options);
+
+// The error of an entry whose key an earlier entry (of `winner_name`) already holds.
+std::string conflict_reason(const VirtualService& loser, const std::string& winner_name);
 
 // IPVS scheduler names accepted in the vipd.io/scheduler annotation.
 bool is_known_scheduler(const std::string& name);

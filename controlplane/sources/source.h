@@ -31,6 +31,17 @@ struct LoadResult {
   // Realtime (CLOCK_REALTIME, ns) of the newest change seen by wait() since the
   // previous load(); 0 when none (e.g. the first load).
   int64_t newest_change_unix_ns = 0;
+
+  // Incremental sources (KubeSource) answer in delta form: `table` stays empty,
+  // `current` points to the source's whole desired table (valid until the next
+  // load(); the caller may number its generation), and `touched` lists every key whose entry was added, changed or
+  // removed since the previous load(). The SyncLoop then diffs only those keys.
+  bool delta = false;
+  ServiceTable* current = nullptr;
+  std::vector<ServiceKey> touched;
+  // True when errors/notes are the same as in the previous load() (they are then
+  // left empty and the caller keeps what it has).
+  bool issues_unchanged = false;
 };
 
 class Source {

@@ -29,6 +29,24 @@ std::string fmt_seconds(uint32_t ms) {
   return buf;
 }
 
+// The diff for the keys a delta source touched: applied -> next.
+TableDiff diff_touched(const ServiceTable& applied, const ServiceTable& next,
+                       const std::vector<ServiceKey>& touched) {
+  TableDiff d;
+  for (const ServiceKey& k : touched) {
+    const auto n = next.services.find(k);
+    const auto p = applied.services.find(k);
+    if (n == next.services.end()) {
+      if (p != applied.services.end()) d.removed.push_back(k);
+    } else if (p == applied.services.end()) {
+      d.added.push_back(&n->second);
+    } else if (!(p->second == n->second)) {
+      d.changed.push_back(&n->second);
+    }
+  }
+  return d;
+}
+
 int ms_until(std::chrono::steady_clock::time_point t) {
   const auto d = std::chrono::duration_cast<std::chrono::milliseconds>(
       t - std::chrono::steady_clock::now());
@@ -61,6 +79,11 @@ void SyncLoop::report_source_issues(const LoadResult& r, bool source_changed) {
 
 void SyncLoop::beat() { heartbeat_ns_.store(now_unix_ns(), std::memory_order_relaxed); }
 
+bool SyncLoop::full_resync_due() const {
+  return opts_.full_resync_s && applied_once_ &&
+         Clock::now() - last_full_ >= std::chrono::seconds(opts_.full_resync_s);
+}
+
 bool SyncLoop::sync_now() {
   beat();
   if (!source_.ready()) {  // e.g. the initial Kubernetes lists are not complete yet
@@ -70,29 +93,34 @@ bool SyncLoop::sync_now() {
   const auto t0 = Clock::now();
   const int64_t start_ns = now_unix_ns();
   LoadResult r = source_.load();
-  report_source_issues(r, r.newest_change_unix_ns != 0);
+  if (!r.issues_unchanged) report_source_issues(r, r.newest_change_unix_ns != 0);
   pending_change_ns_ = std::max(pending_change_ns_, r.newest_change_unix_ns);
+  if (!r.delta) desired_ = std::move(r.table);
+  ServiceTable& next = r.delta && r.current ? *r.current : desired_;
 
-  const bool changed = !built_ || !r.table.same_content(*built_);
-  if (!changed && !need_full_) {
+  const bool periodic = !need_full_ && full_resync_due();
+  const bool full = need_full_ || periodic || !applied_once_;
+  // What differs from the dataplane: for a delta source only the keys it
+  // touched are looked at (O(change)); otherwise, and for full syncs, all.
+  const TableDiff diff = !full && r.delta && r.current ? diff_touched(applied_, next, r.touched)
+                                                       : TableDiff::compute(applied_, next);
+  const bool changed = !diff.empty() || !applied_once_;
+  if (!changed && !full) {
     pending_change_ns_ = 0;  // nothing to program: the dataplane is current
-    log_debug("sync: no change (generation " + std::to_string(built_->generation) + ")");
+    log_debug("sync: no change (generation " + std::to_string(status_.generation) + ")");
     return true;
   }
-  if (changed) {
-    r.table.generation = (built_ ? built_->generation : 0) + 1;
-    built_ = std::make_shared<const ServiceTable>(std::move(r.table));
-  }
-  const std::shared_ptr<const ServiceTable> next = built_;
-  std::shared_ptr<const ServiceTable> prev = table();
-  const bool full = need_full_ || !prev;
+  const uint64_t generation = status_.generation + (changed ? 1 : 0);
+  next.generation = generation;
   const ServiceTable empty;
-  const TableDiff diff = TableDiff::compute(full ? empty : *prev, *next);
+  // A full sync hands the backend every service as added (Backend contract).
+  const TableDiff everything = full ? TableDiff::compute(empty, next) : TableDiff{};
+  const TableDiff& to_apply = full ? everything : diff;
 
   std::string err;
   bool ok = false;
   try {
-    ok = backend_.apply(*next, diff, full, &err);
+    ok = backend_.apply(next, to_apply, full, &err);
   } catch (const std::exception& e) {
     ok = false;
     err = std::string("exception: ") + e.what();
@@ -109,38 +137,66 @@ bool SyncLoop::sync_now() {
     if (err.empty()) err = "unknown error";
     need_full_ = true;
     retry_pending_ = true;
-    retry_at_ = t1 + std::chrono::milliseconds(opts_.retry_interval_ms);
-    log_error("sync: generation " + std::to_string(next->generation) + " failed in " +
-              backend_.name() + " backend: " + err + "; retrying with a full sync in " +
-              fmt_seconds(opts_.retry_interval_ms) + " s");
+    // Exponential backoff with jitter: the delay doubles up to retry_max_ms; the
+    // wait is drawn from [delay/2, delay].
+    retry_delay_ms_ = retry_delay_ms_ == 0
+                          ? std::max<uint32_t>(1, opts_.retry_interval_ms)
+                          : std::min<uint32_t>(std::max(opts_.retry_max_ms, opts_.retry_interval_ms),
+                                               retry_delay_ms_ * 2);
+    rng_state_ ^= rng_state_ << 13;
+    rng_state_ ^= rng_state_ >> 7;
+    rng_state_ ^= rng_state_ << 17;
+    const uint32_t wait_ms = retry_delay_ms_ / 2 + static_cast<uint32_t>(rng_state_ % (retry_delay_ms_ / 2 + 1));
+    retry_at_ = t1 + std::chrono::milliseconds(wait_ms);
+    log_error("sync: generation " + std::to_string(generation) + " failed in " + backend_.name() +
+              " backend: " + err + "; retrying with a full sync in " + fmt_seconds(wait_ms) + " s");
     if (observer_)
-      observer_(SyncEvent{false, full, next->generation,
-                          std::chrono::duration<double>(t1 - t0).count(), -1});
+      observer_(SyncEvent{false, full, generation, std::chrono::duration<double>(t1 - t0).count(), -1});
     std::lock_guard<std::mutex> g(mu_);
     ++status_.sync_errors;
     status_.last_error = err;
+    status_.next_retry_ms = wait_ms;
     return false;
   }
 
   need_full_ = false;
   retry_pending_ = false;
+  retry_delay_ms_ = 0;
+  if (full) last_full_ = t1;
   const int64_t change_ns = pending_change_ns_ ? pending_change_ns_ : start_ns;
   pending_change_ns_ = 0;
   const double took_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
   const double latency_ms = std::max<int64_t>(0, end_ns - change_ns) / 1e6;
-  log_info("sync: generation " + std::to_string(next->generation) + " applied (" +
-           std::to_string(diff.added.size()) + " added, " + std::to_string(diff.changed.size()) +
-           " changed, " + std::to_string(diff.removed.size()) + " removed) in " +
-           fmt_ms(took_ms) + " ms; change-to-dataplane " + fmt_ms(latency_ms) + " ms" +
-           (full ? " (full)" : ""));
-  if (observer_) observer_(SyncEvent{true, full, next->generation, took_ms / 1e3, latency_ms / 1e3});
+  const std::string counts = std::to_string(diff.added.size()) + " added, " +
+                             std::to_string(diff.changed.size()) + " changed, " +
+                             std::to_string(diff.removed.size()) + " removed";
+  const std::string line = "sync: generation " + std::to_string(generation) + " applied (" + counts +
+                           (full ? "; full sync, " + std::to_string(next.services.size()) + " in table" : "") +
+                           (periodic ? ", periodic" : "") + ") in " + fmt_ms(took_ms) +
+                           " ms; change-to-dataplane " + fmt_ms(latency_ms) + " ms";
+  // A periodic resync that found nothing to change is routine: debug only.
+  if (periodic && !changed) log_debug(line);
+  else log_info(line);
+  if (observer_) observer_(SyncEvent{true, full, generation, took_ms / 1e3, latency_ms / 1e3});
   std::lock_guard<std::mutex> g(mu_);
-  applied_ = next;
-  status_.generation = next->generation;
+  // The backend now holds `next`: bring the record of it up to date, touching
+  // only what changed unless this was a full sync.
+  if (full) {
+    if (changed || !applied_once_) applied_.services = next.services;
+  } else {
+    for (const ServiceKey& k : diff.removed) applied_.services.erase(k);
+    for (const VirtualService* vs : diff.added) applied_.services.insert_or_assign(vs->key, *vs);
+    for (const VirtualService* vs : diff.changed) applied_.services.insert_or_assign(vs->key, *vs);
+  }
+  applied_.generation = generation;
+  applied_once_ = true;
+  status_.generation = generation;
   ++status_.syncs;
+  if (full) ++status_.full_syncs;
   status_.last_sync_unix_ns = end_ns;
   status_.last_change_to_applied_ms = latency_ms;
   status_.last_error.clear();
+  status_.next_retry_ms = 0;
   return true;
 }
 
@@ -173,7 +229,7 @@ void SyncLoop::run(const std::atomic<bool>& stop) {
       coalesce(stop);
       if (stop.load()) break;
       sync_now();
-    } else if (retry_pending_ && Clock::now() >= retry_at_) {
+    } else if ((retry_pending_ && Clock::now() >= retry_at_) || (!retry_pending_ && full_resync_due())) {
       sync_now();
     }
   }
@@ -189,7 +245,10 @@ SyncLoop::Status SyncLoop::status() const {
 
 std::shared_ptr<const ServiceTable> SyncLoop::table() const {
   std::lock_guard<std::mutex> g(mu_);
-  return applied_;
+  if (!applied_once_) return nullptr;
+  if (!snapshot_ || snapshot_->generation != applied_.generation)
+    snapshot_ = std::make_shared<const ServiceTable>(applied_);
+  return snapshot_;
 }
 
 }  // namespace vipd::cp

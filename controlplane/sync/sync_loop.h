@@ -24,9 +24,13 @@ namespace vipd::cp {
 
 struct SyncOptions {
   uint32_t min_interval_ms = 0;       // at least this long between two syncs
-  uint32_t quiet_ms = 5;              // a burst of changes ends after this much quiet...
+  // A burst of changes ends after this much quiet (0: sync at once; changes
+  // that arrive during a sync are taken by the next one)...
+  uint32_t quiet_ms = 0;
   uint32_t max_coalesce_ms = 20;      // ...or after this long, whichever comes first
-  uint32_t retry_interval_ms = 1000;  // full-sync retry after a failed apply
+  uint32_t retry_interval_ms = 1000;  // first full-sync retry after a failed apply...
+  uint32_t retry_max_ms = 30000;      // ...doubling (with jitter) up to this
+  uint32_t full_resync_s = 300;       // a full sync at least this often; 0 = only when needed
   uint32_t poll_ms = 100;             // how often run() looks at its stop flag
 };
 
@@ -34,9 +38,11 @@ struct SyncStatus {
   uint64_t generation = 0;  // of the last applied table (0: nothing applied yet)
   uint64_t syncs = 0;       // successful applies
   uint64_t sync_errors = 0; // failed applies
+  uint64_t full_syncs = 0;  // successful applies that were full syncs
   int64_t last_sync_unix_ns = 0;          // end of the last successful apply
   double last_change_to_applied_ms = 0;   // newest source change -> end of apply
   std::string last_error;                 // of the last failed apply; cleared on success
+  uint32_t next_retry_ms = 0;             // delay of the pending retry; 0 when none
   std::vector<std::string> source_errors; // current source problems, "FILE: OBJECT: REASON"
   int64_t last_loop_unix_ns = 0;          // heartbeat: the loop last looked at its source
 };
@@ -71,7 +77,10 @@ class SyncLoop {
   // Called on the control thread after every apply attempt (not for syncs that
   // found nothing to program). Set before run(); used by the metrics.
   void set_observer(std::function<void(const SyncEvent&)> fn) { observer_ = std::move(fn); }
-  std::shared_ptr<const ServiceTable> table() const;  // last applied; null before the first
+  // The last applied table; null before the first apply. A snapshot: it is copied
+  // once per generation, on the first call that asks for it, so readers (admin
+  // API, metrics) cost the sync path nothing until they ask.
+  std::shared_ptr<const ServiceTable> table() const;
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -84,22 +93,29 @@ class SyncLoop {
   SyncOptions opts_;
 
   // Control thread only.
-  std::shared_ptr<const ServiceTable> built_;  // last table built (applied or not)
+  ServiceTable desired_;  // last table of a full-form source (delta sources keep their own)
   bool need_full_ = true;
   bool retry_pending_ = false;
+  uint32_t retry_delay_ms_ = 0;
   Clock::time_point retry_at_{};
   Clock::time_point last_sync_end_{};
+  Clock::time_point last_full_{};
   std::function<void(const SyncEvent&)> observer_;
   std::atomic<int64_t> heartbeat_ns_{0};  // Status::last_loop_unix_ns
   void beat();
+  bool full_resync_due() const;
   bool synced_once_ = false;
   int64_t pending_change_ns_ = 0;  // newest change not yet in the dataplane
   std::set<std::string> logged_errors_;
   std::set<std::string> logged_notes_;
+  uint64_t rng_state_ = 0x9e3779b97f4a7c15ull;  // retry jitter
 
-  mutable std::mutex mu_;  // guards status_ and applied_
+  // Written by the control thread under mu_; read by it without the lock.
+  mutable std::mutex mu_;  // guards status_, applied_, snapshot_
   Status status_;
-  std::shared_ptr<const ServiceTable> applied_;
+  ServiceTable applied_;  // what the backend holds now (generation = status_.generation)
+  bool applied_once_ = false;
+  mutable std::shared_ptr<const ServiceTable> snapshot_;  // copy of applied_ for readers
 };
 
 }  // namespace vipd::cp

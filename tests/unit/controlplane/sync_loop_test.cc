@@ -270,5 +270,142 @@ TEST(SyncLoopRun, MinInterval) {
   t.join();
 }
 
+// A source in delta form (as KubeSource): it owns its table and names the keys it
+// touched.
+class FakeDeltaSource : public Source {
+ public:
+  LoadResult load() override {
+    LoadResult r;
+    r.delta = true;
+    r.current = &table_;
+    r.touched = std::move(touched_);
+    touched_.clear();
+    r.issues_unchanged = loads_++ > 0;
+    return r;
+  }
+  bool wait(int) override { return false; }
+  std::string describe() const override { return "fake delta source"; }
+  void set(uint32_t vip, uint32_t backend_ip, bool report = true) {
+    VirtualService vs;
+    vs.key = ServiceKey{vip, 80, Protocol::kTcp};
+    vs.name = "ns/s" + std::to_string(vip);
+    vs.backends = {RealServer{backend_ip, 8080, 1, false}};
+    table_.services[vs.key] = vs;
+    if (report) touched_.push_back(vs.key);
+  }
+  void erase(uint32_t vip) {
+    const ServiceKey k{vip, 80, Protocol::kTcp};
+    table_.services.erase(k);
+    touched_.push_back(k);
+  }
+
+ private:
+  ServiceTable table_;
+  std::vector<ServiceKey> touched_;
+  int loads_ = 0;
+};
+
+TEST(SyncLoop, DeltaSourceIsDiffedOnlyOnTheKeysItTouched) {
+  FakeDeltaSource src;
+  for (uint32_t v = 1; v <= 100; ++v) src.set(v, 1000 + v);
+  FakeBackend be;
+  SyncLoop loop(src, be);
+  ASSERT_TRUE(loop.sync_now());
+  ASSERT_EQ(be.calls().back().added, 100u);
+  EXPECT_TRUE(be.calls().back().full);
+
+  src.set(7, 9999);
+  src.erase(8);
+  src.set(500, 1);
+  ASSERT_TRUE(loop.sync_now());
+  auto c = be.calls().back();
+  EXPECT_FALSE(c.full);
+  EXPECT_EQ(c.changed, 1u);
+  EXPECT_EQ(c.removed, 1u);
+  EXPECT_EQ(c.added, 1u);
+  EXPECT_EQ(c.generation, 2u);
+  ASSERT_NE(loop.table(), nullptr);
+  EXPECT_EQ(loop.table()->services.size(), 100u);
+  EXPECT_EQ(loop.table()->services.at(ServiceKey{7, 80, Protocol::kTcp}).backends[0].ip, 9999u);
+
+  // A change the source does not report is not looked for (that is the point:
+  // the work follows the touched keys, not the table size)...
+  src.set(9, 4242, /*report=*/false);
+  ASSERT_TRUE(loop.sync_now());
+  EXPECT_EQ(be.calls().size(), 2u);
+  // ...but a full sync (after a failure) compares everything and repairs it.
+  be.fail_next(1);
+  src.set(10, 4343);
+  EXPECT_FALSE(loop.sync_now());
+  ASSERT_TRUE(loop.sync_now());
+  c = be.calls().back();
+  EXPECT_TRUE(c.full);
+  EXPECT_EQ(loop.table()->services.at(ServiceKey{9, 80, Protocol::kTcp}).backends[0].ip, 4242u);
+  EXPECT_EQ(loop.table()->services.at(ServiceKey{10, 80, Protocol::kTcp}).backends[0].ip, 4343u);
+}
+
+TEST(SyncLoop, TableSnapshotIsSharedUntilTheNextGeneration) {
+  FakeDeltaSource src;
+  src.set(1, 11);
+  FakeBackend be;
+  SyncLoop loop(src, be);
+  ASSERT_TRUE(loop.sync_now());
+  const auto a = loop.table();
+  EXPECT_EQ(loop.table(), a);  // no copy per call
+  src.set(1, 12);
+  ASSERT_TRUE(loop.sync_now());
+  const auto b = loop.table();
+  EXPECT_NE(b, a);
+  EXPECT_EQ(b->generation, 2u);
+  EXPECT_EQ(a->services.begin()->second.backends[0].ip, 11u);  // the old snapshot is unchanged
+  EXPECT_EQ(b->services.begin()->second.backends[0].ip, 12u);
+}
+
+TEST(SyncLoop, RetryDelayDoublesWithJitterUpToTheMaximum) {
+  FakeDeltaSource src;
+  src.set(1, 11);
+  FakeBackend be;
+  SyncOptions opts;
+  opts.retry_interval_ms = 1000;
+  opts.retry_max_ms = 8000;
+  SyncLoop loop(src, be, opts);
+  be.fail_next(6);
+  uint32_t expect_max = 1000;
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_FALSE(loop.sync_now());
+    const uint32_t d = loop.status().next_retry_ms;
+    EXPECT_GE(d, expect_max / 2) << "attempt " << i;
+    EXPECT_LE(d, expect_max) << "attempt " << i;
+    expect_max = std::min<uint32_t>(expect_max * 2, 8000);
+  }
+  ASSERT_TRUE(loop.sync_now());
+  EXPECT_EQ(loop.status().next_retry_ms, 0u);
+  // After a success the backoff starts again from the first delay.
+  be.fail_next(1);
+  src.set(1, 12);
+  EXPECT_FALSE(loop.sync_now());
+  EXPECT_LE(loop.status().next_retry_ms, 1000u);
+}
+
+TEST(SyncLoopRun, PeriodicFullResync) {
+  FakeDeltaSource src;
+  src.set(1, 11);
+  FakeBackend be;
+  SyncOptions opts;
+  opts.full_resync_s = 1;
+  opts.poll_ms = 20;
+  SyncLoop loop(src, be, opts);
+  std::atomic<bool> stop{false};
+  std::thread t([&] { loop.run(stop); });
+  ASSERT_TRUE(eventually([&] { return be.calls().size() >= 3; }, 5000));
+  stop = true;
+  t.join();
+  const auto c = be.calls();
+  for (const auto& call : c) EXPECT_TRUE(call.full);
+  EXPECT_EQ(c.back().generation, 1u);  // nothing changed: the generation stays
+  EXPECT_GE(c[1].at - c[0].at, std::chrono::milliseconds(990));
+  EXPECT_GE(loop.status().full_syncs, 3u);
+}
+
 }  // namespace
 }  // namespace vipd::cp

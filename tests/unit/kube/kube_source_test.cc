@@ -184,7 +184,8 @@ class KubeSourceTest : public ::testing::Test {
     return false;
   }
   static size_t backends_of(const LoadResult& r, const char* vip) {
-    for (const auto& [k, v] : r.table.services)
+    const ServiceTable& t = r.delta ? *r.current : r.table;
+    for (const auto& [k, v] : t.services)
       if (ipv4_to_string(k.vip) == vip) return v.backends.size();
     return 999;
   }

@@ -1,0 +1,328 @@
+// Thread: control. The table build of docs CONTRACT.md section 2: the entries
+// one Service contributes (build_service_entries) and the whole-table build that
+// merges them in (namespace, name) order, first claim of a key winning
+// (build_service_table). TableIndex (k8s_index.h) keeps the same result up to
+// date one Service at a time.
+#include <arpa/inet.h>
+
+#include <algorithm>
+#include <functional>
+#include <tuple>
+
+#include "controlplane/sources/k8s_objects.h"
+
+namespace vipd::cp::k8s {
+namespace {
+
+bool is_ipv6(const std::string& s) {
+  in6_addr a{};
+  return inet_pton(AF_INET6, s.c_str(), &a) == 1;
+}
+
+struct Candidate {
+  bool ready = true;
+  bool serving = true;
+  bool terminating = false;
+  bool local = false;
+  std::vector<std::string> zone_hints;
+};
+
+using Candidates = std::map<std::pair<Ipv4, uint16_t>, Candidate>;
+
+// Endpoints of one service port, merged over all slices, keyed by ip:port.
+Candidates merge_endpoints(const ServicePort& sp, const std::vector<const EndpointSlice*>& slices,
+                           const std::string& node_name) {
+  Candidates out;
+  for (const EndpointSlice* s : slices) {
+    const EndpointPort* match = nullptr;
+    for (const auto& p : s->ports)
+      if (p.name && p.port && *p.name == sp.name && p.protocol == sp.protocol) {
+        match = &p;
+        break;
+      }
+    if (!match) continue;
+    for (const auto& e : s->endpoints) {
+      if (e.addresses.empty()) continue;
+      const auto ip = parse_ipv4(e.addresses.front());
+      if (!ip) continue;  // validated at parse time
+      Candidate c;
+      c.ready = e.conditions.ready.value_or(true);
+      c.serving = e.conditions.serving.value_or(true);
+      c.terminating = e.conditions.terminating.value_or(false);
+      c.local = !node_name.empty() && e.node_name == node_name;
+      c.zone_hints = e.zone_hints;
+      auto [it, inserted] = out.emplace(std::make_pair(*ip, *match->port), c);
+      if (!inserted && it->second.terminating && !c.terminating) it->second = c;
+    }
+  }
+  return out;
+}
+
+// The backends of one scope (cluster-wide or node-local), kube-proxy's
+// CategorizeEndpoints: the ready endpoints that pass `keep`; if there are none,
+// the serving-and-terminating ones (weight 1). Serving-and-terminating endpoints
+// next to ready ones are listed with weight 0 (graceful termination).
+std::vector<RealServer> select_backends(const Candidates& cands,
+                                        const std::function<bool(const Candidate&)>& in_scope,
+                                        const std::function<bool(const Candidate&)>& keep_ready) {
+  std::vector<RealServer> out;
+  bool any_ready = false;
+  for (const auto& [addr, c] : cands)
+    if (in_scope(c) && c.ready && keep_ready(c)) any_ready = true;
+  for (const auto& [addr, c] : cands) {
+    if (!in_scope(c)) continue;
+    if (c.ready) {
+      if (keep_ready(c)) out.push_back({addr.first, addr.second, 1, false});
+    } else if (c.serving && c.terminating) {
+      out.push_back({addr.first, addr.second, any_ready ? 0u : 1u, true});
+    }
+  }
+  return out;
+}
+
+bool any_usable(const std::vector<RealServer>& b) {
+  for (const auto& r : b)
+    if (r.weight > 0) return true;
+  return false;
+}
+
+std::string defined_again(const std::string& first_origin) {
+  return first_origin.empty() ? "defined again; the first definition is used"
+                              : "defined again; the first definition (in " + first_origin + ") is used";
+}
+
+std::optional<Ipv4> service_vip(const Service& s) {
+  for (const auto& ip : s.cluster_ips)
+    if (auto a = parse_ipv4(ip)) return a;
+  return parse_ipv4(s.cluster_ip);
+}
+
+// "a.b.c.d/n" with the host bits cleared, or nullopt for anything else (IPv6 included).
+std::optional<std::string> ipv4_cidr(const std::string& text) {
+  const auto slash = text.find('/');
+  const std::string addr = text.substr(0, slash);
+  auto a = parse_ipv4(addr);
+  if (!a) return std::nullopt;
+  unsigned len = 32;
+  if (slash != std::string::npos) {
+    const std::string l = text.substr(slash + 1);
+    if (l.empty() || l.size() > 2 || !std::all_of(l.begin(), l.end(), ::isdigit)) return std::nullopt;
+    len = static_cast<unsigned>(std::stoul(l));
+    if (len > 32) return std::nullopt;
+  }
+  const Ipv4 mask = len == 0 ? 0 : ~0u << (32 - len);
+  return ipv4_to_string(*a & mask) + "/" + std::to_string(len);
+}
+
+// Sorted by (ip, port), duplicates dropped (ServiceTable::normalize for one entry).
+void normalize_backends(std::vector<RealServer>* b) {
+  std::sort(b->begin(), b->end(), [](const RealServer& x, const RealServer& y) {
+    return std::tie(x.ip, x.port) < std::tie(y.ip, y.port);
+  });
+  b->erase(std::unique(b->begin(), b->end(),
+                       [](const RealServer& x, const RealServer& y) { return x.ip == y.ip && x.port == y.port; }),
+           b->end());
+}
+
+}  // namespace
+
+std::optional<ObjectError> slice_ignored(const EndpointSlice& s) {
+  const std::string id = object_id("EndpointSlice", s.meta);
+  if (s.address_type != "IPv4")
+    return ObjectError{s.origin, id, "addressType " + s.address_type + " ignored (IPv4 only)"};
+  if (s.service_name().empty())
+    return ObjectError{s.origin, id, std::string("no ") + kServiceNameLabel + " label; ignored"};
+  return std::nullopt;
+}
+
+std::string conflict_reason(const VirtualService& loser, const std::string& winner_name) {
+  return to_string(loser.key) + (loser.kind == "ClusterIP" ? "" : " (" + loser.kind + ")") +
+         " is already used by " + winner_name + "; port skipped";
+}
+
+ServiceEntries build_service_entries(const Service& svc, const std::vector<const EndpointSlice*>& mine,
+                                     const BuildOptions& opts) {
+  ServiceEntries r;
+  const Service* s = &svc;
+  const std::string id = object_id("Service", s->meta);
+  const bool node_known = !opts.node_name.empty();
+  auto note = [&](const std::string& why) { r.notes.push_back({s->origin, id, why}); };
+  if (s->type == "ExternalName") { note("type ExternalName ignored"); return r; }
+  if (s->meta.labels.count(kHeadlessLabel)) { note(std::string("label ") + kHeadlessLabel + ": ignored"); return r; }
+  const auto proxy_label = s->meta.labels.find(kServiceProxyNameLabel);
+  if (opts.service_proxy_name.empty() && proxy_label != s->meta.labels.end()) {
+    note(std::string("label ") + kServiceProxyNameLabel + ": served by another proxy; ignored");
+    return r;
+  }
+  if (!opts.service_proxy_name.empty() &&
+      (proxy_label == s->meta.labels.end() || proxy_label->second != opts.service_proxy_name)) {
+    note(std::string("label ") + kServiceProxyNameLabel + " is not '" + opts.service_proxy_name +
+         "': served by another proxy; ignored");
+    return r;
+  }
+  if (s->cluster_ip == "None") { note("headless (clusterIP None); ignored"); return r; }
+  const auto vip = service_vip(*s);
+  if (!vip) {
+    note(s->cluster_ip.empty() && s->cluster_ips.empty() ? "no clusterIP; ignored" : "no IPv4 clusterIP; ignored");
+    return r;
+  }
+  if ((s->internal_policy_local || s->external_policy_local) && !node_known)
+    note("traffic policy Local not applied: no node name configured (--node-name); all endpoints count");
+
+  // The external addresses of the service (NodePort needs the port's nodePort).
+  std::vector<Ipv4> external_ips, lb_ips;
+  for (const auto& e : s->external_ips) {
+    if (auto a = parse_ipv4(e)) {
+      if (std::find(external_ips.begin(), external_ips.end(), *a) == external_ips.end())
+        external_ips.push_back(*a);
+    } else if (!is_ipv6(e)) {
+      note("externalIPs: '" + e + "' is not an IP address; skipped");
+    }
+  }
+  if (s->type == "LoadBalancer") {
+    for (const auto& in : s->lb_ingress) {
+      if (in.ip.empty()) continue;  // hostname only
+      if (!in.ip_mode.empty() && in.ip_mode != "VIP") {
+        note("load-balancer ingress " + in.ip + " has ipMode " + in.ip_mode + "; not served");
+        continue;
+      }
+      if (auto a = parse_ipv4(in.ip))
+        if (std::find(lb_ips.begin(), lb_ips.end(), *a) == lb_ips.end()) lb_ips.push_back(*a);
+    }
+  }
+  std::vector<std::string> ranges;
+  if (s->type == "LoadBalancer") {
+    for (const auto& sr : s->lb_source_ranges) {
+      std::string t = sr;
+      t.erase(std::remove(t.begin(), t.end(), ' '), t.end());
+      if (auto c = ipv4_cidr(t)) ranges.push_back(*c);
+      else if (t.find(':') == std::string::npos)
+        note("loadBalancerSourceRanges: '" + sr + "' is not an IPv4 CIDR; skipped");
+    }
+    std::sort(ranges.begin(), ranges.end());
+    ranges.erase(std::unique(ranges.begin(), ranges.end()), ranges.end());
+    if (ranges.empty() && !s->lb_source_ranges.empty())
+      note("loadBalancerSourceRanges has no IPv4 range; load-balancer IPs not served");
+  }
+  const bool lb_blocked = ranges.empty() && !s->lb_source_ranges.empty();
+
+  for (const auto& sp : s->ports) {
+    if (sp.protocol == "SCTP") {
+      note("port " + (sp.name.empty() ? std::to_string(sp.port) : sp.name) +
+           " SCTP ignored (TCP and UDP only)");
+      continue;
+    }
+    const auto proto = parse_protocol(sp.protocol);
+    if (!proto || sp.port == 0) {
+      r.errors.push_back({s->origin, id, "port " + std::to_string(sp.port) + "/" + sp.protocol +
+                                             " is not usable; skipped"});
+      continue;
+    }
+    const auto cands = merge_endpoints(sp, mine, opts.node_name);
+    // Topology: only if every ready endpoint has zone hints and one is for our zone.
+    bool use_topology = !opts.node_zone.empty();
+    bool zone_hinted = false;
+    for (const auto& [addr, c] : cands) {
+      if (!c.ready) continue;
+      if (c.zone_hints.empty()) use_topology = false;
+      if (std::find(c.zone_hints.begin(), c.zone_hints.end(), opts.node_zone) != c.zone_hints.end())
+        zone_hinted = true;
+    }
+    use_topology = use_topology && zone_hinted;
+    const auto all = [](const Candidate&) { return true; };
+    const auto for_zone = [&](const Candidate& c) {
+      return !use_topology ||
+             std::find(c.zone_hints.begin(), c.zone_hints.end(), opts.node_zone) != c.zone_hints.end();
+    };
+    const std::vector<RealServer> cluster = select_backends(cands, all, for_zone);
+    const std::vector<RealServer> local =
+        select_backends(cands, [](const Candidate& c) { return c.local; }, all);
+    // Any ready or serving-terminating endpoint anywhere (kube-proxy's hasAnyEndpoints).
+    const bool has_any = any_usable(cluster) || any_usable(local);
+
+    auto add = [&](Ipv4 addr, uint16_t port, const char* kind, bool policy_local,
+                   const std::vector<std::string>& source_ranges) {
+      VirtualService vs;
+      vs.key = ServiceKey{addr, port, *proto};
+      vs.name = s->meta.namespace_ + "/" + s->meta.name + (sp.name.empty() ? "" : ":" + sp.name);
+      vs.kind = kind;
+      vs.scheduler = s->scheduler.empty() ? opts.default_scheduler : s->scheduler;
+      vs.persistence_timeout_s = s->client_ip_affinity ? s->affinity_timeout_s : 0;
+      vs.source_ranges = source_ranges;
+      if (policy_local && node_known) {
+        vs.backends = local;
+        // Local policy, nothing usable here but something elsewhere: DROP.
+        vs.when_empty = !any_usable(local) && has_any ? WhenEmpty::kDrop : WhenEmpty::kReject;
+      } else {
+        vs.backends = cluster;
+        vs.when_empty = WhenEmpty::kReject;
+      }
+      normalize_backends(&vs.backends);
+      r.entries.push_back(std::move(vs));
+    };
+    add(*vip, sp.port, "ClusterIP", s->internal_policy_local, {});
+    if ((s->type == "NodePort" || s->type == "LoadBalancer") && sp.node_port)
+      for (Ipv4 nip : opts.node_ips) add(nip, sp.node_port, "NodePort", s->external_policy_local, {});
+    if (!lb_blocked)
+      for (Ipv4 lip : lb_ips) add(lip, sp.port, "LoadBalancer", s->external_policy_local, ranges);
+    for (Ipv4 eip : external_ips) add(eip, sp.port, "ExternalIP", s->external_policy_local, {});
+  }
+  return r;
+}
+
+BuildResult build_service_table(const std::vector<Service>& services,
+                                const std::vector<EndpointSlice>& slices,
+                                const std::string& default_scheduler) {
+  BuildOptions o;
+  o.default_scheduler = default_scheduler;
+  return build_service_table(services, slices, o);
+}
+
+BuildResult build_service_table(const std::vector<Service>& services,
+                                const std::vector<EndpointSlice>& slices,
+                                const BuildOptions& opts) {
+  BuildResult r;
+  using Name = std::pair<std::string, std::string>;  // namespace, name
+  // Slices: first copy of a name wins; IPv4 only; grouped by owning service.
+  std::map<Name, const EndpointSlice*> slice_by_name;
+  std::map<Name, std::vector<const EndpointSlice*>> slices_of;
+  for (const auto& s : slices) {
+    auto [it, fresh] = slice_by_name.emplace(Name{s.meta.namespace_, s.meta.name}, &s);
+    if (!fresh) {
+      r.errors.push_back({s.origin, object_id("EndpointSlice", s.meta), defined_again(it->second->origin)});
+      continue;
+    }
+    if (auto why = slice_ignored(s)) {
+      r.notes.push_back(std::move(*why));
+      continue;
+    }
+    slices_of[{s.meta.namespace_, s.service_name()}].push_back(&s);
+  }
+
+  std::vector<const Service*> order;
+  for (const auto& s : services) order.push_back(&s);
+  std::stable_sort(order.begin(), order.end(), [](const Service* a, const Service* b) {
+    return std::tie(a->meta.namespace_, a->meta.name) < std::tie(b->meta.namespace_, b->meta.name);
+  });
+  std::map<Name, const Service*> seen;
+  static const std::vector<const EndpointSlice*> kNone;
+  for (const Service* s : order) {
+    const std::string id = object_id("Service", s->meta);
+    auto [prev, fresh] = seen.emplace(Name{s->meta.namespace_, s->meta.name}, s);
+    if (!fresh) {
+      r.errors.push_back({s->origin, id, defined_again(prev->second->origin)});
+      continue;
+    }
+    auto mine = slices_of.find({s->meta.namespace_, s->meta.name});
+    ServiceEntries e = build_service_entries(*s, mine == slices_of.end() ? kNone : mine->second, opts);
+    r.errors.insert(r.errors.end(), e.errors.begin(), e.errors.end());
+    r.notes.insert(r.notes.end(), e.notes.begin(), e.notes.end());
+    for (auto& vs : e.entries) {
+      auto [it, fresh_key] = r.table.services.emplace(vs.key, vs);
+      if (!fresh_key) r.errors.push_back({s->origin, id, conflict_reason(vs, it->second.name)});
+    }
+  }
+  return r;
+}
+
+}  // namespace vipd::cp::k8s
