@@ -5,6 +5,9 @@
 //                       [--no-warmup] [--hugepages | --huge-dir DIR] [--mem MB]
 //   vipd_bench cp [--services N] [--endpoints N] [--changes N]
 //                 [--worker running|offline] [--hugepages] [--mem MB]
+//   vipd_bench sync [--services N] [--endpoints N] [--changes N] [--baseline-changes N]
+//                   [--worker running|offline]
+//   vipd_bench decode [--mb N] [--endpoints N] [--reps N]
 // Each prints one JSON object on one line (scripts/bench.sh collects them).
 // Everything stays in-process: the only port is the net_ring0 vdev.
 #include <cstdio>
@@ -15,6 +18,8 @@
 namespace vipd::bench {
 int run_pipeline(const Args& a);
 int run_cp(const Args& a);
+int run_sync(const Args& a);
+int run_decode(const Args& a);
 }  // namespace vipd::bench
 
 int main(int argc, char** argv) {
@@ -25,8 +30,12 @@ int main(int argc, char** argv) {
     rc = vipd::bench::run_pipeline(args);
   } else if (cmd == "cp") {
     rc = vipd::bench::run_cp(args);
+  } else if (cmd == "sync") {
+    rc = vipd::bench::run_sync(args);
+  } else if (cmd == "decode") {
+    rc = vipd::bench::run_decode(args);
   } else {
-    fprintf(stderr, "usage: vipd_bench pipeline|cp [--options] (see bench/vipd_bench.cc)\n");
+    fprintf(stderr, "usage: vipd_bench pipeline|cp|sync|decode [--options] (see bench/vipd_bench.cc)\n");
     return 2;
   }
   vipd::bench::eal_stop();

@@ -314,8 +314,10 @@ std::string format_status(const json& doc, int64_t now_unix_ns) {
   out += field_line("Mode", str(doc, "mode"));
   out += field_line("Forward method", str(doc, "forward_method"));
   out += field_line("Generation", std::to_string(u64(doc, "generation")));
-  out += field_line("Syncs", std::to_string(u64(doc, "syncs")));
+  out += field_line("Syncs", std::to_string(u64(doc, "syncs")) + " (" + std::to_string(u64(doc, "full_syncs")) + " full)");
   out += field_line("Sync errors", std::to_string(u64(doc, "sync_errors")));
+  if (const uint64_t retry = u64(doc, "next_retry_ms"); retry > 0)
+    out += field_line("Next retry", "full sync in " + fixed(static_cast<double>(retry) / 1000.0, 1) + " s");
   uint64_t last = u64(doc, "last_sync_unix_ns");
   std::string age = "never";
   if (last > 0) {

@@ -5,7 +5,7 @@
 #   full (default)  about 5-10 minutes on a 2-core VM
 #   --quick         about 1-2 minutes: fewer cases, fewer packets
 # Writes raw results to DIR (default bench/results/full or bench/results/quick):
-#   machine.json, pipeline.jsonl, cp.jsonl, memory.jsonl, callgrind.jsonl,
+#   machine.json, pipeline.jsonl, cp.jsonl, sync.jsonl, decode.jsonl, memory.jsonl, callgrind.jsonl,
 #   callgrind_*.txt (per-function profiles), run.log
 # (the previous results of the same mode move to DIR.prev; the report shows
 # the change against them)
@@ -179,6 +179,12 @@ if [ $QUICK = 0 ]; then
   run "$OUT/cp.jsonl" 300 cp --services 1000 --endpoints 10 --changes $CH --worker offline "${HUGE_ARGS[@]}"
   run "$OUT/cp.jsonl" 300 cp --services 100000 --endpoints 10 --changes 200 --worker offline --mem 2048 "${HUGE_ARGS[@]}"
 fi
+
+# ---- 2b/2c. control plane end to end, and the decoding of a 50 MB list ----
+BCH=$([ $QUICK = 1 ] && echo 5 || echo 20)
+run "$OUT/sync.jsonl" 300 sync --services 10000 --endpoints 10 --changes $CH --baseline-changes $BCH --worker running "${HUGE_ARGS[@]}"
+run "$OUT/sync.jsonl" 300 sync --services 10000 --endpoints 10 --changes $CH --baseline-changes $BCH --worker offline "${HUGE_ARGS[@]}"
+run "$OUT/decode.jsonl" 300 decode --mb 50 --endpoints 10 --reps $([ $QUICK = 1 ] && echo 1 || echo 3)
 
 # ---- 5. callgrind: instructions per packet ----
 if command -v valgrind >/dev/null 2>&1; then

@@ -172,7 +172,7 @@ TEST(VipctlFormat, StatsAllDropsZero) {
 
 TEST(VipctlFormat, Status) {
   json doc = json::parse(R"({"mode":"dpdk","forward_method":"fnat","generation":3,"syncs":17,
-    "sync_errors":1,"last_sync_unix_ns":1000000000000,"last_change_to_applied_ms":1.234,
+    "full_syncs":2,"sync_errors":1,"next_retry_ms":2500,"last_sync_unix_ns":1000000000000,"last_change_to_applied_ms":1.234,
     "last_error":"","source_errors":["manifests: bad.yaml: port 0 out of range"],
     "config":{"admin_socket":"/run/vipd/admin.sock","worker_lcores":[1,2]}})");
   const int64_t now = 1000000000000 + 4200000000;  // 4.2 s later
@@ -180,8 +180,9 @@ TEST(VipctlFormat, Status) {
             "Mode:                      dpdk\n"
             "Forward method:            fnat\n"
             "Generation:                3\n"
-            "Syncs:                     17\n"
+            "Syncs:                     17 (2 full)\n"
             "Sync errors:               1\n"
+            "Next retry:                full sync in 2.5 s\n"
             "Last sync:                 4.2s ago\n"
             "Last change to dataplane:  1.23 ms\n"
             "Last error:                none\n"
@@ -200,7 +201,7 @@ TEST(VipctlFormat, StatusNeverSynced) {
             "Mode:                      ipvs\n"
             "Forward method:            nat\n"
             "Generation:                0\n"
-            "Syncs:                     0\n"
+            "Syncs:                     0 (0 full)\n"
             "Sync errors:               0\n"
             "Last sync:                 never\n"
             "Last change to dataplane:  n/a\n"
