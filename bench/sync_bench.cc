@@ -286,6 +286,7 @@ int run_decode(const Args& a) {
   Json j;
   j.str("bench", "decode").integer("bytes", static_cast<int64_t>(body.size())).integer("slices", n);
   j.integer("endpoints_per_slice", eps);
+  j.str("simdjson_implementation", simdjson::get_active_implementation()->name());
 
   simdjson::dom::parser parser;
   std::vector<double> parse_s, decode_s;
