@@ -17,6 +17,7 @@ PKGS=(
   iproute2 ethtool iptables procps kmod
   python3 curl openssl python3-kubernetes
   prometheus
+  qemu-system-x86 cpio busybox-static
 )
 
 missing=()

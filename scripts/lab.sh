@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# usage: scripts/lab.sh up|down|status|kill-pod N|start-pod N
+# usage: scripts/lab.sh up [--vm]|down|status|kill-pod N|start-pod N
 #
 # Builds (up) or removes (down) vipd's network-namespace test lab. Every
 # namespace name starts with $LAB_PREFIX (default "vipd-"), so labs with
@@ -19,6 +19,11 @@
 # and IPv6 is disabled in every lab namespace. See docs/lab.md.
 #
 #   up           tear down any old lab with this prefix, then build it and start the pods
+#   up --vm      the same, but a VM takes the lb namespace's place (scripts/vm-test.sh):
+#                client's eth0 and the switch's "up" port are persistent tap devices
+#                (multi_queue, vnet_hdr) instead of veths to ${P}lb; the VM's two NICs
+#                attach to them (scripts/kernel-vm.sh --nic ${P}client:eth0:Q
+#                --nic ${P}sw:up:Q) and qemu runs in the empty ${P}lb namespace
 #   down         kill every process in the lab namespaces, delete them (idempotent)
 #   status       show namespaces, links, addresses and pod servers; exit 0 if fully up
 #   kill-pod N   stop podN's server (the pod keeps its address; connections get RST)
@@ -26,7 +31,7 @@
 set -euo pipefail
 
 usage() {
-  echo "usage: scripts/lab.sh up|down|status|kill-pod N|start-pod N   (env LAB_PREFIX, default 'vipd-')" >&2
+  echo "usage: scripts/lab.sh up [--vm]|down|status|kill-pod N|start-pod N   (env LAB_PREFIX, default 'vipd-')" >&2
   exit 2
 }
 
@@ -201,8 +206,14 @@ cmd_up() {
   inns "${P}sw" sysctl -qw net.bridge.bridge-nf-call-iptables=0 >/dev/null 2>&1 || true
 
   # Links are created inside lab namespaces only; none ever exists in root.
-  ip -n "${P}client" link add name eth0 type veth peer name c0 netns "${P}lb"
-  ip -n "${P}lb" link add name p0 type veth peer name up netns "${P}sw"
+  if [ "$VM" -eq 1 ]; then
+    # A VM stands in for the lb namespace: taps for its NICs, no veths to lb.
+    ip -n "${P}client" tuntap add dev eth0 mode tap multi_queue vnet_hdr
+    ip -n "${P}sw" tuntap add dev up mode tap multi_queue vnet_hdr
+  else
+    ip -n "${P}client" link add name eth0 type veth peer name c0 netns "${P}lb"
+    ip -n "${P}lb" link add name p0 type veth peer name up netns "${P}sw"
+  fi
   ip -n "${P}sw" link add name br0 type bridge stp_state 0 forward_delay 0
   ip -n "${P}sw" link set dev br0 up
   ip -n "${P}sw" link set dev up master br0
@@ -212,8 +223,10 @@ cmd_up() {
   done
 
   offloads_off "${P}client" eth0
-  offloads_off "${P}lb" c0
-  offloads_off "${P}lb" p0
+  if [ "$VM" -eq 0 ]; then
+    offloads_off "${P}lb" c0
+    offloads_off "${P}lb" p0
+  fi
   offloads_off "${P}sw" up
   for n in "${PODS[@]}"; do
     offloads_off "${P}sw" "pod$n"
@@ -225,8 +238,10 @@ cmd_up() {
   ip -n "${P}client" link set dev eth0 up
   ip -n "${P}client" route add 10.96.0.0/12 via 10.0.0.1 dev eth0
   # lb: interfaces up, no addresses (vipd owns them through DPDK af_packet)
-  ip -n "${P}lb" link set dev c0 up
-  ip -n "${P}lb" link set dev p0 up
+  if [ "$VM" -eq 0 ]; then
+    ip -n "${P}lb" link set dev c0 up
+    ip -n "${P}lb" link set dev p0 up
+  fi
   # switch
   ip -n "${P}sw" link set dev up up
   for n in "${PODS[@]}"; do
@@ -236,6 +251,7 @@ cmd_up() {
     ip -n "${P}pod$n" route add 10.0.0.0/24 via 10.244.0.1 dev eth0
   done
   log "namespaces up: ${NAMESPACES[*]}"
+  [ "$VM" -eq 0 ] || log "--vm: taps ${P}client/eth0 and ${P}sw/up wait for the VM's NICs; ${P}lb is empty"
 
   for n in "${PODS[@]}"; do launch_pod "$n" || true; done
   for n in "${PODS[@]}"; do wait_pod "$n"; done
@@ -255,7 +271,7 @@ cmd_status() {
       continue
     fi
     echo "== $ns"
-    ip -n "$ns" -br addr show | grep -v '^lo ' | sed 's/^/   /'
+    ip -n "$ns" -br addr show | { grep -v '^lo ' || true; } | sed 's/^/   /'
     case $ns in
       "${P}client"|"${P}pod"*) ip -n "$ns" route show | sed 's/^/   route: /' ;;
     esac
@@ -279,9 +295,10 @@ cmd_status() {
   return 1
 }
 
+VM=0
 [ $# -ge 1 ] || usage
 case $1 in
-  up) [ $# -eq 1 ] || usage; cmd_up ;;
+  up) case $# in 1) ;; 2) [ "$2" = --vm ] || usage; VM=1 ;; *) usage ;; esac; cmd_up ;;
   down) [ $# -eq 1 ] || usage; cmd_down ;;
   status) [ $# -eq 1 ] || usage; cmd_status ;;
   kill-pod) [ $# -eq 2 ] || usage; need_root; check_pod_arg "$2"; kill_pod "$2" ;;
