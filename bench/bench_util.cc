@@ -7,7 +7,6 @@
 #include <rte_errno.h>
 #include <rte_ethdev.h>
 #include <rte_hash.h>
-#include <rte_jhash.h>
 #include <rte_malloc.h>
 #include <rte_mbuf.h>
 #include <rte_rcu_qsbr.h>
@@ -174,17 +173,7 @@ bool BenchDataplane::init(const DpOptions& o, std::string* err) {
   sh.arp_give_up = sh.tsc_hz;
   sh.idle_sleep_us = 0;
 
-  rte_hash_parameters hp{};
-  hp.name = "bench_vips";
-  hp.entries = std::max<uint32_t>(o.max_services, 64);
-  hp.key_len = sizeof(VipKey);
-  hp.hash_func = rte_jhash;
-  hp.socket_id = sock;
-  hp.extra_flag = RTE_HASH_EXTRA_FLAGS_RW_CONCURRENCY_LF | RTE_HASH_EXTRA_FLAGS_EXT_TABLE;
-  sh.vip_table = rte_hash_create(&hp);
-  hp.name = "bench_vip_addrs";
-  hp.key_len = sizeof(uint32_t);
-  sh.vip_addrs = rte_hash_create(&hp);
+  create_vip_tables(sh, "bench_", std::max<uint32_t>(o.max_services, 64), sock);
   sh.qsbr = static_cast<rte_rcu_qsbr*>(rte_zmalloc("bench_qsbr", rte_rcu_qsbr_get_memsize(1), RTE_CACHE_LINE_SIZE));
   sh.dest_slots = static_cast<DestSlot*>(rte_zmalloc("bench_slots", sizeof(DestSlot) * o.max_dests, 64));
   constexpr uint32_t kNeigh = 8192;

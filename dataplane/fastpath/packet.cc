@@ -125,14 +125,13 @@ void rewrite_l3l4(uint8_t* f, const Parsed& p, uint32_t new_src, uint16_t new_sp
   wr32(ip + 12, new_src);
   wr32(ip + 16, new_dst);
   const uint32_t new_src_be = raw32(ip + 12), new_dst_be = raw32(ip + 16);
+  // The address change enters both checksums (the L4 one through the pseudo
+  // header): summed once, applied twice.
+  const uint32_t addr_delta = csum_delta4(old_src_be, new_src_be) + csum_delta4(old_dst_be, new_dst_be);
   // IPv4 header: addresses and TTL (the TTL shares a word with the protocol).
-  uint16_t ipc = raw16(ip + 10);
-  ipc = csum_replace4(ipc, old_src_be, new_src_be);
-  ipc = csum_replace4(ipc, old_dst_be, new_dst_be);
   const uint16_t old_ttl_word = raw16(ip + 8);
   ip[8] = static_cast<uint8_t>(ip[8] - 1);
-  ipc = csum_replace2(ipc, old_ttl_word, raw16(ip + 8));
-  put_raw16(ip + 10, ipc);
+  put_raw16(ip + 10, csum_apply(raw16(ip + 10), addr_delta + csum_delta2(old_ttl_word, raw16(ip + 8))));
 
   const uint16_t old_sport_be = raw16(l4), old_dport_be = raw16(l4 + 2);
   wr16(l4, new_sport);
@@ -140,10 +139,7 @@ void rewrite_l3l4(uint8_t* f, const Parsed& p, uint32_t new_src, uint16_t new_sp
   const size_t coff = p.proto == kProtoTcp ? 16 : 6;
   uint16_t c = raw16(l4 + coff);
   if (p.proto == kProtoUdp && c == 0) return;  // no UDP checksum: keep none
-  c = csum_replace4(c, old_src_be, new_src_be);
-  c = csum_replace4(c, old_dst_be, new_dst_be);
-  c = csum_replace2(c, old_sport_be, raw16(l4));
-  c = csum_replace2(c, old_dport_be, raw16(l4 + 2));
+  c = csum_apply(c, addr_delta + csum_delta2(old_sport_be, raw16(l4)) + csum_delta2(old_dport_be, raw16(l4 + 2)));
   if (p.proto == kProtoUdp && c == 0) c = 0xffff;
   put_raw16(l4 + coff, c);
 }

@@ -3,7 +3,7 @@
 
 #include <rte_errno.h>
 #include <rte_hash.h>
-#include <rte_jhash.h>
+#include <rte_hash_crc.h>
 #include <rte_malloc.h>
 
 namespace vipd::dp {
@@ -20,7 +20,7 @@ bool TemplateTable::init(const std::string& name, uint32_t capacity, int socket,
   p.name = name.c_str();
   p.entries = capacity;
   p.key_len = sizeof(TemplateKey);
-  p.hash_func = rte_jhash;
+  p.hash_func = rte_hash_crc;
   p.socket_id = socket;
   p.extra_flag = RTE_HASH_EXTRA_FLAGS_EXT_TABLE;
   hash_ = rte_hash_create(&p);

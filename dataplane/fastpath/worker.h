@@ -6,6 +6,7 @@
 #pragma once
 
 #include <atomic>
+#include <string>
 #include <cstdint>
 
 #include "dataplane/fastpath/conn_table.h"
@@ -58,6 +59,13 @@ struct Shared {
   uint32_t idle_sleep_us = 0;
   std::atomic<bool> stop{false};
 };
+
+// Creates Shared::vip_table and Shared::vip_addrs (lock-free readers, one
+// writer) named PREFIX + "vips" / "vip_addrs", with `entries` entries each.
+// The one place their parameters (key, hash function, flags) are set: the
+// daemon, the unit tests and the benchmarks all call it. Control thread, at
+// set-up. False (rte_errno set) when DPDK cannot allocate them.
+bool create_vip_tables(Shared& sh, const std::string& prefix, uint32_t entries, int socket);
 
 struct PendingPkt {
   rte_mbuf* m;

@@ -6,7 +6,6 @@
 #include <rte_errno.h>
 #include <rte_ethdev.h>
 #include <rte_hash.h>
-#include <rte_jhash.h>
 #include <rte_lcore.h>
 #include <rte_malloc.h>
 #include <rte_mbuf.h>
@@ -242,17 +241,7 @@ bool DpdkDataplane::init(std::string* error) {
   sh_.arp_give_up = sh_.tsc_hz;    // 1 s
   sh_.idle_sleep_us = cfg_.idle_sleep_us;
 
-  rte_hash_parameters hp{};
-  hp.name = "vipd_vips";
-  hp.entries = std::max<uint32_t>(cfg_.max_services, 64);
-  hp.key_len = sizeof(VipKey);
-  hp.hash_func = rte_jhash;
-  hp.socket_id = sock;
-  hp.extra_flag = RTE_HASH_EXTRA_FLAGS_RW_CONCURRENCY_LF | RTE_HASH_EXTRA_FLAGS_EXT_TABLE;
-  sh_.vip_table = rte_hash_create(&hp);
-  hp.name = "vipd_vip_addrs";
-  hp.key_len = sizeof(uint32_t);
-  sh_.vip_addrs = rte_hash_create(&hp);
+  create_vip_tables(sh_, "vipd_", std::max<uint32_t>(cfg_.max_services, 64), sock);
   const size_t qsz = rte_rcu_qsbr_get_memsize(nw);
   sh_.qsbr = static_cast<rte_rcu_qsbr*>(rte_zmalloc("vipd_qsbr", qsz, RTE_CACHE_LINE_SIZE));
   sh_.dest_slots = static_cast<DestSlot*>(rte_zmalloc("vipd_dest_slots", sizeof(DestSlot) * cfg_.max_dests, 64));

@@ -7,7 +7,6 @@
 #include <rte_cycles.h>
 #include <rte_errno.h>
 #include <rte_hash.h>
-#include <rte_jhash.h>
 #include <rte_malloc.h>
 #include <rte_rcu_qsbr.h>
 
@@ -49,18 +48,7 @@ struct SharedHolder {
     sh.t_last_ack = 30 * sh.tsc_hz;
     sh.arp_retry = sh.tsc_hz / 5;
     sh.arp_give_up = sh.tsc_hz;
-    const std::string vn = uniq("tvips_"), an = uniq("tvaddr_");
-    rte_hash_parameters hp{};
-    hp.name = vn.c_str();
-    hp.entries = vip_entries ? vip_entries : std::max<uint32_t>(max_services, 64);
-    hp.key_len = sizeof(VipKey);
-    hp.hash_func = rte_jhash;
-    hp.socket_id = sock;
-    hp.extra_flag = RTE_HASH_EXTRA_FLAGS_RW_CONCURRENCY_LF | RTE_HASH_EXTRA_FLAGS_EXT_TABLE;
-    sh.vip_table = rte_hash_create(&hp);
-    hp.name = an.c_str();
-    hp.key_len = sizeof(uint32_t);
-    sh.vip_addrs = rte_hash_create(&hp);
+    create_vip_tables(sh, uniq("t_"), vip_entries ? vip_entries : std::max<uint32_t>(max_services, 64), sock);
     const size_t qsz = rte_rcu_qsbr_get_memsize(n_workers);
     sh.qsbr = static_cast<rte_rcu_qsbr*>(rte_zmalloc("t_qsbr", qsz, RTE_CACHE_LINE_SIZE));
     sh.dest_slots = static_cast<DestSlot*>(rte_zmalloc("t_slots", sizeof(DestSlot) * max_dests, 64));
