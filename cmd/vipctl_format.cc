@@ -247,7 +247,11 @@ std::string format_list_rate(const json& doc) {
 
 std::string format_stats(const json& doc) {
   const json& workers = arr(doc, "workers");
-  if (workers.empty()) return "No workers.\n";
+  if (workers.empty()) {
+    // iptables mode: no dataplane, the daemon says where the counters are instead.
+    const std::string note = str(doc, "note");
+    return note.empty() ? "No workers.\n" : "No workers: " + note + "\n";
+  }
   constexpr const char* kCols[] = {"rx", "tx", "drops", "new_flows", "active_flows", "redirects"};
   std::vector<std::vector<std::string>> rows;
   rows.push_back({"Lcore", "RX", "TX", "Drops", "NewFlows", "ActiveFlows", "Redirects"});

@@ -7,6 +7,7 @@
 #include <iostream>
 #include <thread>
 
+#include "cmd/vipd_iptables.h"
 #include "common/log.h"
 #include "controlplane/backends/dpdk_backend.h"
 #include "controlplane/config/options.h"
@@ -105,6 +106,18 @@ nlohmann::json services_json(const vipd::cp::SyncLoop& sync, const vipd::dp::Dat
 
 }  // namespace
 
+// The sync loop's options (the same in every mode).
+static vipd::cp::SyncOptions sync_options(const vipd::config::Options& opt) {
+  vipd::cp::SyncOptions so;
+  so.min_interval_ms = opt.sync_min_interval_ms;
+  so.full_resync_s = opt.sync_full_resync_s;
+  so.retry_max_ms = opt.sync_retry_max_ms;
+  // Editors and `cp` write a manifest in several steps: let a burst of inotify
+  // events settle. API events are complete objects: sync at once.
+  if (opt.source == vipd::config::SourceKind::kManifests) so.quiet_ms = 5;
+  return so;
+}
+
 int main(int argc, char** argv) {
   using namespace vipd;
   std::optional<config::Options> parsed;
@@ -126,10 +139,23 @@ int main(int argc, char** argv) {
     return 1;
   }
   cp::Source& source = *source_ptr;
-  if (opt.dry_run) return cp::dry_run(source, std::cout, std::cerr);
+  if (opt.dry_run) {
+    // iptables mode prints the iptables-restore payload it would apply.
+    if (opt.mode == config::Mode::kIptables)
+      return cp::dry_run(source, std::cout, std::cerr, 30000, iptables_dry_run_printer(opt));
+    return cp::dry_run(source, std::cout, std::cerr);
+  }
+  if (opt.mode == config::Mode::kIptables) {
+    // No DPDK, no EAL: the kernel forwards (cmd/vipd_iptables.cc, docs/modes.md).
+    struct sigaction sa{};
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, nullptr);
+    sigaction(SIGTERM, &sa, nullptr);
+    return run_iptables_mode(opt, source, sync_options(opt), g_stop);
+  }
   if (opt.mode != config::Mode::kDpdk) {
     std::cerr << "config: --mode '" << config::mode_name(opt.mode)
-              << "': not implemented yet (only dpdk; iptables and ipvs modes come later)\n";
+              << "': not implemented yet (dpdk and iptables are; ipvs comes later)\n";
     return 2;
   }
 
@@ -169,14 +195,7 @@ int main(int argc, char** argv) {
   sigaction(SIGTERM, &sa, nullptr);
 
   cp::DpdkBackend backend(*dataplane);
-  cp::SyncOptions so;
-  so.min_interval_ms = opt.sync_min_interval_ms;
-  so.full_resync_s = opt.sync_full_resync_s;
-  so.retry_max_ms = opt.sync_retry_max_ms;
-  // Editors and `cp` write a manifest in several steps: let a burst of inotify
-  // events settle. API events are complete objects: sync at once.
-  if (opt.source == config::SourceKind::kManifests) so.quiet_ms = 5;
-  cp::SyncLoop sync(source, backend, so);
+  cp::SyncLoop sync(source, backend, sync_options(opt));
   const char* fwd = config::forward_method_name(opt.forward_method);
 
   // Prometheus /metrics and /healthz, /livez (docs/metrics.md).

@@ -11,7 +11,7 @@ PKGS=(
   libdpdk-dev dpdk
   libboost-program-options-dev
   prometheus-cpp-dev libcpp-httplib-dev nlohmann-json3-dev
-  libyaml-cpp-dev libsimdjson-dev libcurl4-openssl-dev
+  libyaml-cpp-dev libsimdjson-dev libcurl4-openssl-dev libssl-dev
   libgtest-dev libgmock-dev
   libnl-3-dev libnl-genl-3-dev libnl-route-3-dev
   iproute2 ethtool iptables procps kmod

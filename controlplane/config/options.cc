@@ -44,7 +44,7 @@ constexpr OptSpec kSpecs[] = {
     {"version", nullptr, "", "print the version and exit", false, false},
     {"config", "FILE", "none", "read options from FILE (key = value lines; the command line wins)", false, false},
     {"mode", "MODE", "dpdk", "dataplane: dpdk | iptables | ipvs", true, false},
-    {"dry-run", nullptr, "false", "build the service table from the manifests, print it as JSON; program nothing", true, false},
+    {"dry-run", nullptr, "false", "build the service table from the manifests, print it as JSON (--mode iptables: the iptables-restore payload); program nothing", true, false},
     {"eal-args", "ARGS", "none", "extra DPDK EAL arguments, split on whitespace (e.g. \"--no-pci --vdev net_null0\")", true, false},
     {"port", "SPEC", "none", "dataplane port 'DEVICE IP/PREFIX [via GATEWAY]'; repeatable; required in dpdk mode", true, true},
     {"main-lcore", "N", "0", "DPDK main (control) lcore", true, false},

@@ -38,7 +38,7 @@ std::unique_ptr<Source> make_source(const config::Options& opt, std::string* err
   return src;
 }
 
-int dry_run(Source& source, std::ostream& out, std::ostream& err, int timeout_ms) {
+int dry_run(Source& source, std::ostream& out, std::ostream& err, int timeout_ms, const DryRunPrinter& print) {
   const bool is_kube = dynamic_cast<kube::KubeSource*>(&source) != nullptr;
   if (auto* k = dynamic_cast<kube::KubeSource*>(&source)) {
     if (!k->wait_ready(timeout_ms)) {
@@ -53,7 +53,11 @@ int dry_run(Source& source, std::ostream& out, std::ostream& err, int timeout_ms
   // KubeSource answers in delta form: its whole table is behind `current`.
   ServiceTable& table = r.delta && r.current ? *r.current : r.table;
   table.normalize();
-  out << to_dry_run_json(table) << "\n";
+  if (print) {
+    if (!print(table, out, err)) return 1;
+  } else {
+    out << to_dry_run_json(table) << "\n";
+  }
   return r.errors.empty() ? 0 : 1;
 }
 

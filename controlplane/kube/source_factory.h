@@ -3,6 +3,7 @@
 // (--kubeconfig / --in-cluster / --source kubernetes), and the dry-run printout.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <ostream>
 #include <string>
@@ -20,10 +21,16 @@ k8s::BuildOptions build_options(const config::Options& opt);
 // threads run) before this returns.
 std::unique_ptr<Source> make_source(const config::Options& opt, std::string* error);
 
+// Prints a table in a mode's own form (iptables mode: its iptables-restore
+// payload); returns false, having said why on `err`, when it cannot.
+using DryRunPrinter = std::function<bool(const ServiceTable&, std::ostream& out, std::ostream& err)>;
+
 // --dry-run: waits (KubeSource: up to `timeout_ms` for both initial lists),
-// prints the table JSON on `out`, problems on `err`. Returns the exit status:
-// 0, or 1 when the source had errors or never became ready.
-int dry_run(Source& source, std::ostream& out, std::ostream& err, int timeout_ms = 30000);
+// prints the table JSON (or, with `print`, what `print` makes of the table) on
+// `out`, problems on `err`. Returns the exit status: 0, or 1 when the source
+// had errors, never became ready, or `print` failed.
+int dry_run(Source& source, std::ostream& out, std::ostream& err, int timeout_ms = 30000,
+            const DryRunPrinter& print = {});
 
 // Extra /v1/status fields for the source ("source": {...}).
 std::string source_kind(const Source& source);

@@ -168,6 +168,8 @@ TEST(VipctlFormat, StatsAllDropsZero) {
             "\n"
             "Drops by reason: none (all reasons zero)\n");
   EXPECT_EQ(format_stats(json::parse(R"({"workers":[]})")), "No workers.\n");
+  EXPECT_EQ(format_stats(json::parse(R"({"workers":[],"note":"iptables mode: no counters"})")),
+            "No workers: iptables mode: no counters\n");
 }
 
 TEST(VipctlFormat, Status) {

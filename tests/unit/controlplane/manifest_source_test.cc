@@ -59,6 +59,7 @@ TEST(ManifestGolden, DryRunOutputMatches) {
   ASSERT_TRUE(fs::is_directory(root + "/golden")) << "run from the source root";
   int cases = 0;
   for (const auto& g : fs::directory_iterator(root + "/golden")) {
+    if (!g.is_regular_file()) continue;  // golden/iptables/: the iptables mode's payloads
     const std::string name = g.path().stem().string();
     SCOPED_TRACE(name);
     ManifestSource src(root + "/manifests/" + name, "rr");

@@ -1,0 +1,440 @@
+#!/usr/bin/env bash
+# usage: tests/integration/iptables_test.sh fnat|nat
+# variants: fnat nat
+#
+# vipd in `mode = iptables` (no DPDK) inside the lb namespace of a private lab
+# (scripts/lab.sh, unique LAB_PREFIX). After `lab.sh up` the test gives the lb
+# namespace kernel addresses (c0 10.0.0.1/24, p0 10.244.0.1/16), IPv4
+# forwarding (sysctl inside that namespace only) and a dummy interface svc0 that
+# the service range 10.96.0.0/12 is routed to, so traffic to a VIP that no rule
+# DNATs goes nowhere (and only vipd's filter rules can answer "refused"). All
+# iptables commands run inside the lb namespace; the root namespace gets no
+# address, route or rule.
+#
+# Checks: the seed scenario (VIP 10.96.0.100:8080 -> 4 pods, spread; pod4 removed
+# from the EndpointSlice while requests run: none fails, pod4 never reached
+# again, its chain deleted), no endpoints -> connection refused (TCP and UDP,
+# counted by the REJECT rule), UDP, sessionAffinity ClientIP, masquerade per
+# forward method (fnat: pods see 10.244.0.1; nat: the client's 10.0.0.2), jump
+# rules present exactly once, a vipd restart without a failed request, vipctl.
+# Each check prints "PASS: <name>" or "FAIL: <name>: <detail>"; exit status 0
+# if all passed, 1 if any failed, 2 on usage errors, 77 (with SKIP lines) when
+# it cannot run here (not root, no namespaces, no netfilter in namespaces).
+# Env: VIPD_BIN / VIPCTL_BIN (default $VIPD_BUILD_DIR/vipd, VIPD_BUILD_DIR
+# defaults to build).
+set -uo pipefail
+
+METHOD=${1:-}
+case $METHOD in
+  fnat|nat) ;;
+  *) echo "usage: tests/integration/iptables_test.sh fnat|nat" >&2; exit 2 ;;
+esac
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$ROOT" || exit 1
+if [ -z "${PYTHON:-}" ]; then if [ -x /usr/bin/python3 ]; then PYTHON=/usr/bin/python3; else PYTHON=python3; fi; fi
+NAME="iptables_test($METHOD)"
+
+# ---- can we run here? ---------------------------------------------------------
+CHECKS=(vipd-starts mode-reported dry-run-payload jump-rules-once http-four-pods masquerade change-applied
+        removal-no-failures removed-pod-never-reached stale-chain-deleted no-endpoints-refused
+        udp-no-endpoints-refused udp-roundtrip affinity restart-no-window vipctl-list vipctl-stats
+        vipctl-explain-refused healthz vipd-alive)
+skip_all() {
+  local c
+  for c in "${CHECKS[@]}"; do echo "SKIP: $c: $1"; done
+  echo "!!! $NAME: all ${#CHECKS[@]} checks SKIPPED: $1" >&2
+  exit 77
+}
+[ "$(id -u)" -eq 0 ] || skip_all "not root (network namespaces and netfilter need root)"
+command -v ip >/dev/null 2>&1 || skip_all "'ip' (iproute2) not installed"
+for t in iptables iptables-restore iptables-save; do
+  command -v "$t" >/dev/null 2>&1 || skip_all "'$t' not installed (Debian package iptables; scripts/bootstrap.sh)"
+done
+probe="vipd-iptprobe-$$"
+ip netns add "$probe" 2>/dev/null || skip_all "cannot create network namespaces"
+# Everything the payload uses, once, in a throw-away namespace.
+probe_out=$(ip netns exec "$probe" iptables-restore --noflush -w 5 2>&1 <<'EOF'
+*filter
+:VIPD-PROBE - [0:0]
+-A VIPD-PROBE -m conntrack --ctstate NEW -m comment --comment "probe" -d 10.96.0.1/32 -p tcp -m tcp --dport 1 -j REJECT
+COMMIT
+*nat
+:VIPD-PROBE - [0:0]
+-A VIPD-PROBE -m recent --name VIPD-PROBE --rcheck --seconds 10 --reap -j RETURN
+-A VIPD-PROBE -m statistic --mode random --probability 0.5000000000 -j MARK --or-mark 0x4000
+-A VIPD-PROBE -m mark ! --mark 0x4000/0x4000 -j RETURN
+-A VIPD-PROBE -m recent --name VIPD-PROBE --set -p tcp -m tcp -j DNAT --to-destination 10.244.1.1:80
+-A VIPD-PROBE -j MASQUERADE
+COMMIT
+EOF
+)
+probe_rc=$?
+dummy_ok=1
+ip -n "$probe" link add name d0 type dummy 2>/dev/null || dummy_ok=0
+ip netns del "$probe"
+[ "$probe_rc" -eq 0 ] || skip_all "netfilter (nat, statistic, recent, conntrack, REJECT) not usable in a namespace: $(tr '\n' ' ' <<<"$probe_out")"
+
+NPASS=0
+NFAIL=0
+pass() { echo "PASS: $1"; NPASS=$((NPASS + 1)); }
+fail() { echo "FAIL: $1: $2"; NFAIL=$((NFAIL + 1)); }
+note() { echo "    $*"; }
+
+find_bin() { local b d=${VIPD_BUILD_DIR:-build}; for b in "$d/$1" "$d/cmd/$1"; do [ -x "$b" ] && { echo "$b"; return 0; }; done; return 1; }
+VIPD=${VIPD_BIN:-$(find_bin vipd)}
+VIPCTL=${VIPCTL_BIN:-$(find_bin vipctl)}
+if [ -z "$VIPD" ] || [ -z "$VIPCTL" ]; then
+  fail build "vipd/vipctl binaries not found under ${VIPD_BUILD_DIR:-build}/ (meson setup build && ninja -C build)"
+  exit 1
+fi
+
+export LAB_PREFIX="vi${METHOD:0:1}$$-"
+P=$LAB_PREFIX
+TMP=$(mktemp -d "/tmp/vipd-iptables-$METHOD.XXXXXX")
+VIPD_PID=
+BG_PIDS=()
+
+cleanup() {
+  local rc=$? p
+  trap - EXIT INT TERM
+  if [ "$NFAIL" -gt 0 ] && [ -s "$TMP/vipd.log" ]; then
+    note "---- last lines of the vipd log ----"
+    tail -n 30 "$TMP/vipd.log" | sed 's/^/    | /'
+    note "---- iptables-save -t nat in ${P}lb (VIPD- lines) ----"
+    ip netns exec "${P}lb" iptables-save -t nat 2>/dev/null | grep -E 'VIPD-' | head -n 40 | sed 's/^/    | /'
+  fi
+  for p in "${BG_PIDS[@]}"; do kill "$p" 2>/dev/null; done
+  stop_vipd
+  scripts/lab.sh down >/dev/null 2>&1   # deleting the namespace removes its rules too
+  rm -rf "$TMP"
+  note "$NAME: $NPASS passed, $NFAIL failed"
+  if [ "$NFAIL" -gt 0 ]; then exit 1; fi
+  exit "$rc"
+}
+stop_vipd() {
+  if [ -n "$VIPD_PID" ] && kill -0 "$VIPD_PID" 2>/dev/null; then
+    kill -TERM "$VIPD_PID" 2>/dev/null
+    for _ in $(seq 1 50); do kill -0 "$VIPD_PID" 2>/dev/null || break; sleep 0.1; done
+    kill -0 "$VIPD_PID" 2>/dev/null && kill -KILL "$VIPD_PID" 2>/dev/null
+    wait "$VIPD_PID" 2>/dev/null
+  fi
+  VIPD_PID=
+}
+trap cleanup EXIT
+trap 'fail interrupted "signal received"; exit 1' INT TERM
+
+inlb() { ip netns exec "${P}lb" "$@"; }
+vipctl() { "$VIPCTL" --socket "$TMP/admin.sock" "$@"; }
+status_json() { vipctl status --json 2>/dev/null; }
+generation_of() { [[ $1 =~ \"generation\"[[:space:]]*:[[:space:]]*([0-9]+) ]] && echo "${BASH_REMATCH[1]}"; }
+json_field() { "$PYTHON" -c 'import json,sys; v=json.loads(sys.argv[1]).get(sys.argv[2]); print("" if v is None else v)' "$1" "$2" 2>/dev/null; }
+vipd_alive() { [ -n "$VIPD_PID" ] && kill -0 "$VIPD_PID" 2>/dev/null; }
+client() { ip netns exec "${P}client" "$PYTHON" scripts/lab/client.py "$@"; }
+judge() {
+  "$PYTHON" - "$1" "$2" <<'PY'
+import json, sys
+try:
+    r = json.loads(sys.argv[1])
+except ValueError:
+    print("not a result: %r" % sys.argv[1][:200]); sys.exit()
+pods = r.get("by_pod", {})
+n = lambda p: pods.get(p, 0)
+print("" if eval(sys.argv[2]) else sys.argv[1])
+PY
+}
+
+# EndpointSlice of service NAME with the given pod addresses (port 8080 http, 9053 dns).
+write_slice() {
+  local svc=$1 file=$2 a
+  shift 2
+  {
+    echo "apiVersion: discovery.k8s.io/v1"
+    echo "kind: EndpointSlice"
+    echo "metadata: {name: $svc-1, namespace: default, labels: {kubernetes.io/service-name: $svc}}"
+    echo "addressType: IPv4"
+    echo "ports: [{name: http, port: 8080, protocol: TCP}, {name: dns, port: 9053, protocol: UDP}]"
+    echo "endpoints:"
+    for a in "$@"; do echo "  - {addresses: [\"$a\"], conditions: {ready: true}}"; done
+  } >"$file"
+}
+# Replaces FILE in the watched directory in one rename(2).
+replace_file() { cp "$2" "$TMP/stage/$(basename "$1")" && mv -f "$TMP/stage/$(basename "$1")" "$1"; }
+
+start_vipd() {
+  ip netns exec "${P}lb" "$VIPD" --mode iptables --forward-method "$METHOD" \
+    --manifests-dir "$TMP/manifests" --admin-socket "$TMP/admin.sock" \
+    --metrics-address 127.0.0.1:10249 --health-address 127.0.0.1:10256 \
+    </dev/null >>"$TMP/vipd.log" 2>&1 &
+  VIPD_PID=$!
+}
+# Waits (up to ~30 s) for generation >= 1; prints it.
+wait_synced() {
+  local st g
+  for _ in $(seq 1 300); do
+    vipd_alive || return 1
+    if st=$(status_json); then
+      g=$(generation_of "$st")
+      if [ -n "$g" ] && [ "$g" -ge 1 ] && [ "$(json_field "$st" syncs)" -ge 1 ] 2>/dev/null; then echo "$g"; return 0; fi
+    fi
+    sleep 0.1
+  done
+  return 1
+}
+
+# ---- lab, kernel forwarding in lb, vipd ------------------------------------------
+note "$NAME: lab prefix '$P', temp dir $TMP"
+if ! scripts/lab.sh up >"$TMP/lab.log" 2>&1; then
+  fail lab-up "scripts/lab.sh up failed: $(tail -n 3 "$TMP/lab.log" | tr '\n' ' ')"
+  exit 1
+fi
+if ! { ip -n "${P}lb" addr add 10.0.0.1/24 dev c0 &&
+       ip -n "${P}lb" addr add 10.244.0.1/16 dev p0 &&
+       inlb sysctl -qw net.ipv4.ip_forward=1 >/dev/null; }; then
+  fail lab-up "could not give the lb namespace its kernel addresses / forwarding"
+  exit 1
+fi
+if [ "$dummy_ok" -eq 1 ]; then
+  ip -n "${P}lb" link add name svc0 type dummy && ip -n "${P}lb" link set dev svc0 up &&
+    ip -n "${P}lb" route add 10.96.0.0/12 dev svc0
+else
+  note "no dummy interfaces here: the service range is routed to p0 instead"
+  ip -n "${P}lb" route add 10.96.0.0/12 dev p0
+fi
+PODS_ALL=(10.244.1.15 10.244.2.88 10.244.3.12 10.244.3.44)
+mkdir -p "$TMP/manifests" "$TMP/stage"
+cp config/demo/manifests/service.yaml "$TMP/manifests/"
+write_slice db "$TMP/manifests/endpointslice-db.yaml" "${PODS_ALL[@]}"
+cat >"$TMP/manifests/sticky.yaml" <<'EOF'
+apiVersion: v1
+kind: Service
+metadata: {name: sticky, namespace: default}
+spec:
+  clusterIP: 10.96.0.102
+  sessionAffinity: ClientIP
+  sessionAffinityConfig: {clientIP: {timeoutSeconds: 300}}
+  ports: [{name: http, port: 8080, protocol: TCP}]
+EOF
+write_slice sticky "$TMP/manifests/sticky-slice.yaml" "${PODS_ALL[@]}"
+
+start_vipd
+t0=$(date +%s%N)
+if gen=$(wait_synced); then
+  pass vipd-starts
+  note "generation $gen after $(( ($(date +%s%N) - t0) / 1000000 )) ms"
+else
+  if vipd_alive; then
+    fail vipd-starts "no successful sync within 30 s: $(status_json | head -c 400)"
+  else
+    fail vipd-starts "vipd exited during start-up: $(tail -n 2 "$TMP/vipd.log" | tr '\n' ' ')"
+  fi
+  exit 1
+fi
+st=$(status_json)
+if [ "$(json_field "$st" mode)" = iptables ] && [ "$(json_field "$st" forward_method)" = "$METHOD" ]; then
+  pass mode-reported
+else
+  fail mode-reported "status: $(head -c 300 <<<"$st")"
+fi
+
+# The dry-run payload is the rule set vipd applied: every chain it declares
+# exists in the kernel, and iptables-restore --test accepts it.
+if "$VIPD" --mode iptables --dry-run --forward-method "$METHOD" --manifests-dir "$TMP/manifests" \
+     >"$TMP/dry.rules" 2>"$TMP/dry.err"; then
+  # (saved once per table: `iptables-save | grep -q` would fail under pipefail
+  # whenever grep exits before iptables-save has written everything)
+  missing=$(for t in filter nat; do
+    saved=$(inlb iptables-save -t "$t")
+    sed -n "/^\*$t\$/,/^COMMIT/s/^:\(VIPD-[^ ]*\) .*/\1/p" "$TMP/dry.rules" | while read -r c; do
+      grep -q "^:$c " <<<"$saved" || echo "$t/$c"
+    done
+  done | tr '\n' ' ')
+  nchains=$(grep -c '^:VIPD-' "$TMP/dry.rules")
+  if [ -z "$missing" ] && [ "$nchains" -ge 10 ] && inlb iptables-restore --test --noflush -w 5 <"$TMP/dry.rules" 2>"$TMP/dry.test"; then
+    pass dry-run-payload
+  else
+    fail dry-run-payload "$nchains chains; missing in the kernel: '${missing}'; --test: $(head -c 200 "$TMP/dry.test")"
+  fi
+else
+  fail dry-run-payload "vipd --dry-run --mode iptables failed: $(head -c 300 "$TMP/dry.err")"
+fi
+
+# Exactly one jump per builtin chain (kube-proxy layout, CONTRACT.md section 4).
+jumps_ok() {
+  local save d
+  save=$(inlb iptables-save 2>/dev/null)
+  d=$("$PYTHON" - "$save" <<'PY'
+import sys
+lines = sys.argv[1].splitlines()
+want = {("filter", "INPUT", "VIPD-SERVICES"): 1, ("filter", "FORWARD", "VIPD-SERVICES"): 1,
+        ("filter", "OUTPUT", "VIPD-SERVICES"): 1, ("filter", "FORWARD", "VIPD-FIREWALL"): 1,
+        ("nat", "PREROUTING", "VIPD-SERVICES"): 1, ("nat", "OUTPUT", "VIPD-SERVICES"): 1,
+        ("nat", "POSTROUTING", "VIPD-POSTROUTING"): 1}
+got = {k: 0 for k in want}
+table = None
+for l in lines:
+    if l.startswith("*"):
+        table = l[1:]
+    parts = l.split()
+    if len(parts) > 2 and parts[0] == "-A" and "-j" in parts:
+        k = (table, parts[1], parts[parts.index("-j") + 1])
+        if k in got:
+            got[k] += 1
+bad = ["%s/%s -> %s: %d" % (k + (got[k],)) for k in want if got[k] != want[k]]
+print("; ".join(bad))
+PY
+)
+  echo "$d"
+}
+d=$(jumps_ok)
+if [ -z "$d" ]; then pass jump-rules-once; else fail jump-rules-once "$d"; fi
+
+# ---- 400 requests over 4 pods ------------------------------------------------------
+r=$(client http http://10.96.0.100:8080/ --count 400 --timeout 2 --max-time 60)
+note "4 pods: $r"
+# Random distribution (p = 1/4 each): 400 requests give 100 +- 9 per pod; 40 is far out.
+d=$(judge "$r" 'r["failed"] == 0 and all(n("pod%d" % i) >= 40 for i in range(1, 5))')
+if [ -z "$d" ] && [ -n "$r" ]; then pass http-four-pods; else fail http-four-pods "want 0 failed and each pod >= 40: ${d:-no result}"; fi
+
+# ---- masquerade: what the pods see as the peer --------------------------------------
+client hold 10.96.0.100:8080 --conns 8 --go "$TMP/go-masq" --timeout 2 --max-time 30 >"$TMP/hold-masq.out" 2>&1 &
+HOLD=$!
+BG_PIDS+=("$HOLD")
+for _ in $(seq 1 100); do grep -q '^open' "$TMP/hold-masq.out" 2>/dev/null && break; sleep 0.05; done
+peers=$(for n in 1 2 3 4; do ip netns exec "${P}pod$n" ss -Htn state established '( sport = :8080 )' 2>/dev/null | awk '{print $NF}'; done | sed 's/:[0-9]*$//' | sort -u | tr '\n' ' ')
+touch "$TMP/go-masq"
+wait "$HOLD" 2>/dev/null
+want_peer=$([ "$METHOD" = fnat ] && echo 10.244.0.1 || echo 10.0.0.2)
+note "peer addresses seen by the pods: ${peers:-none}"
+if [ "$peers" = "$want_peer " ]; then
+  pass masquerade
+else
+  fail masquerade "pods saw peers '${peers:-none}'; want only $want_peer ($METHOD)"
+fi
+
+# ---- remove pod4 while requests run ----------------------------------------------
+# db's endpoint chain for pod4 (sticky has its own, which must stay).
+sep4=$(inlb iptables-save -t nat | grep -- '--to-destination 10.244.3.44:8080' | grep 'default/db:http' |
+       sed -n 's/^-A \(VIPD-SEP-[A-Z2-7]*\) .*/\1/p' | head -n 1)
+note "db's endpoint chain for pod4 before the change: ${sep4:-none}"
+gen_before=$(generation_of "$(status_json)")
+client http http://10.96.0.100:8080/ --count 300 --interval 0.01 --timeout 2 --max-time 60 >"$TMP/during.out" 2>&1 &
+BGR=$!
+BG_PIDS+=("$BGR")
+sleep 0.5
+write_slice db "$TMP/slice.new" 10.244.1.15 10.244.2.88 10.244.3.12
+t_mv=$(date +%s%N)
+replace_file "$TMP/manifests/endpointslice-db.yaml" "$TMP/slice.new"
+gen_after=
+for _ in $(seq 1 1000); do   # bounded: ~10 s
+  g=$(generation_of "$(status_json)")
+  if [ -n "$g" ] && [ -n "$gen_before" ] && [ "$g" -gt "$gen_before" ]; then gen_after=$g; break; fi
+  sleep 0.01
+done
+# (iptables-save output is captured before grep -q reads it: under pipefail an
+# early-exiting grep -q would make the pipeline fail through SIGPIPE)
+nat_now=$(inlb iptables-save -t nat)
+if [ -n "$gen_after" ] && ! grep -q -- "-A VIPD-SVC-.*default/db:http -> 10.244.3.44:8080" <<<"$nat_now"; then
+  pass change-applied
+  note "generation $gen_before -> $gen_after, visible after $(( ($(date +%s%N) - t_mv) / 1000000 )) ms"
+else
+  fail change-applied "generation '${gen_before:-?}' -> '${gen_after:-none}'; db's service chain still names pod4: $(inlb iptables-save -t nat | grep -c 'db:http -> 10.244.3.44')"
+fi
+wait "$BGR" 2>/dev/null
+r=$(tail -n 1 "$TMP/during.out")
+note "requests during the change: $r"
+d=$(judge "$r" 'r["failed"] == 0 and r["ok"] == 300')
+if [ -z "$d" ]; then pass removal-no-failures; else fail removal-no-failures "want 300 ok, 0 failed: $d"; fi
+
+r=$(client http http://10.96.0.100:8080/ --count 300 --timeout 2 --max-time 60)
+note "pod4 removed: $r"
+d=$(judge "$r" 'r["failed"] == 0 and n("pod4") == 0 and all(n("pod%d" % i) > 0 for i in range(1, 4))')
+if [ -z "$d" ] && [ -n "$r" ]; then pass removed-pod-never-reached; else fail removed-pod-never-reached "want 0 failed, none to pod4, pod1..pod3 > 0: ${d:-no result}"; fi
+
+nat_now=$(inlb iptables-save -t nat)
+if [ -n "$sep4" ] && ! grep -q -- "^:$sep4 " <<<"$nat_now" &&
+   grep -q 'sticky:http -> 10.244.3.44:8080' <<<"$nat_now"; then
+  pass stale-chain-deleted
+else
+  fail stale-chain-deleted "db's pod4 chain '${sep4:-not found before}' still declared, or sticky's pod4 rule was lost"
+fi
+
+# ---- no endpoints -> REJECT ---------------------------------------------------------
+rej_count() { inlb iptables -w 5 -t filter -L VIPD-SERVICES -v -n -x 2>/dev/null | awk -v p="$1" '$3 == "REJECT" && $0 ~ p {s += $1} END {print s + 0}'; }
+before=$(rej_count 'dpt:80 ')
+out=$(client connect 10.96.0.101:80 --timeout 3)
+after=$(rej_count 'dpt:80 ')
+if [ "$out" = refused ] && [ "$after" -gt "$before" ]; then
+  pass no-endpoints-refused
+else
+  fail no-endpoints-refused "connect 10.96.0.101:80 gave '$out' (want refused); REJECT rule counter $before -> $after"
+fi
+r=$(client udp 10.96.0.101:53 --count 3 --timeout 1 --max-time 10)
+d=$(judge "$r" 'r["ok"] == 0 and r["errors"].get("ConnectionRefusedError", 0) == 3')
+if [ -z "$d" ] && [ -n "$r" ]; then pass udp-no-endpoints-refused; else fail udp-no-endpoints-refused "want 3 x ConnectionRefusedError: ${d:-no result}"; fi
+
+# ---- UDP ------------------------------------------------------------------------
+r=$(client udp 10.96.0.100:9053 --count 100 --timeout 1 --max-time 30)
+note "udp: $r"
+d=$(judge "$r" 'r["ok"] >= 95 and set(pods) <= {"pod1", "pod2", "pod3", "pod4"} and len(pods) >= 2')
+if [ -z "$d" ] && [ -n "$r" ]; then pass udp-roundtrip; else fail udp-roundtrip "want >= 95 of 100 replies from >= 2 pods: ${d:-no result}"; fi
+
+# ---- sessionAffinity ClientIP ---------------------------------------------------------
+r=$(client http http://10.96.0.102:8080/ --count 60 --timeout 2 --max-time 30)
+note "sticky service: $r"
+d=$(judge "$r" 'r["failed"] == 0 and r["ok"] == 60 and len(pods) == 1')
+if [ -z "$d" ] && [ -n "$r" ]; then pass affinity; else fail affinity "want 60 answers from one pod: ${d:-no result}"; fi
+
+# ---- restart: rules stay, traffic never stops -------------------------------------
+chains_before=$(inlb iptables-save -t nat | grep -c '^:VIPD-')
+client http http://10.96.0.100:8080/ --count 400 --interval 0.01 --timeout 2 --max-time 60 >"$TMP/restart.out" 2>&1 &
+BGR=$!
+BG_PIDS+=("$BGR")
+sleep 0.3
+stop_vipd
+down_rules=$(inlb iptables-save -t nat | grep -c '^-A VIPD-SERVICES ')
+sleep 0.5
+start_vipd
+gen=$(wait_synced) || gen=
+wait "$BGR" 2>/dev/null
+r=$(tail -n 1 "$TMP/restart.out")
+chains_after=$(inlb iptables-save -t nat | grep -c '^:VIPD-')
+d=$(judge "$r" 'r["failed"] == 0 and r["ok"] == 400 and n("pod4") == 0')
+j=$(jumps_ok)
+note "restart: requests $r; nat VIPD- chains $chains_before -> $chains_after; VIPD-SERVICES rules while down: $down_rules"
+if [ -n "$gen" ] && [ -z "$d" ] && [ -z "$j" ] && [ "$down_rules" -ge 2 ] && [ "$chains_after" -eq "$chains_before" ]; then
+  pass restart-no-window
+else
+  fail restart-no-window "resynced: '${gen:-no}'; requests: ${d:-ok}; jumps: ${j:-ok}; rules while down: $down_rules; chains $chains_before -> $chains_after"
+fi
+
+# ---- vipctl, health ---------------------------------------------------------------
+if out=$(vipctl list 2>&1) && grep -q '10\.96\.0\.100:8080' <<<"$out" && ! grep -q '10\.244\.3\.44:8080' <<<"$(grep -A5 '10.96.0.100:8080' <<<"$out")"; then
+  pass vipctl-list
+else
+  fail vipctl-list "$(head -c 400 <<<"$out" | tr '\n' ' ')"
+fi
+if out=$(vipctl stats --json 2>&1) && [ "$(json_field "$out" stats_available)" = False ] && [ -n "$(json_field "$out" note)" ] &&
+   text=$(vipctl stats 2>&1) && grep -q 'iptables mode' <<<"$text"; then
+  pass vipctl-stats
+else
+  fail vipctl-stats "want a document saying stats are not available: $(head -c 300 <<<"$out${text:+ / $text}" | tr '\n' ' ')"
+fi
+if out=$(vipctl explain tcp 10.0.0.2:40000 10.96.0.100:8080 2>&1); then
+  fail vipctl-explain-refused "explain succeeded in iptables mode: $(head -c 200 <<<"$out")"
+elif grep -q 'needs the dpdk dataplane' <<<"$out"; then
+  pass vipctl-explain-refused
+else
+  fail vipctl-explain-refused "want a clear refusal: $(head -c 300 <<<"$out" | tr '\n' ' ')"
+fi
+h=$(inlb "$PYTHON" -c 'import urllib.request,sys
+try:
+    r = urllib.request.urlopen("http://127.0.0.1:10256/healthz", timeout=3); print(r.status, r.read().decode()[:200])
+except Exception as e:
+    print("error", e)' 2>&1)
+if [[ $h == 200* ]]; then pass healthz; else fail healthz "GET /healthz in ${P}lb: $h"; fi
+
+if vipd_alive && status_json >/dev/null; then
+  pass vipd-alive
+else
+  fail vipd-alive "vipd is not running or not answering at the end of the test"
+fi
