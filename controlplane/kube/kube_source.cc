@@ -39,7 +39,7 @@ const Kind<k8s::EndpointSlice> kSlices{"EndpointSlice", "discovery.k8s.io/v1", "
 // Object -> typed value, with the rules of k8s_objects (shared with manifests).
 template <typename T>
 std::optional<T> decode_object(const Kind<T>& kind, simdjson::dom::element obj, std::string* reason) {
-  YAML::Node n = to_yaml(obj);
+  YAML::Node n = to_yaml_for_rules(obj);
   if (!n.IsMap()) {
     *reason = "not an object";
     return std::nullopt;

@@ -158,8 +158,9 @@ YAML::Node to_yaml(simdjson::dom::element e) {
     case element_type::OBJECT: {
       YAML::Node m(YAML::NodeType::Map);
       simdjson::dom::object o = e.get_object().value_unsafe();  // not a temporary in the for
-      for (auto field : o)
-        m[std::string(field.key)] = to_yaml(field.value);
+      // force_insert: no search of the keys so far for each new key (yaml-cpp's
+      // operator[] is linear), so a duplicate key keeps its first value.
+      for (auto field : o) m.force_insert(std::string(field.key), to_yaml(field.value));
       return m;
     }
     case element_type::ARRAY: {
@@ -185,6 +186,65 @@ YAML::Node to_yaml(simdjson::dom::element e) {
       return YAML::Node(YAML::NodeType::Null);
   }
   return YAML::Node();
+}
+
+namespace {
+
+YAML::Node metadata_for_rules(simdjson::dom::element md) {
+  if (!md.is_object()) return to_yaml(md);  // the rules say what is wrong with it
+  YAML::Node m(YAML::NodeType::Map);
+  const simdjson::dom::object o = md.get_object().value_unsafe();  // not a temporary in the for
+  for (auto field : o) {
+    const std::string_view k = field.key;
+    if (k == "name" || k == "namespace" || k == "labels") {
+      m.force_insert(std::string(k), to_yaml(field.value));
+    } else if (k == "annotations") {
+      if (!field.value.is_object()) {
+        m.force_insert(std::string(k), to_yaml(field.value));
+        continue;
+      }
+      YAML::Node a(YAML::NodeType::Map);
+      const simdjson::dom::object ao = field.value.get_object().value_unsafe();
+      for (auto an : ao)
+        if (an.key.substr(0, 8) == "vipd.io/") a.force_insert(std::string(an.key), to_yaml(an.value));
+      m.force_insert(std::string(k), a);
+    }
+  }
+  return m;
+}
+
+YAML::Node endpoints_for_rules(simdjson::dom::element eps) {
+  if (!eps.is_array()) return to_yaml(eps);
+  YAML::Node s(YAML::NodeType::Sequence);
+  const simdjson::dom::array arr = eps.get_array().value_unsafe();
+  for (auto e : arr) {
+    if (!e.is_object()) {
+      s.push_back(to_yaml(e));
+      continue;
+    }
+    YAML::Node m(YAML::NodeType::Map);
+    const simdjson::dom::object eo = e.get_object().value_unsafe();
+    for (auto field : eo)
+      if (field.key != "targetRef" && field.key != "deprecatedTopology")
+        m.force_insert(std::string(field.key), to_yaml(field.value));
+    s.push_back(m);
+  }
+  return s;
+}
+
+}  // namespace
+
+YAML::Node to_yaml_for_rules(simdjson::dom::element obj) {
+  if (!obj.is_object()) return to_yaml(obj);
+  YAML::Node m(YAML::NodeType::Map);
+  const simdjson::dom::object o = obj.get_object().value_unsafe();
+  for (auto field : o) {
+    const std::string_view k = field.key;
+    if (k == "metadata") m.force_insert(std::string(k), metadata_for_rules(field.value));
+    else if (k == "endpoints") m.force_insert(std::string(k), endpoints_for_rules(field.value));
+    else m.force_insert(std::string(k), to_yaml(field.value));
+  }
+  return m;
 }
 
 }  // namespace vipd::cp::kube

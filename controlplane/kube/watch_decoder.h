@@ -91,6 +91,15 @@ std::string resource_version_of(simdjson::dom::element obj);
 std::string key_of(simdjson::dom::element obj);
 
 // The element as a yaml-cpp node (strings, numbers, booleans as scalars; null as Null).
+// A key that appears twice in one JSON object keeps its first value.
 YAML::Node to_yaml(simdjson::dom::element e);
+
+// A Service or EndpointSlice object as a yaml-cpp node for the object rules of
+// k8s_objects, without the parts those rules never read: in metadata only
+// name, namespace, labels and the vipd.io/ annotations are kept (not
+// managedFields, ownerReferences, last-applied-configuration...), and the
+// targetRef / deprecatedTopology of each endpoint are dropped. Building
+// yaml-cpp nodes is most of the cost of decoding a list (docs/benchmarks.md).
+YAML::Node to_yaml_for_rules(simdjson::dom::element obj);
 
 }  // namespace vipd::cp::kube

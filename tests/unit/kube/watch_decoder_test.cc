@@ -2,6 +2,8 @@
 // watch streams, event decoding, Status parsing, the simdjson -> YAML bridge.
 #include "controlplane/kube/watch_decoder.h"
 
+#include "controlplane/kube/kube_source.h"
+
 #include <gtest/gtest.h>
 
 #include <string>
@@ -122,6 +124,54 @@ TEST(WatchDecoder, ToYaml) {
   EXPECT_EQ(n["d"][1].as<std::string>(), "x");
   EXPECT_EQ(n["e"]["f"].as<std::string>(), "g");
   EXPECT_EQ(n["h"].as<int>(), -3);
+}
+
+// What the object rules never read is left out of the node, and nothing they read.
+TEST(WatchDecoder, ToYamlForRulesKeepsWhatTheRulesRead) {
+  const std::string full = R"J({"kind":"EndpointSlice","apiVersion":"discovery.k8s.io/v1",
+    "metadata":{"name":"db-abc","namespace":"prod","uid":"1234","resourceVersion":"77",
+      "labels":{"kubernetes.io/service-name":"db"},
+      "annotations":{"kubectl.kubernetes.io/last-applied-configuration":"{huge}","vipd.io/scheduler":"mh"},
+      "managedFields":[{"manager":"kube-controller-manager","fieldsV1":{"f:endpoints":{}}}],
+      "ownerReferences":[{"kind":"Service","name":"db"}]},
+    "addressType":"IPv4",
+    "endpoints":[{"addresses":["10.244.1.15"],"conditions":{"ready":false,"serving":true,"terminating":true},
+      "nodeName":"node-a","zone":"z1","hints":{"forZones":[{"name":"z1"}]},
+      "targetRef":{"kind":"Pod","name":"db-0"},"deprecatedTopology":{"x":"y"}}],
+    "ports":[{"name":"http","protocol":"TCP","port":8080}]})J";
+  const std::string lean = R"J({"kind":"EndpointSlice","apiVersion":"discovery.k8s.io/v1",
+    "metadata":{"name":"db-abc","namespace":"prod","labels":{"kubernetes.io/service-name":"db"},
+      "annotations":{"vipd.io/scheduler":"mh"}},
+    "addressType":"IPv4",
+    "endpoints":[{"addresses":["10.244.1.15"],"conditions":{"ready":false,"serving":true,"terminating":true},
+      "nodeName":"node-a","zone":"z1","hints":{"forZones":[{"name":"z1"}]}}],
+    "ports":[{"name":"http","protocol":"TCP","port":8080}]})J";
+  simdjson::dom::parser p1, p2;
+  simdjson::dom::element a, b;
+  ASSERT_EQ(p1.parse(full).get(a), simdjson::SUCCESS);
+  ASSERT_EQ(p2.parse(lean).get(b), simdjson::SUCCESS);
+  const YAML::Node n = to_yaml_for_rules(a);
+  EXPECT_FALSE(n["metadata"]["managedFields"]);
+  EXPECT_FALSE(n["metadata"]["uid"]);
+  EXPECT_FALSE(n["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"]);
+  EXPECT_EQ(n["metadata"]["annotations"]["vipd.io/scheduler"].as<std::string>(), "mh");
+  EXPECT_FALSE(n["endpoints"][0]["targetRef"]);
+  // The object the rules make of it is the one they make of the lean form.
+  std::string why1, why2;
+  const auto s1 = decode_endpoint_slice(a, &why1);
+  const auto s2 = decode_endpoint_slice(b, &why2);
+  ASSERT_TRUE(s1) << why1;
+  ASSERT_TRUE(s2) << why2;
+  EXPECT_TRUE(*s1 == *s2);
+  EXPECT_EQ(s1->meta.namespace_, "prod");
+  ASSERT_EQ(s1->endpoints.size(), 1u);
+  EXPECT_EQ(s1->endpoints[0].zone_hints, std::vector<std::string>{"z1"});
+  EXPECT_EQ(s1->endpoints[0].conditions.terminating, true);
+  // Wrong types the rules must still see are still there.
+  ASSERT_EQ(p1.parse(std::string(R"J({"kind":"EndpointSlice","apiVersion":"discovery.k8s.io/v1","metadata":"oops","addressType":"IPv4"})J")).get(a),
+            simdjson::SUCCESS);
+  EXPECT_FALSE(decode_endpoint_slice(a, &why1));
+  EXPECT_NE(why1.find("metadata"), std::string::npos) << why1;
 }
 
 }  // namespace
