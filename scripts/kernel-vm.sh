@@ -8,8 +8,9 @@
 # virtio PCI NICs for DPDK). No root filesystem is built: the guest boots a small
 # busybox initramfs, mounts the host's / read-only over 9p (virtfs) on /host and
 # chroots into it, so COMMAND runs the host's programs, libraries and vipd build
-# unchanged, in the host's current directory (in / when that is under /tmp, /run
-# or /var/tmp, which the guest replaces with its own tmpfs).
+# unchanged, in the host's current directory (a directory under /tmp or /var/tmp,
+# which the guest replaces with its own tmpfs, stays visible through a bind
+# mount; under /run COMMAND runs in /).
 #
 #   fetch   download (apt-get download) the kernel package that linux-image-amd64
 #           depends on and busybox-static into the cache and unpack them; exit 0
@@ -209,7 +210,12 @@ mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 share /share ||
 mount -t devtmpfs devtmpfs /host/dev
 mount -t proc proc /host/proc
 mount -t sysfs sysfs /host/sys
+# The guest's own /run, /tmp, /var/tmp; a working directory under /tmp or
+# /var/tmp (a clone there) stays visible through a bind mount around them.
+keep=$(cat /share/.kernel-vm/keep 2>/dev/null)
+if [ -n "$keep" ]; then mkdir -p /keep && mount -o bind "/host$keep" /keep || { say "cannot keep $keep"; keep=; }; fi
 for d in /host/run /host/tmp /host/var/tmp; do mount -t tmpfs -o mode=1777 tmpfs "$d"; done
+if [ -n "$keep" ]; then mkdir -p "/host$keep" && mount -o bind /keep "/host$keep" || say "cannot keep $keep"; fi
 mkdir -p /host/dev/shm /host/dev/hugepages /host/dev/pts /host/run/vm
 ln -sf /proc/self/fd /host/dev/fd
 ln -sf /proc/self/fd/0 /host/dev/stdin
@@ -320,11 +326,14 @@ do_run() {
 
   # COMMAND, quoted, run by the guest's /init in the chroot, in the host's
   # current directory unless the guest has its own there.
-  local gdir=$PWD
+  local gdir=$PWD keep=""
   case $PWD/ in
-    /tmp/*|/run/*|/var/tmp/*|/dev/*|/proc/*|/sys/*)
+    /tmp/?*|/var/tmp/?*)
+      keep=$PWD; log "$PWD stays visible in the guest (bind mount over its own /tmp)" ;;
+    /run/*|/dev/*|/proc/*|/sys/*)
       log "warning: $PWD is the guest's own (empty) directory there; COMMAND runs in /"; gdir=/ ;;
   esac
+  printf '%s\n' "$keep" >"$share/.kernel-vm/keep"
   {
     echo "export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root"
     echo "export KERNEL_VM=1 VM_SHARE=/run/vm VM_NICS=$(printf '%q' "${pcis[*]}")"

@@ -170,9 +170,15 @@ if [ -z "$VIPD" ] || [ -z "$VIPCTL" ]; then
   fail build "vipd/vipctl binaries not found under $B/ (run: meson setup $B && ninja -C $B)"
   exit 1
 fi
-case $VIPD$VIPCTL in
-  /tmp/*|/run/*|*/tmp/*) fail build "the guest sees the host's /tmp and /run as its own tmpfs; put the build elsewhere (VIPD_BIN=$VIPD)"; exit 1 ;;
-esac
+# The guest has its own /tmp, /var/tmp and /run; only this checkout stays visible
+# there (scripts/kernel-vm.sh keeps the working directory), so a build outside
+# it must not be under those.
+for bin in "$VIPD" "$VIPCTL"; do
+  case $bin in
+    "$ROOT"/*) ;;
+    /tmp/*|/var/tmp/*|/run/*) fail build "$bin: the guest has its own /tmp, /var/tmp and /run; build inside the checkout or elsewhere"; exit 1 ;;
+  esac
+done
 
 export LAB_PREFIX="vm$$-"
 P=$LAB_PREFIX
