@@ -13,6 +13,7 @@ PKGS=(
   prometheus-cpp-dev libcpp-httplib-dev nlohmann-json3-dev
   libyaml-cpp-dev libsimdjson-dev libcurl4-openssl-dev libssl-dev
   libgtest-dev libgmock-dev
+  clang libclang-rt-14-dev llvm  # libFuzzer + sanitizers (scripts/fuzz.sh); llvm: llvm-symbolizer
   libnl-3-dev libnl-genl-3-dev libnl-route-3-dev
   iproute2 ethtool iptables procps kmod
   python3 curl openssl python3-kubernetes

@@ -11,10 +11,18 @@
 #     once per variant named on a "# variants: a b" header line (seed_test.sh:
 #     fnat, nat), counting their PASS:/FAIL:/SKIP: lines. Exit status 77 means
 #     "cannot run here": its checks count as skipped, and it is said loudly.
+#     Each runs under a 600 s limit, or the one of a "# timeout: N" header line.
+#  2b. unless VIPD_ASAN=0 (ignored when CI=true: CI always runs it): builds the
+#     unit tests again with ASan + UBSan in build-asan (gcc; meson setup
+#     --buildtype debug -Db_sanitize=address,undefined -Db_lundef=false) and runs them there as the
+#     suite "unit (asan)"; any sanitizer report fails that executable
+#     (suppressions, each with its reason: tests/sanitizers/).
 # Prints a summary per suite and ends with exactly one line
 # "N passed, N failed, N skipped" summed over everything. Exit status 1 if
 # anything failed (a build failure or a crashed test executable counts as one).
-# Env: VIPD_BUILD_DIR (build directory, default "build").
+# Env: VIPD_BUILD_DIR (build directory, default "build"); VIPD_ASAN=0 skips the
+# sanitizer suite (loudly, counted as skipped) unless CI=true;
+# VIPD_ASAN_BUILD_DIR (default "build-asan").
 set -uo pipefail
 
 UNIT_ONLY=0
@@ -127,6 +135,9 @@ for n in names:
     print(n)
 PY
 }
+# Runs every unit test executable under $1/tests/unit; sets UP UF US NBIN.
+run_unit_bins() {
+local B=$1 bin rel json log rc counts p f s
 mapfile -t UNIT_BINS < <(
   [ -d "$B/tests/unit" ] && find "$B/tests/unit" -type f -perm -u+x -not -path '*.p/*' -print 2>/dev/null | sort)
 UP=0; UF=0; US=0; NBIN=0
@@ -156,6 +167,9 @@ for bin in "${UNIT_BINS[@]}"; do
   printf '  %-50s %4d passed, %3d failed, %3d skipped\n' "$rel" "$p" "$f" "$s"
   if [ "$f" -gt 0 ]; then
     tail -n +2 <<<"${counts:-}" | sed 's/^/    FAILED: /'
+    # A sanitizer report's first lines say what and where (the tail is its shadow map).
+    grep -m 12 -E '^==[0-9]+==ERROR|runtime error:|^SUMMARY:|^(READ|WRITE) of size|^    #[0-9] ' "$log" |
+      sed 's/^/    ! /'
     echo "    ---- last lines of its output ----"
     tail -n 25 "$log" | sed 's/^/    | /'
   fi
@@ -164,7 +178,56 @@ done
 if [ "$NBIN" -eq 0 ]; then
   echo "  !!! no unit test executables found under $B/tests/unit"
 fi
+}
+run_unit_bins "$B"
 add_suite unit "$UP" "$UF" "$US" "$NBIN executables"
+
+# ---- unit tests under ASan + UBSan -------------------------------------------------
+BA=${VIPD_ASAN_BUILD_DIR:-build-asan}
+if [ "${VIPD_ASAN:-1}" = "0" ] && [ "${CI:-}" != "true" ]; then
+  section "unit tests (asan): SKIPPED"
+  echo "  !!! VIPD_ASAN=0: the ASan + UBSan unit suite is NOT run (CI=true always runs it)"
+  add_suite "unit (asan)" 0 0 1 "SKIPPED: VIPD_ASAN=0"
+else
+  section "unit tests under ASan + UBSan ($BA/tests/unit)"
+  TA=$(date +%s)
+  asan_ok=1
+  if [ ! -f "$BA/build.ninja" ]; then
+    # -O0 (buildtype debug): the sanitized build is a second full build in CI;
+    # unoptimized code compiles much faster and the unit tests stay quick.
+    echo "meson setup $BA --buildtype debug -Db_sanitize=address,undefined -Db_lundef=false"
+    if ! meson setup "$BA" --buildtype debug -Db_sanitize=address,undefined -Db_lundef=false >"$TMP/meson-asan.log" 2>&1; then
+      tail -n 40 "$TMP/meson-asan.log"
+      add_suite "unit (asan)" 0 1 0 "meson setup failed"
+      asan_ok=0
+    fi
+  fi
+  if [ "$asan_ok" -eq 1 ]; then
+    # Only the unit test executables (not vipd/vipctl): saves build time.
+    mapfile -t ASAN_TARGETS < <(ninja -C "$BA" -t targets all 2>/dev/null |
+      sed -n 's/^\(tests\/unit\/[^:]*\): cpp_LINKER.*/\1/p' | grep -v '\.p/')
+    echo "ninja -C $BA (${#ASAN_TARGETS[@]} unit test executables)"
+    if [ "${#ASAN_TARGETS[@]}" -eq 0 ] || ! ninja -C "$BA" "${ASAN_TARGETS[@]}" >"$TMP/build-asan.log" 2>&1; then
+      grep -E -A8 'error|FAILED' "$TMP/build-asan.log" | head -n 60
+      tail -n 15 "$TMP/build-asan.log"
+      add_suite "unit (asan)" 0 1 0 "ninja failed"
+      asan_ok=0
+    fi
+  fi
+  if [ "$asan_ok" -eq 1 ]; then
+    TB=$(date +%s)
+    echo "   build: $((TB - TA)) s"
+    SUPP=$ROOT/tests/sanitizers
+    # Any report fails the executable: ASan/UBSan abort, LSan exits non-zero.
+    export ASAN_OPTIONS="halt_on_error=1:abort_on_error=1:detect_leaks=1:detect_stack_use_after_return=0"
+    export LSAN_OPTIONS="suppressions=$SUPP/lsan.supp:print_suppressions=0"
+    export UBSAN_OPTIONS="halt_on_error=1:abort_on_error=1:print_stacktrace=1:suppressions=$SUPP/ubsan.supp"
+    run_unit_bins "$BA"
+    unset ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS
+    echo "   run: $(( $(date +%s) - TB )) s"
+    add_suite "unit (asan)" "$UP" "$UF" "$US" "$NBIN executables, build+run $(( $(date +%s) - TA )) s"
+  fi
+fi
 
 # ---- integration tests -------------------------------------------------------------
 if [ "$UNIT_ONLY" -eq 1 ]; then
@@ -197,8 +260,12 @@ else
     set -- $r
     name="$(basename "$1" .sh)${2:+($2)}"
     log=$TMP/integ.log
+    # A "# timeout: N" header line gives a test more than the default 600 s
+    # (fuzz_test.sh builds its own clang tree first).
+    limit=$(sed -n 's/^# timeout:[[:space:]]*\([0-9][0-9]*\).*/\1/p' "$1" | head -n 1)
+    limit=${limit:-600}
     echo "-- $name"
-    timeout 600 bash "$@" 2>&1 | tee "$log"
+    timeout "$limit" bash "$@" 2>&1 | tee "$log"
     rc=${PIPESTATUS[0]}
     p=$(grep -c '^PASS: ' "$log")
     f=$(grep -c '^FAIL: ' "$log")
@@ -210,7 +277,7 @@ else
       note="SKIPPED: cannot run here"
     elif [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
       f=1
-      if [ "$rc" -eq 124 ]; then note="timed out after 600 s"; else note="exit status $rc without a FAIL line"; fi
+      if [ "$rc" -eq 124 ]; then note="timed out after $limit s"; else note="exit status $rc without a FAIL line"; fi
       echo "  !!! $name: $note"
     fi
     add_suite "$name" "$p" "$f" "$s" "$note"

@@ -99,7 +99,9 @@ std::string to_dry_run_json(const ServiceTable& t) {
   }
   nlohmann::ordered_json doc;
   doc["services"] = std::move(services);
-  return doc.dump();
+  // Names come from manifests, which may hold bytes that are not UTF-8:
+  // replace them (U+FFFD) instead of throwing (found by tests/fuzz/fuzz_manifest).
+  return doc.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
 }  // namespace vipd::cp

@@ -16,6 +16,8 @@
 #include <sstream>
 #include <thread>
 
+#include <yaml-cpp/eventhandler.h>
+
 #include "common/log.h"
 
 namespace vipd::cp {
@@ -27,6 +29,20 @@ constexpr uint32_t kParentMask = IN_CREATE | IN_MOVED_TO | IN_MOVED_FROM | IN_DE
 constexpr off_t kMaxFileBytes = 16 << 20;
 constexpr int64_t kMaxMtimeAgeNs = 10'000'000'000;  // older mtimes are not "the change"
 constexpr int kRewatchPollMs = 100;
+
+// Remembers where the last document started (ManifestSource::load_documents).
+struct DocStarts : YAML::EventHandler {
+  YAML::Mark start = YAML::Mark::null_mark();
+  void OnDocumentStart(const YAML::Mark& m) override { start = m; }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+};
 
 int64_t now_unix_ns() {
   timespec ts{};
@@ -204,6 +220,23 @@ bool ManifestSource::wait(int timeout_ms) {
   return changed;
 }
 
+std::vector<YAML::Node> ManifestSource::load_documents(const std::string& text) {
+  {
+    // Event-only pass first: every document must start after the previous
+    // one, else the parser is stuck and LoadAll would never return.
+    std::istringstream in(text);
+    YAML::Parser parser(in);
+    DocStarts h;
+    int last = -1;
+    while (parser.HandleNextDocument(h)) {
+      if (h.start.pos == last)
+        throw YAML::ParserException(h.start, "the YAML parser makes no progress here (a stray ','?)");
+      last = h.start.pos;
+    }
+  }
+  return YAML::LoadAll(text);
+}
+
 void ManifestSource::parse_file(const std::string& name, const std::string& content,
                                 FileState* st) {
   st->content = content;
@@ -216,7 +249,7 @@ void ManifestSource::parse_file(const std::string& name, const std::string& cont
     // JSON allows tabs as whitespace, YAML indentation does not; inside JSON
     // strings a tab must be escaped, so every raw tab here is whitespace.
     if (ends_with(lower(name), ".json")) std::replace(text.begin(), text.end(), '\t', ' ');
-    const std::vector<YAML::Node> docs = YAML::LoadAll(text);
+    const std::vector<YAML::Node> docs = load_documents(text);
     for (size_t i = 0; i < docs.size(); ++i)
       k8s::parse_document(docs[i], static_cast<int>(i + 1), &objs);
   } catch (const YAML::Exception& e) {

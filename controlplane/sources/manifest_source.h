@@ -48,6 +48,12 @@ class ManifestSource : public Source {
   // True for names load() reads: *.yaml, *.yml, *.json, not hidden, not editor temp.
   static bool is_manifest_name(const std::string& name);
 
+  // YAML::LoadAll(text), except that it throws YAML::ParserException where
+  // yaml-cpp 0.7 would loop forever (a stray ',' at block level makes it
+  // return empty documents without consuming input until memory runs out).
+  // Found by tests/fuzz/fuzz_manifest.
+  static std::vector<YAML::Node> load_documents(const std::string& text);
+
  private:
   struct FileState {
     std::string content;  // last content read

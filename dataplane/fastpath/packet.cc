@@ -208,7 +208,15 @@ bool make_icmp_echo_reply(uint8_t* f, const Parsed& p) noexcept {
   put_raw16(ip + 10, ipv4_header_checksum(ip, p.l4_off - p.l3_off));
   const uint16_t old_word = raw16(icmp);
   icmp[0] = 0;
-  put_raw16(icmp + 2, csum_replace2(raw16(icmp + 2), old_word, raw16(icmp)));
+  uint16_t c = csum_replace2(raw16(icmp + 2), old_word, raw16(icmp));
+  // The incremental update gives 0x0000 where a reply of all zero bytes
+  // needs 0xffff (receivers reject 0x0000 there). Found by tests/fuzz/fuzz_packet.
+  if (c == 0) {
+    bool all_zero = true;
+    for (size_t i = 4; i < p.l4_len && all_zero; ++i) all_zero = icmp[i] == 0;
+    if (all_zero) c = 0xffff;
+  }
+  put_raw16(icmp + 2, c);
   return true;
 }
 

@@ -725,6 +725,24 @@ TEST(IcmpEcho, WithIpOptions) {
   EXPECT_EQ(l4_of(f.data())[0], 0);
 }
 
+// Regression (tests/fuzz/regressions/fuzz_packet/echo-all-zero.bin): a request
+// of type 8 and nothing but zeros (id 0, seq 0, zero payload) got a reply with
+// checksum 0x0000, which receivers reject: the all-zero reply needs 0xffff.
+TEST(IcmpEcho, AllZeroReplyGetsChecksumFfff) {
+  for (size_t payload : {0, 4, 5}) {
+    FrameSpec s = icmp_spec();
+    s.icmp_id = 0;
+    s.icmp_seq = 0;
+    s.payload.assign(payload, 0);
+    auto f = build_frame(s);
+    Parsed p = parse(f);
+    ASSERT_EQ(p.kind, FrameKind::kIpv4);
+    ASSERT_TRUE(make_icmp_echo_reply(f.data(), p));
+    EXPECT_EQ(get16(l4_of(f.data()) + 2), 0xffff) << payload;
+    EXPECT_TRUE(icmp_cksum_ok(f.data())) << payload;
+  }
+}
+
 TEST(IcmpEcho, NotAnEchoRequestIsLeftAlone) {
   for (uint8_t type : {0, 3, 11, 13}) {
     FrameSpec s = icmp_spec();

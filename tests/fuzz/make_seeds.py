@@ -1,0 +1,221 @@
+#!/usr/bin/env python3
+"""usage: tests/fuzz/make_seeds.py
+
+Writes the generated part of the seed corpora (standard library only):
+  corpus/fuzz_packet/*.bin   frame sequences for fuzz_packet (format in fuzz_packet.cc)
+  corpus/fuzz_watch/*.json   watch streams for fuzz_watch (first byte: the chunking seed)
+The hand-written seeds (manifests, config files) live next to them. Rerun
+after changing the topology in fuzz_packet.cc; the output is deterministic.
+"""
+import json
+import os
+import struct
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+# ---- fuzz_packet --------------------------------------------------------------
+# Topology of fuzz_packet.cc.
+PORT_MAC = [bytes([2, 0, 0, 0, 0xa0, 0]), bytes([2, 0, 0, 0, 0xa1, 0])]
+CLIENT_MAC = bytes([2, 0xc1, 0, 0, 0, 0x10])
+B1_MAC = bytes([2, 0xb0, 0, 0, 0, 0x11])
+BCAST = b"\xff" * 6
+
+
+def ip(s):
+    a, b, c, d = (int(x) for x in s.split("."))
+    return (a << 24) | (b << 16) | (c << 8) | d
+
+
+PORT0, PORT1 = ip("10.0.0.1"), ip("10.1.0.1")
+LOCAL = ip("10.1.0.100")
+CLIENT = ip("10.0.0.10")
+FAR_CLIENT = ip("192.0.2.77")  # routed via the (unresolved) gateway
+VIP, VIP_EMPTY, VIP_MH, VIP_PERSIST = ip("10.96.0.100"), ip("10.96.0.101"), ip("10.96.0.102"), ip("10.96.0.103")
+B1, B3 = ip("10.1.0.11"), ip("10.1.0.13")
+FIN, SYN, RST, PSH, ACK = 1, 2, 4, 8, 16
+
+
+def flow_owner(client, n=2):
+    h = (client * 0x9E3779B1) & 0xFFFFFFFF
+    h ^= h >> 16
+    return (((h * 0x85EBCA6B) & 0xFFFFFFFF) >> 16) % n
+
+
+def eth(dst, src, et):
+    return dst + src + struct.pack("!H", et)
+
+
+def ipv4(src, dst, proto, payload, ttl=64, ident=0x1234, frag=0x4000, opts=b""):
+    ihl = 20 + len(opts)
+    h = struct.pack("!BBHHHBBHII", 0x40 | (ihl // 4), 0, ihl + len(payload), ident, frag, ttl, proto, 0, src, dst)
+    return h + opts + payload  # checksums: fixed by the harness (meta bits 2, 3)
+
+
+def tcp(sport, dport, flags, seq=1000, ack=0, data=b""):
+    return struct.pack("!HHIIBBHHH", sport, dport, seq, ack, 5 << 4, flags, 64240, 0, 0) + data
+
+
+def udp(sport, dport, data=b""):
+    return struct.pack("!HHHH", sport, dport, 8 + len(data), 0) + data
+
+
+def icmp_echo(ident=0x4242, seq=1):
+    return struct.pack("!BBHHH", 8, 0, 0, ident, seq) + b"ping"
+
+
+def arp(op, sha, spa, tpa, dst=BCAST):
+    return eth(dst, sha, 0x0806) + struct.pack("!HHBBH", 1, 0x0800, 6, 4, op) + sha + struct.pack("!I", spa) + \
+        b"\0" * 6 + struct.pack("!I", tpa)
+
+
+def rec(frame, port=0, worker=0, fix=True, end=False, advance=0):
+    meta = port | (worker << 1) | ((0x0C) if fix else 0) | (0x10 if end else 0) | (advance << 5)
+    return struct.pack("!BH", meta, len(frame)) + frame
+
+
+def from_client(src, dst, l4, proto=6, **kw):
+    return eth(PORT_MAC[0], CLIENT_MAC, 0x0800) + ipv4(src, dst, proto, l4, **kw)
+
+
+def from_backend(src, dst, l4, proto=6, **kw):
+    return eth(PORT_MAC[1], B1_MAC, 0x0800) + ipv4(src, dst, proto, l4, **kw)
+
+
+def packet_seeds():
+    seeds = {}
+    w = flow_owner(CLIENT)
+    lport = 65504 + w  # first port popped from the owning worker's fnat pool (fuzz_packet.cc)
+    # fnat: a whole TCP connection through the rr service (first pick: B1).
+    seeds["fnat_tcp_conn"] = b"\0" + b"".join([
+        rec(from_client(CLIENT, VIP, tcp(40000, 8080, SYN)), end=True),
+        rec(from_backend(B1, LOCAL, tcp(80, lport, SYN | ACK, 5000, 1001)), port=1, worker=lport % 2, end=True),
+        rec(from_client(CLIENT, VIP, tcp(40000, 8080, ACK, 1001, 5001)), worker=1 - w),
+        rec(from_client(CLIENT, VIP, tcp(40000, 8080, PSH | ACK, 1001, 5001, b"GET / HTTP/1.0\r\n\r\n")), end=True),
+        rec(from_backend(B1, LOCAL, tcp(80, lport, FIN | ACK, 5001, 1019)), port=1, end=True, advance=2),
+        rec(from_client(CLIENT, VIP, tcp(40000, 8080, FIN | ACK, 1019, 5002)), end=True),
+        rec(from_client(CLIENT, VIP, tcp(40000, 8080, SYN, 7000)), end=True),  # port reuse
+    ])
+    seeds["fnat_udp"] = b"\0" + b"".join([
+        rec(from_client(CLIENT, VIP, udp(5000, 5353, b"query"), proto=17)),
+        rec(from_client(CLIENT, VIP, udp(5001, 5353, b"query"), proto=17, ttl=1)),
+        rec(from_client(FAR_CLIENT, VIP, udp(5002, 5353, b"q"), proto=17), end=True),
+        rec(from_backend(B1, LOCAL, udp(53, lport, b"answer"), proto=17), port=1, worker=lport % 2, end=True),
+    ])
+    seeds["fnat_no_endpoints"] = b"\0" + b"".join([
+        rec(from_client(CLIENT, VIP_EMPTY, tcp(40001, 80, SYN))),
+        rec(from_client(CLIENT, VIP_EMPTY, udp(40002, 53, b"x"), proto=17)),
+        rec(from_client(CLIENT, VIP_EMPTY, tcp(40003, 81, SYN))),
+        rec(from_client(CLIENT, VIP_EMPTY, tcp(40004, 82, SYN))),  # VIP, port not served
+        rec(from_client(CLIENT, VIP, tcp(40005, 8080, ACK, 1, 1))),  # no connection
+    ])
+    seeds["arp_icmp"] = b"\0" + b"".join([
+        rec(arp(1, CLIENT_MAC, CLIENT, VIP)),
+        rec(arp(1, CLIENT_MAC, CLIENT, PORT0)),
+        rec(arp(1, B1_MAC, B1, LOCAL), port=1),
+        rec(arp(2, bytes([2, 0xb0, 0, 0, 0, 0x13]), B3, PORT1, dst=PORT_MAC[1]), port=1),
+        rec(arp(1, CLIENT_MAC, CLIENT, ip("10.0.0.99"))),
+        rec(from_client(CLIENT, PORT0, icmp_echo(), proto=1)),
+        rec(from_client(CLIENT, VIP, icmp_echo(7), proto=1)),
+        rec(from_backend(B1, LOCAL, icmp_echo(8), proto=1), port=1),
+    ])
+    # Maglev picks up mid-flow TCP; B3 has no ARP entry: parked, then
+    # neigh_unresolved unless the ARP reply arrives.
+    seeds["mh_pickup_unresolved"] = b"\0" + b"".join([
+        rec(from_client(CLIENT, VIP_MH, tcp(p, 80, ACK, 1, 1)), end=(p % 4 == 0)) for p in range(41000, 41012)
+    ] + [rec(arp(2, bytes([2, 0xb0, 0, 0, 0, 0x13]), B3, PORT1, dst=PORT_MAC[1]), port=1, end=True)])
+    seeds["persistence"] = b"\0" + b"".join([
+        rec(from_client(CLIENT, VIP_PERSIST, tcp(42000 + i, 443, SYN)), end=True, advance=i % 4) for i in range(6)
+    ] + [rec(from_client(CLIENT, VIP_PERSIST, udp(42100, 53, b"q"), proto=17), end=True)])
+    seeds["hostile"] = b"\0" + b"".join([
+        rec(from_client(CLIENT, VIP, tcp(43000, 8080, SYN), frag=0x2000)),  # first fragment
+        rec(from_client(CLIENT, VIP, tcp(43001, 8080, SYN), frag=0x0010)),  # later fragment
+        rec(from_client(CLIENT, VIP, tcp(43002, 8080, SYN), opts=b"\x01\x01\x01\x00")),  # IP options
+        rec(from_client(CLIENT, VIP, tcp(43003, 8080, SYN)), fix=False),  # bad checksums
+        rec(from_client(CLIENT, VIP, tcp(43004, 8080, SYN), ttl=1)),
+        rec(eth(PORT_MAC[0], CLIENT_MAC, 0x86DD) + b"\x60" + b"\0" * 39),  # IPv6
+        rec(from_client(CLIENT, VIP, tcp(43005, 8080, SYN))[:40]),  # truncated
+        rec(eth(BCAST, CLIENT_MAC, 0x0800) + ipv4(CLIENT, VIP, 6, tcp(43006, 8080, SYN))),
+        rec(from_client(CLIENT, VIP, b"\0" * 4, proto=47)),  # GRE
+        rec(from_backend(ip("10.1.0.99"), LOCAL, tcp(80, 2000, ACK)), port=1),  # spoofed reply
+        rec(b"\x01\x02\x03"),
+    ])
+    # Backend 10.1.0.12 removed after the first burst (first byte bit 1): its
+    # connection gets a RST on the next client packet, its replies dest_expired.
+    local2, lport2 = ip("10.1.0.101"), 65520 + w
+    seeds["fnat_dest_removed"] = b"\x02" + b"".join([
+        rec(from_client(CLIENT, VIP, tcp(46000, 8080, SYN))),
+        rec(from_client(CLIENT, VIP, tcp(46001, 8080, SYN)), end=True),
+        rec(from_client(CLIENT, VIP, tcp(46001, 8080, ACK, 1001, 5001))),
+        rec(eth(PORT_MAC[1], B1_MAC, 0x0800) + ipv4(ip("10.1.0.12"), local2, 6, tcp(80, lport2, ACK, 5001, 1001)),
+            port=1, worker=lport2 % 2),
+        rec(from_client(CLIENT, VIP, tcp(46000, 8080, ACK, 1001, 5001)), end=True, advance=4),
+        rec(from_client(CLIENT, VIP, tcp(46001, 8080, SYN, 9000)), end=True),
+    ])
+    # nat: replies come back addressed to the client.
+    seeds["nat_tcp_conn"] = b"\x01" + b"".join([
+        rec(from_client(CLIENT, VIP, tcp(40000, 8080, SYN)), end=True),
+        rec(from_backend(B1, CLIENT, tcp(80, 40000, SYN | ACK, 5000, 1001)), port=1, worker=1, end=True),
+        rec(from_client(CLIENT, VIP, tcp(40000, 8080, ACK, 1001, 5001)), end=True, advance=4),
+        rec(from_client(CLIENT, VIP, tcp(40000, 8080, ACK, 1001, 5001)), end=True, advance=7),
+        rec(from_client(CLIENT, VIP, tcp(40000, 8080, ACK, 1001, 5001)), end=True),
+    ])
+    # nat: more SYNs than the 32-entry connection table holds.
+    seeds["nat_table_full"] = b"\x01" + b"".join(
+        rec(from_client(CLIENT, VIP, tcp(44000 + i, 8080, SYN)), end=(i % 16 == 15)) for i in range(40))
+    # fnat: the small second local address pool runs out.
+    seeds["fnat_many_udp"] = b"\0" + b"".join(
+        rec(from_client(CLIENT, VIP, udp(45000 + i, 5353, b"q"), proto=17), end=(i % 20 == 19)) for i in range(60))
+    return seeds
+
+
+# ---- fuzz_watch --------------------------------------------------------------
+def svc(name, ip_, port, rv, proto="TCP"):
+    return {"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": name, "namespace": "default", "resourceVersion": str(rv)},
+            "spec": {"type": "ClusterIP", "clusterIP": ip_, "clusterIPs": [ip_],
+                     "ports": [{"name": "http", "protocol": proto, "port": port, "targetPort": 8080}]}}
+
+
+def slice_(name, svcname, addrs, port, rv):
+    return {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "addressType": "IPv4",
+            "metadata": {"name": name, "namespace": "default", "resourceVersion": str(rv),
+                         "labels": {"kubernetes.io/service-name": svcname}},
+            "endpoints": [{"addresses": [a], "conditions": {"ready": True}, "nodeName": "node-a"} for a in addrs],
+            "ports": [{"name": "http", "protocol": "TCP", "port": port}]}
+
+
+def watch_seeds():
+    ev = lambda t, o: json.dumps({"type": t, "object": o})
+    return {
+        "services": "\n".join([ev("ADDED", svc("web", "10.96.0.10", 80, 101)),
+                               ev("MODIFIED", svc("web", "10.96.0.10", 81, 102)),
+                               ev("DELETED", svc("web", "10.96.0.10", 81, 103))]) + "\n",
+        "slices": "\n".join([ev("ADDED", slice_("web-abc", "web", ["10.244.1.5", "10.244.2.7"], 8080, 201)),
+                             ev("BOOKMARK", {"kind": "EndpointSlice", "metadata": {"resourceVersion": "250"}})]) + "\n",
+        "error_410": ev("ERROR", {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 410,
+                                  "reason": "Expired", "message": "too old resource version: 1 (5)"}) + "\n",
+        "escapes": json.dumps({"type": "ADDED", "object": svc("we\"b{}", "10.96.0.11", 443, 7)},
+                              ensure_ascii=True) + "  \r\n\t" + ev("MODIFIED", svc("x", "None", 1, 8)),
+        "numbers": '{"type":"ADDED","object":{"kind":"Service","metadata":{"name":"n","resourceVersion":"1"},'
+                   '"spec":{"clusterIP":"10.96.0.12","ports":[{"port":1.5e3,"protocol":"UDP"},{"port":-1},'
+                   '{"port":18446744073709551615},{"port":null},{"port":true}]}}}\n',
+    }
+
+
+def main():
+    pk = os.path.join(HERE, "corpus", "fuzz_packet")
+    wk = os.path.join(HERE, "corpus", "fuzz_watch")
+    os.makedirs(pk, exist_ok=True)
+    os.makedirs(wk, exist_ok=True)
+    for name, data in packet_seeds().items():
+        with open(os.path.join(pk, name + ".bin"), "wb") as f:
+            f.write(data)
+    for i, (name, text) in enumerate(watch_seeds().items()):
+        # First byte: fuzz_watch's chunking seed; the stream follows.
+        with open(os.path.join(wk, name + ".json"), "wb") as f:
+            f.write(bytes([7 + 13 * i]) + text.encode())
+    print("wrote", len(os.listdir(pk)), "packet seeds,", len(os.listdir(wk)), "watch seeds")
+
+
+if __name__ == "__main__":
+    main()
