@@ -29,7 +29,8 @@ namespace vipd::dp {
   X(kRedirectRingFull, "redirect_ring_full")                                  \
   X(kTxFull, "tx_queue_full")                                                 \
   X(kArpIgnored, "arp_ignored")              /* ARP not for us / malformed */ \
-  X(kLocalUnhandled, "local_unhandled")      /* to a port address, not ping */
+  X(kLocalUnhandled, "local_unhandled")      /* to a port address, not ping */ \
+  X(kSourceNotAllowed, "source_not_allowed") /* loadBalancerSourceRanges */
 
 enum DropReason : uint8_t {
 #define VIPD_X(e, s) e,

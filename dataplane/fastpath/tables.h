@@ -43,6 +43,11 @@ struct DestRef {
 
 // Immutable after publication; replaced (never modified) by the publisher and
 // freed after every worker went through a quiescent state.
+struct SourceRange {
+  uint32_t net;   // host order, host bits clear
+  uint32_t mask;  // host order
+};
+
 struct Service {
   uint32_t id;  // dense id: index into per-worker scheduler state
   uint32_t vip;
@@ -58,8 +63,19 @@ struct Service {
   int32_t gcd_weight;
   uint32_t table_size;    // sh/dh: kShTableSize buckets; mh: the Maglev table size
   const uint16_t* table;  // index into dests per bucket (in the same allocation)
+  // Client ranges allowed to open new flows (loadBalancerSourceRanges); none =
+  // everyone. Host order, in the same allocation.
+  uint32_t n_ranges;
+  const SourceRange* ranges;
   DestRef dests[];        // n_dests entries, sorted by (ip, port)
 };
+
+// True when `src` (host order) may open a new flow to `svc`.
+inline bool source_allowed(const Service& svc, uint32_t src) noexcept {
+  for (uint32_t i = 0; i < svc.n_ranges; ++i)
+    if ((src & svc.ranges[i].mask) == svc.ranges[i].net) return true;
+  return svc.n_ranges == 0;
+}
 
 // Destination generations: a conn entry records (slot, gen); when the
 // publisher removes a destination it bumps the slot's generation, which

@@ -259,6 +259,9 @@ void new_flow(Worker& w, rte_mbuf* m, const Parsed& p, const Service& svc) {
   // from another gateway): Maglev sends it where any instance would have, so
   // the connection is picked up; other schedulers cannot know and drop it.
   if (!syn && (svc.sched != Sched::kMh || (p.tcp_flags & kTcpRst))) return drop(w, m, kNoConn);
+  // loadBalancerSourceRanges: like kube-proxy's firewall chain, checked when a
+  // flow starts (the nat table sees only first packets there too).
+  if (svc.n_ranges && !source_allowed(svc, p.src)) return drop(w, m, kSourceNotAllowed);
   int32_t idx = -1;
   Template* tmpl = nullptr;
   TemplateKey tkey{p.dst, p.src, p.dport, p.proto, 0};

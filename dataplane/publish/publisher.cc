@@ -74,8 +74,28 @@ bool Publisher::upsert(const cp::VirtualService& vs, Deferred& d, std::string* e
              " destinations (--mh-table-size)";
     return false;
   }
+  // loadBalancerSourceRanges ("a.b.c.d/n", validated and normalized by the
+  // sources); an entry that does not parse is refused rather than dropped,
+  // which would open the service to everyone.
+  std::vector<SourceRange> ranges;
+  for (const std::string& r : vs.source_ranges) {
+    const auto slash = r.find('/');
+    const auto net = cp::parse_ipv4(r.substr(0, slash));
+    int len = -1;
+    if (slash != std::string::npos && slash + 1 < r.size() && r.size() - slash <= 3 &&
+        r.find_first_not_of("0123456789", slash + 1) == std::string::npos)
+      len = std::stoi(r.substr(slash + 1));
+    if (!net || len < 0 || len > 32) {
+      *error = cp::to_string(vs.key) + ": source range '" + r + "' is not an IPv4 CIDR";
+      return false;
+    }
+    const uint32_t mask = len == 0 ? 0 : ~0u << (32 - len);
+    ranges.push_back({*net & mask, mask});
+  }
   const size_t dest_bytes = sizeof(Service) + n * sizeof(DestRef);
-  auto* obj = static_cast<Service*>(rte_zmalloc("vipd_service", dest_bytes + tsize * sizeof(uint16_t), 64));
+  const size_t range_bytes = ranges.size() * sizeof(SourceRange);
+  auto* obj = static_cast<Service*>(
+      rte_zmalloc("vipd_service", dest_bytes + range_bytes + tsize * sizeof(uint16_t), 64));
   if (!obj) {
     *error = "out of DPDK memory for service " + cp::to_string(vs.key);
     return false;
@@ -122,6 +142,12 @@ bool Publisher::upsert(const cp::VirtualService& vs, Deferred& d, std::string* e
       g = std::gcd(g, static_cast<int32_t>(b.weight));
     }
   }
+  if (!ranges.empty()) {
+    auto* rs = reinterpret_cast<SourceRange*>(reinterpret_cast<uint8_t*>(obj) + dest_bytes);
+    std::copy(ranges.begin(), ranges.end(), rs);
+    obj->ranges = rs;
+    obj->n_ranges = static_cast<uint32_t>(ranges.size());
+  }
   obj->n_weighted = weighted;
   obj->max_weight = maxw;
   obj->gcd_weight = g > 0 ? g : 1;
@@ -131,7 +157,7 @@ bool Publisher::upsert(const cp::VirtualService& vs, Deferred& d, std::string* e
     const std::vector<uint16_t> t = sched == Sched::kMh
                                         ? build_maglev_table(obj->dests, obj->n_dests, tsize)
                                         : build_sh_table(obj->dests, obj->n_dests);
-    auto* tab = reinterpret_cast<uint16_t*>(reinterpret_cast<uint8_t*>(obj) + dest_bytes);
+    auto* tab = reinterpret_cast<uint16_t*>(reinterpret_cast<uint8_t*>(obj) + dest_bytes + range_bytes);
     std::copy(t.begin(), t.end(), tab);
     obj->table = tab;
     obj->table_size = tsize;

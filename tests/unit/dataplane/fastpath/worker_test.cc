@@ -1017,6 +1017,37 @@ TEST_F(WorkerTest, FnatPortsExhausted) {
   EXPECT_EQ(w().conns.size(), 2u);
 }
 
+// loadBalancerSourceRanges: a client outside every range cannot open a flow
+// (counted), one inside can; a range the publisher cannot read is refused.
+TEST_F(WorkerTest, SourceRangesLimitNewFlows) {
+  build(Forward::kFnat);
+  if (HasFatalFailure()) return;
+  cp::ServiceTable next = table_;
+  auto open_to_client = vsvc(ip4(10, 96, 0, 120), 443, Protocol::kTcp, {rs(kB1, 80)});
+  open_to_client.kind = "LoadBalancer";
+  open_to_client.source_ranges = {"10.0.0.0/24", "192.0.2.0/24"};
+  put(next, open_to_client);
+  auto closed = vsvc(ip4(10, 96, 0, 121), 443, Protocol::kTcp, {rs(kB1, 80)});
+  closed.kind = "LoadBalancer";
+  closed.source_ranges = {"10.0.0.11/32", "192.0.2.0/24"};  // kClient is 10.0.0.10
+  put(next, closed);
+  std::string err;
+  ASSERT_TRUE(pub_->apply(next, cp::TableDiff::compute(table_, next), false, &err)) << err;
+  const Frame a = one_out(build_frame(from_client(45000, kTcpSyn, ip4(10, 96, 0, 120), 443)), 0, 1);
+  ASSERT_FALSE(a.empty()) << drop_summary();
+  rx(build_frame(from_client(45001, kTcpSyn, ip4(10, 96, 0, 121), 443)), 0);
+  expect_nothing_out("source outside the ranges");
+  EXPECT_EQ(drops(kSourceNotAllowed), 1u) << drop_summary();
+  EXPECT_STREQ(drop_reason_name(kSourceNotAllowed), "source_not_allowed");
+
+  cp::ServiceTable bad = next;
+  auto broken = vsvc(ip4(10, 96, 0, 122), 443, Protocol::kTcp, {rs(kB1, 80)});
+  broken.source_ranges = {"10.0.0.0/33"};
+  put(bad, broken);
+  EXPECT_FALSE(pub_->apply(bad, cp::TableDiff::compute(next, bad), false, &err));
+  EXPECT_NE(err.find("not an IPv4 CIDR"), std::string::npos) << err;
+}
+
 // nat mode: one client port reaching the same backend through two VIPs gives
 // both connections the same reply key; the second one is refused.
 TEST_F(WorkerTest, NatReplyKeyCollisionIsRefused) {
