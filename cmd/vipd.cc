@@ -7,6 +7,7 @@
 #include <iostream>
 #include <thread>
 
+#include "cmd/admin_docs.h"
 #include "cmd/vipd_iptables.h"
 #include "common/log.h"
 #include "controlplane/backends/dpdk_backend.h"
@@ -234,34 +235,13 @@ int main(int argc, char** argv) {
   });
   admin.handle("/v1/stats", [&] { return stats_json(*dataplane); });
   admin.handle("/v1/services", [&] { return services_json(sync, *dataplane, fwd); });
-  admin.handle_ordered("/v1/table", [&] {
-    auto t = sync.table();
-    nlohmann::ordered_json j;
-    j["generation"] = t ? t->generation : 0;
-    j["table"] = nlohmann::ordered_json::parse(cp::to_dry_run_json(t ? *t : cp::ServiceTable{}));
-    return j;
-  });
+  admin.handle_ordered("/v1/table", [&] { return vipd::cmd::table_doc(sync); });
   admin.handle("/v1/status", [&] {
-    auto s = sync.status();
-    return nlohmann::json{{"mode", config::mode_name(opt.mode)},
-                          {"forward_method", fwd},
-                          {"generation", s.generation},
-                          {"syncs", s.syncs},
-                          {"full_syncs", s.full_syncs},
-                          {"sync_errors", s.sync_errors},
-                          {"next_retry_ms", s.next_retry_ms},
-                          {"last_sync_unix_ns", s.last_sync_unix_ns},
-                          {"last_change_to_applied_ms", s.last_change_to_applied_ms},
-                          {"last_error", s.last_error},
-                          {"source_errors", s.source_errors},
-                          {"config", {{"config_file", opt.config_file},
-                                      {"manifests_dir", opt.manifests_dir},
-                                      {"workers", opt.worker_lcores},
-                                      {"ports", opt.ports.size()},
-                                      {"conn_table_size", opt.conn_table_size},
-                                      {"admin_socket", opt.admin_socket},
-                                      {"metrics_address", opt.metrics_address},
-                                      {"health_address", opt.health_address}}}};
+    nlohmann::json j = vipd::cmd::status_doc(sync, opt, fwd);
+    j["config"]["workers"] = opt.worker_lcores;
+    j["config"]["ports"] = opt.ports.size();
+    j["config"]["conn_table_size"] = opt.conn_table_size;
+    return j;
   });
   if (!admin.start(&err)) {
     log_error(err);

@@ -8,6 +8,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "cmd/admin_docs.h"
 #include "common/log.h"
 #include "controlplane/backends/iptables/iptables_backend.h"
 #include "controlplane/kube/kube_source.h"
@@ -140,34 +141,13 @@ int run_iptables_mode(const config::Options& opt, cp::Source& source, const cp::
                           {"iptables", backend_json(backend.stats())}};
   });
   admin.handle("/v1/services", [&] { return services_json(sync, fwd); });
-  admin.handle_ordered("/v1/table", [&] {
-    auto t = sync.table();
-    nlohmann::ordered_json j;
-    j["generation"] = t ? t->generation : 0;
-    j["table"] = nlohmann::ordered_json::parse(cp::to_dry_run_json(t ? *t : cp::ServiceTable{}));
-    return j;
-  });
+  admin.handle_ordered("/v1/table", [&] { return cmd::table_doc(sync); });
   admin.handle("/v1/status", [&] {
-    auto s = sync.status();
-    return nlohmann::json{{"mode", config::mode_name(opt.mode)},
-                          {"forward_method", fwd},
-                          {"generation", s.generation},
-                          {"syncs", s.syncs},
-                          {"full_syncs", s.full_syncs},
-                          {"sync_errors", s.sync_errors},
-                          {"next_retry_ms", s.next_retry_ms},
-                          {"last_sync_unix_ns", s.last_sync_unix_ns},
-                          {"last_change_to_applied_ms", s.last_change_to_applied_ms},
-                          {"last_error", s.last_error},
-                          {"source_errors", s.source_errors},
-                          {"iptables", backend_json(backend.stats())},
-                          {"config", {{"config_file", opt.config_file},
-                                      {"manifests_dir", opt.manifests_dir},
-                                      {"workers", nlohmann::json::array()},
-                                      {"ports", 0},
-                                      {"admin_socket", opt.admin_socket},
-                                      {"metrics_address", opt.metrics_address},
-                                      {"health_address", opt.health_address}}}};
+    nlohmann::json j = cmd::status_doc(sync, opt, fwd);
+    j["iptables"] = backend_json(backend.stats());
+    j["config"]["workers"] = nlohmann::json::array();
+    j["config"]["ports"] = 0;
+    return j;
   });
   std::string err;
   if (!admin.start(&err)) {
