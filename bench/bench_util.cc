@@ -7,6 +7,8 @@
 #include <rte_errno.h>
 #include <rte_ethdev.h>
 #include <rte_hash.h>
+#include <rte_launch.h>
+#include <rte_lcore.h>
 #include <rte_malloc.h>
 #include <rte_mbuf.h>
 #include <rte_rcu_qsbr.h>
@@ -230,6 +232,45 @@ bool BenchDataplane::init(const DpOptions& o, std::string* err) {
 BenchDataplane::~BenchDataplane() {
   // Objects live until rte_eal_cleanup; only stop the port.
   if (pool) rte_eth_dev_stop(port_id);
+}
+
+bool start_cp_dataplane(const Args& a, uint32_t services, uint32_t eps, bool running, BenchDataplane* d) {
+  EalOptions eo;
+  eo.hugepages = a.flag("hugepages") || a.flag("huge-dir");
+  eo.huge_dir = a.str("huge-dir", "");
+  eo.mem_mb = static_cast<unsigned>(a.num("mem", 1024));
+  eo.lcores = running ? 2 : 1;
+  std::string err;
+  if (!eal_start(eo, &err)) {
+    fprintf(stderr, "vipd_bench: %s\n", err.c_str());
+    return false;
+  }
+  DpOptions o;  // the daemon's defaults: 65536 services, 262144 destinations
+  o.max_services = std::max<uint32_t>(o.max_services, services);
+  o.max_dests = std::max<uint32_t>(o.max_dests, services * eps + 1024);
+  o.conn_capacity = 4096;
+  o.n_local_addrs = 1;
+  if (!d->init(o, &err)) {
+    fprintf(stderr, "vipd_bench: %s\n", err.c_str());
+    return false;
+  }
+  if (running) {
+    if (rte_eal_remote_launch(dp::worker_main, d->w.get(), rte_get_next_lcore(-1, 1, 0)) != 0) {
+      fprintf(stderr, "vipd_bench: cannot launch the worker lcore\n");
+      return false;
+    }
+    // Wait until the worker is online (its first quiescent state).
+    while (rte_rcu_qsbr_check(d->sh.qsbr, rte_rcu_qsbr_start(d->sh.qsbr), false) == 0) rte_pause();
+  } else {
+    rte_rcu_qsbr_thread_register(d->sh.qsbr, 0);  // registered, never online
+  }
+  return true;
+}
+
+void stop_cp_dataplane(BenchDataplane* d, bool running) {
+  if (!running) return;
+  d->sh.stop.store(true);
+  rte_eal_mp_wait_lcore();
 }
 
 cp::ServiceTable make_table(uint32_t n, uint32_t b, cp::Protocol proto) {

@@ -86,6 +86,15 @@ struct BenchDataplane {
   ~BenchDataplane();
 };
 
+// The control-plane benchmarks' set-up (cp, sync): EAL (--hugepages /
+// --huge-dir, --mem), `d` sized for `services` x `eps` (the daemon's defaults
+// at least), and either the real worker polling on the second lcore (running;
+// the QSBR waits for it) or a registered, offline QSBR thread (the control
+// plane's CPU path alone). Prints why and returns false on failure.
+bool start_cp_dataplane(const Args& a, uint32_t services, uint32_t eps, bool running, BenchDataplane* d);
+// Stops the worker started by start_cp_dataplane (running).
+void stop_cp_dataplane(BenchDataplane* d, bool running);
+
 // ---- synthetic service tables -------------------------------------------
 // n services (VIP kVipBase+i, port 80, proto), b endpoints each (unique
 // addresses from kDestBase), scheduler rr.

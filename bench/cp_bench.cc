@@ -72,36 +72,9 @@ int run_cp(const Args& a) {
   const unsigned changes = static_cast<unsigned>(a.num("changes", 1000));
   const bool running = a.str("worker", "running") == "running";
 
-  EalOptions eo;
-  eo.hugepages = a.flag("hugepages") || a.flag("huge-dir");
-  eo.huge_dir = a.str("huge-dir", "");
-  eo.mem_mb = static_cast<unsigned>(a.num("mem", 1024));
-  eo.lcores = running ? 2 : 1;
-  std::string err;
-  if (!eal_start(eo, &err)) {
-    fprintf(stderr, "vipd_bench: %s\n", err.c_str());
-    return 2;
-  }
-  DpOptions o;  // the daemon's defaults: 65536 services, 262144 destinations
-  o.max_services = std::max<uint32_t>(o.max_services, services);
-  o.max_dests = std::max<uint32_t>(o.max_dests, services * eps + 1024);
-  o.conn_capacity = 4096;
-  o.n_local_addrs = 1;
   BenchDataplane d;
-  if (!d.init(o, &err)) {
-    fprintf(stderr, "vipd_bench: %s\n", err.c_str());
-    return 2;
-  }
-  if (running) {
-    if (rte_eal_remote_launch(dp::worker_main, d.w.get(), rte_get_next_lcore(-1, 1, 0)) != 0) {
-      fprintf(stderr, "vipd_bench: cannot launch the worker lcore\n");
-      return 2;
-    }
-    // Wait until the worker is online (its first quiescent state).
-    while (rte_rcu_qsbr_check(d.sh.qsbr, rte_rcu_qsbr_start(d.sh.qsbr), false) == 0) rte_pause();
-  } else {
-    rte_rcu_qsbr_thread_register(d.sh.qsbr, 0);  // registered, never online
-  }
+  if (!start_cp_dataplane(a, services, eps, running, &d)) return 2;
+  std::string err;
 
   Json j;
   j.str("bench", "cp").integer("services", services).integer("endpoints_per_service", eps);
@@ -200,10 +173,7 @@ int run_cp(const Args& a) {
     j.num("table_copy_ms", median(v));
   }
 
-  if (running) {
-    d.sh.stop.store(true);
-    rte_eal_mp_wait_lcore();
-  }
+  stop_cp_dataplane(&d, running);
   printf("%s\n", j.dump().c_str());
   fflush(stdout);
   return 0;

@@ -133,35 +133,9 @@ int run_sync(const Args& a) {
   const bool running = a.str("worker", "running") == "running";
   set_log_level(LogSeverity::kWarn);  // one info line per sync would be timed too
 
-  EalOptions eo;
-  eo.hugepages = a.flag("hugepages") || a.flag("huge-dir");
-  eo.huge_dir = a.str("huge-dir", "");
-  eo.mem_mb = static_cast<unsigned>(a.num("mem", 1024));
-  eo.lcores = running ? 2 : 1;
-  std::string err;
-  if (!eal_start(eo, &err)) {
-    fprintf(stderr, "vipd_bench: %s\n", err.c_str());
-    return 2;
-  }
-  DpOptions o;
-  o.max_services = std::max<uint32_t>(o.max_services, services);
-  o.max_dests = std::max<uint32_t>(o.max_dests, services * eps + 1024);
-  o.conn_capacity = 4096;
-  o.n_local_addrs = 1;
   BenchDataplane d;
-  if (!d.init(o, &err)) {
-    fprintf(stderr, "vipd_bench: %s\n", err.c_str());
-    return 2;
-  }
-  if (running) {
-    if (rte_eal_remote_launch(dp::worker_main, d.w.get(), rte_get_next_lcore(-1, 1, 0)) != 0) {
-      fprintf(stderr, "vipd_bench: cannot launch the worker lcore\n");
-      return 2;
-    }
-    while (rte_rcu_qsbr_check(d.sh.qsbr, rte_rcu_qsbr_start(d.sh.qsbr), false) == 0) rte_pause();
-  } else {
-    rte_rcu_qsbr_thread_register(d.sh.qsbr, 0);  // registered, never online: the CPU path alone
-  }
+  if (!start_cp_dataplane(a, services, eps, running, &d)) return 2;
+  std::string err;
 
   Json j;
   j.str("bench", "sync").integer("services", services).integer("endpoints_per_service", eps);
@@ -250,10 +224,7 @@ int run_sync(const Args& a) {
     if (!t || t->services.size() != services) return 2;
   }
 
-  if (running) {
-    d.sh.stop.store(true);
-    rte_eal_mp_wait_lcore();
-  }
+  stop_cp_dataplane(&d, running);
   printf("%s\n", j.dump().c_str());
   fflush(stdout);
   return 0;
