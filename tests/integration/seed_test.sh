@@ -22,106 +22,36 @@ esac
 METHOD=${VARIANT%%-*}
 EXTRA=${VARIANT#"$METHOD"}
 EXTRA=${EXTRA#-}
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-cd "$ROOT" || exit 1
-# The distribution's python3 (standard library only) unless PYTHON is set.
-if [ -z "${PYTHON:-}" ]; then if [ -x /usr/bin/python3 ]; then PYTHON=/usr/bin/python3; else PYTHON=python3; fi; fi
 NAME="seed_test($VARIANT)"
 
 # ---- can we run here? ---------------------------------------------------------
 CHECKS=(vipd-starts forward-method http-four-pods-even change-to-dataplane expire-on-removal
         http-after-removal no-endpoints-refused udp-no-endpoints-refused udp-roundtrip ping-vip
         malformed-counted vipctl-list vipctl-stats vipd-alive)
-skip_all() {
-  local c
-  for c in "${CHECKS[@]}"; do echo "SKIP: $c: $1"; done
-  echo "!!! $NAME: all ${#CHECKS[@]} checks SKIPPED: $1 -- run as root on a kernel with network namespaces, veth and bridge" >&2
-  exit 77
-}
-[ "$(id -u)" -eq 0 ] || skip_all "not root (network namespaces need root)"
-command -v ip >/dev/null 2>&1 || skip_all "'ip' (iproute2) not installed"
-probe="vipd-probe-$$"
-if ! ip netns add "$probe" 2>/dev/null; then skip_all "cannot create network namespaces"; fi
-if ! ip -n "$probe" link add name pa type veth peer name pb 2>/dev/null ||
-   ! ip -n "$probe" link add name pbr type bridge 2>/dev/null; then
-  ip netns del "$probe" 2>/dev/null
-  skip_all "cannot create veth pairs or bridges in a namespace"
-fi
-ip netns del "$probe"
-
-NPASS=0
-NFAIL=0
-pass() { echo "PASS: $1"; NPASS=$((NPASS + 1)); }
-fail() { echo "FAIL: $1: $2"; NFAIL=$((NFAIL + 1)); }
-note() { echo "    $*"; }
-
-find_bin() { local b d=${VIPD_BUILD_DIR:-build}; for b in "$d/$1" "$d/cmd/$1"; do [ -x "$b" ] && { echo "$b"; return 0; }; done; return 1; }
-VIPD=${VIPD_BIN:-$(find_bin vipd)}
-VIPCTL=${VIPCTL_BIN:-$(find_bin vipctl)}
-if [ -z "$VIPD" ] || [ -z "$VIPCTL" ]; then
-  fail build "vipd/vipctl binaries not found under build/ (run: meson setup build && ninja -C build)"
-  exit 1
-fi
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+require_netns bridge
+require_vipd
 
 export LAB_PREFIX="vt${METHOD:0:1}${EXTRA:0:1}$$-"
 P=$LAB_PREFIX
 TMP=$(mktemp -d "/tmp/vipd-seed-$VARIANT.XXXXXX")
 HUGE_MNT=
 HUGE_OLD=
-VIPD_PID=
 CONF=config/demo/vipd.conf
 
-cleanup() {
-  local rc=$?
-  trap - EXIT INT TERM
-  if [ "$NFAIL" -gt 0 ] && [ -s "$TMP/vipd.log" ]; then
-    note "---- last lines of the vipd log ----"
-    tail -n 30 "$TMP/vipd.log" | sed 's/^/    | /'
-  fi
-  if [ -n "$VIPD_PID" ] && kill -0 "$VIPD_PID" 2>/dev/null; then
-    kill -TERM "$VIPD_PID" 2>/dev/null
-    for _ in $(seq 1 50); do kill -0 "$VIPD_PID" 2>/dev/null || break; sleep 0.1; done
-    kill -0 "$VIPD_PID" 2>/dev/null && kill -KILL "$VIPD_PID" 2>/dev/null
-    wait "$VIPD_PID" 2>/dev/null
-  fi
-  scripts/lab.sh down >/dev/null 2>&1
+cleanup_extra() {
   if [ -n "$HUGE_MNT" ]; then
+    stop_pid "$VIPD_PID"   # before the hugetlbfs mount goes
     umount "$HUGE_MNT" 2>/dev/null
     rmdir "$HUGE_MNT" 2>/dev/null
   fi
   [ -n "$HUGE_OLD" ] && echo "$HUGE_OLD" >/proc/sys/vm/nr_hugepages 2>/dev/null
-  rm -rf "$TMP"
-  note "$NAME: $NPASS passed, $NFAIL failed"
-  if [ "$NFAIL" -gt 0 ]; then exit 1; fi
-  exit "$rc"
+  return 0
 }
-trap cleanup EXIT
-trap 'fail interrupted "signal received"; exit 1' INT TERM
-
-vipctl() { "$VIPCTL" --socket "$TMP/admin.sock" "$@"; }
-status_json() { vipctl status --json 2>/dev/null; }
-generation_of() { [[ $1 =~ \"generation\"[[:space:]]*:[[:space:]]*([0-9]+) ]] && echo "${BASH_REMATCH[1]}"; }
-json_field() { "$PYTHON" -c 'import json,sys; v=json.loads(sys.argv[1]).get(sys.argv[2]); print("" if v is None else v)' "$1" "$2" 2>/dev/null; }
-vipd_alive() { [ -n "$VIPD_PID" ] && kill -0 "$VIPD_PID" 2>/dev/null; }
-client() { ip netns exec "${P}client" "$PYTHON" scripts/lab/client.py "$@"; }
-# Evaluates a Python expression over a client.py result `r`; prints "" if true,
-# otherwise the result itself as the failure detail.
-judge() {
-  "$PYTHON" - "$1" "$2" <<'PY'
-import json, sys
-r = json.loads(sys.argv[1])
-pods = r["by_pod"]
-n = lambda p: pods.get(p, 0)
-print("" if eval(sys.argv[2]) else sys.argv[1])
-PY
-}
+lib_traps
 
 # ---- lab + vipd -----------------------------------------------------------------
-note "$NAME: lab prefix '$P', temp dir $TMP"
-if ! scripts/lab.sh up >"$TMP/lab.log" 2>&1; then
-  fail lab-up "scripts/lab.sh up failed: $(tail -n 3 "$TMP/lab.log" | tr '\n' ' ')"
-  exit 1
-fi
+lab_up
 mkdir -p "$TMP/manifests" "$TMP/stage"
 cp config/demo/manifests/*.yaml "$TMP/manifests/"
 EAL=$(sed -n 's/^[[:space:]]*eal-args[[:space:]]*=[[:space:]]*//p' "$CONF" | tail -n 1)
@@ -195,41 +125,10 @@ client hold 10.96.0.100:8080 --conns 8 --go "$TMP/go" --timeout 2 --max-time 60 
 HOLD_PID=$!
 for _ in $(seq 1 100); do grep -q '^open' "$TMP/hold.out" 2>/dev/null && break; sleep 0.05; done
 gen_before=$(generation_of "$(status_json)")
-# New file in a directory vipd does not watch, then mv (rename) it over the old
-# one, in one process: vipd dates the change by the file's mtime, and the
-# outside measurement starts at the rename; the two are microseconds apart.
-if ! t_mv=$("$PYTHON" - "$TMP/manifests/endpointslice-db.yaml" 10.244.3.44 "$TMP/stage" <<'PY'
-import os, re, sys, time
-path, ip, stage_dir = sys.argv[1], sys.argv[2], sys.argv[3]
-lines = open(path).read().splitlines(keepends=True)
-out, i, removed = [], 0, 0
-item = re.compile(r"^(\s*)- addresses:")
-while i < len(lines):
-    m = item.match(lines[i])
-    if m:
-        ind = len(m.group(1))
-        j = i + 1
-        while j < len(lines) and (not lines[j].strip() or
-                                  len(lines[j]) - len(lines[j].lstrip(" ")) > ind):
-            j += 1
-        if re.search(r"(?<![\d.])" + re.escape(ip) + r"(?![\d.])", "".join(lines[i:j])):
-            removed += 1
-            i = j
-            continue
-    out.append(lines[i])
-    i += 1
-if not removed:
-    sys.exit("no endpoint with address %s in %s" % (ip, path))
-# New file outside the watched directory (same filesystem), then mv it over
-# the old one: one rename(2), so vipd never sees a half-written file.
-staged = os.path.join(stage_dir, os.path.basename(path))
-with open(staged, "w") as f:
-    f.write("".join(out))
-t_us = time.time_ns() // 1000
-os.replace(staged, path)
-print(t_us)
-PY
-); then
+# slice_without renames a rewritten copy over the file: vipd dates the change by
+# the file's mtime, and the outside measurement starts at the rename; the two are
+# microseconds apart.
+if ! t_mv=$(slice_without "$TMP/manifests/endpointslice-db.yaml" 10.244.3.44); then
   t_mv=${EPOCHREALTIME/./}
   note "warning: could not rewrite the EndpointSlice copy"
 fi

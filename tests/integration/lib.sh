@@ -1,0 +1,195 @@
+# tests/integration/lib.sh: what the lab integration tests share. Sourced (not run)
+# by the scripts in tests/integration/ after they set:
+#   NAME       the test's name in summaries ("seed_test(fnat)")
+#   CHECKS=()  every check the script can report (printed as SKIP lines by skip_all)
+# It sets ROOT (the repository, also the working directory) and PYTHON (the
+# distribution's python3 unless PYTHON is set), and provides:
+#   pass NAME / fail NAME DETAIL / skip NAME WHY / note TEXT   the result lines
+#   skip_all WHY              every check SKIPPED, exit 77
+#   require_netns [bridge]    skip_all unless root with ip(8) and network namespaces
+#                             (with "bridge": veth pairs and bridges too)
+#   find_bin NAME             the binary in $VIPD_BUILD_DIR (default build)
+#   require_vipd              sets VIPD and VIPCTL (VIPD_BIN/VIPCTL_BIN win) or fails "build"
+#   stop_pid PID [SIGNAL]     signal (TERM), up to 5 s, then KILL; reaps it
+#   lab_up                    scripts/lab.sh up (LAB_PREFIX must be exported), fails "lab-up"
+#   inlb CMD...               runs CMD in the ${P}lb namespace
+#   vipctl ARGS...            vipctl on $TMP/admin.sock (ADMIN_SOCK overrides)
+#   status_json, generation_of JSON, generation, json_field JSON KEY, vipd_alive
+#   wait_generation MIN [TENTHS]  0 once the generation is >= MIN; 1 if vipd died;
+#                             2 after TENTHS x 0.1 s (default 300)
+#   client ARGS...            scripts/lab/client.py in ${P}client
+#   judge RESULT EXPR         "" if the Python EXPR holds for client.py's RESULT
+#                             (r, pods, n(pod)), else the result as failure detail
+#   replace_file DST SRC      atomic replacement (copy to $TMP/stage, rename)
+#   slice_without FILE IP     rewrites an EndpointSlice manifest without the endpoint
+#                             with address IP, atomically; prints the rename time (µs)
+#   drop_reasons JSON         per-reason drop totals of `vipctl stats --json`, as JSON
+#   lib_cleanup               the EXIT trap: vipd log tail on failure, cleanup_extra
+#                             (if the script defines it), vipd stopped, lab down,
+#                             $TMP removed, the summary line, exit 1 on any failure
+# Scripts keep their own checks; see seed_test.sh for the pattern.
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$ROOT" || exit 1
+if [ -z "${PYTHON:-}" ]; then if [ -x /usr/bin/python3 ]; then PYTHON=/usr/bin/python3; else PYTHON=python3; fi; fi
+NPASS=0
+NFAIL=0
+VIPD_PID=
+TMP=${TMP:-}
+T_START=$(date +%s)
+
+pass() { echo "PASS: $1"; NPASS=$((NPASS + 1)); }
+fail() { echo "FAIL: $1: $2"; NFAIL=$((NFAIL + 1)); }
+skip() { echo "SKIP: $1: $2"; echo "!!! $NAME: $1 SKIPPED: $2" >&2; }
+note() { echo "    $*"; }
+
+skip_all() {
+  local c
+  for c in "${CHECKS[@]}"; do echo "SKIP: $c: $1"; done
+  echo "!!! $NAME: all ${#CHECKS[@]} checks SKIPPED: $1 -- run as root on a kernel with network namespaces, veth and bridge" >&2
+  exit 77
+}
+
+require_netns() {
+  [ "$(id -u)" -eq 0 ] || skip_all "not root (network namespaces need root)"
+  command -v ip >/dev/null 2>&1 || skip_all "'ip' (iproute2) not installed"
+  local probe="vipd-probe-$$"
+  ip netns add "$probe" 2>/dev/null || skip_all "cannot create network namespaces"
+  if [ "${1:-}" = bridge ]; then
+    if ! ip -n "$probe" link add name pa type veth peer name pb 2>/dev/null ||
+       ! ip -n "$probe" link add name pbr type bridge 2>/dev/null; then
+      ip netns del "$probe" 2>/dev/null
+      skip_all "cannot create veth pairs or bridges in a namespace"
+    fi
+  fi
+  ip netns del "$probe"
+}
+
+find_bin() { local b d=${VIPD_BUILD_DIR:-build}; for b in "$d/$1" "$d/cmd/$1"; do [ -x "$b" ] && { echo "$b"; return 0; }; done; return 1; }
+require_vipd() {
+  VIPD=${VIPD_BIN:-$(find_bin vipd)}
+  VIPCTL=${VIPCTL_BIN:-$(find_bin vipctl)}
+  if [ -z "$VIPD" ] || [ -z "$VIPCTL" ]; then
+    fail build "vipd/vipctl binaries not found under ${VIPD_BUILD_DIR:-build}/ (run: meson setup build && ninja -C build)"
+    exit 1
+  fi
+}
+
+stop_pid() {
+  local pid=$1 _
+  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 0
+  kill -"${2:-TERM}" "$pid" 2>/dev/null
+  for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null
+  { wait "$pid"; } 2>/dev/null
+  return 0
+}
+
+lab_up() {
+  note "$NAME: lab prefix '$P', temp dir $TMP"
+  if ! scripts/lab.sh up "$@" >"$TMP/lab.log" 2>&1; then
+    fail lab-up "scripts/lab.sh up failed: $(tail -n 3 "$TMP/lab.log" | tr '\n' ' ')"
+    exit 1
+  fi
+}
+
+inlb() { ip netns exec "${P}lb" "$@"; }
+vipctl() { "$VIPCTL" --socket "${ADMIN_SOCK:-$TMP/admin.sock}" "$@"; }
+status_json() { vipctl status --json 2>/dev/null; }
+generation_of() { [[ $1 =~ \"generation\"[[:space:]]*:[[:space:]]*([0-9]+) ]] && echo "${BASH_REMATCH[1]}"; }
+generation() { local st; st=$(status_json) && generation_of "$st"; }
+json_field() { "$PYTHON" -c 'import json,sys; v=json.loads(sys.argv[1]).get(sys.argv[2]); print("" if v is None else v)' "$1" "$2" 2>/dev/null; }
+vipd_alive() { [ -n "$VIPD_PID" ] && kill -0 "$VIPD_PID" 2>/dev/null; }
+
+wait_generation() {
+  local min=$1 tries=${2:-300} g _
+  for _ in $(seq 1 "$tries"); do
+    vipd_alive || return 1
+    g=$(generation) && [ -n "$g" ] && [ "$g" -ge "$min" ] && return 0
+    sleep 0.1
+  done
+  return 2
+}
+
+client() { ip netns exec "${P}client" "$PYTHON" scripts/lab/client.py "$@"; }
+judge() {
+  "$PYTHON" - "$1" "$2" <<'PY'
+import json, sys
+try:
+    r = json.loads(sys.argv[1])
+except ValueError:
+    print(sys.argv[1] or "no result"); sys.exit()
+pods = r.get("by_pod", {})
+n = lambda p: pods.get(p, 0)
+print("" if eval(sys.argv[2]) else sys.argv[1])
+PY
+}
+
+replace_file() {
+  mkdir -p "$TMP/stage"
+  cp "$2" "$TMP/stage/$(basename "$1")" && mv -f "$TMP/stage/$(basename "$1")" "$1"
+}
+
+slice_without() {
+  mkdir -p "$TMP/stage"
+  "$PYTHON" - "$1" "$2" "$TMP/stage" <<'PY'
+import os, re, sys, time
+path, ip, stage_dir = sys.argv[1], sys.argv[2], sys.argv[3]
+lines = open(path).read().splitlines(keepends=True)
+out, i, removed = [], 0, 0
+item = re.compile(r"^(\s*)- addresses:")
+while i < len(lines):
+    m = item.match(lines[i])
+    if m:
+        ind = len(m.group(1))
+        j = i + 1
+        while j < len(lines) and (not lines[j].strip() or
+                                  len(lines[j]) - len(lines[j].lstrip(" ")) > ind):
+            j += 1
+        if re.search(r"(?<![\d.])" + re.escape(ip) + r"(?![\d.])", "".join(lines[i:j])):
+            removed += 1
+            i = j
+            continue
+    out.append(lines[i])
+    i += 1
+if not removed:
+    sys.exit("no endpoint with address %s in %s" % (ip, path))
+# New file outside the watched directory (same filesystem), then one rename(2)
+# over the old one: vipd never sees a half-written file.
+staged = os.path.join(stage_dir, os.path.basename(path))
+with open(staged, "w") as f:
+    f.write("".join(out))
+t_us = time.time_ns() // 1000
+os.replace(staged, path)
+print(t_us)
+PY
+}
+
+drop_reasons() {
+  "$PYTHON" -c '
+import collections, json, sys
+tot = collections.Counter()
+for w in json.loads(sys.argv[1])["workers"]:
+    tot.update(w["drop_reasons"])
+print(json.dumps(dict(tot)))' "$1" 2>/dev/null
+}
+
+lib_cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM
+  if [ "$NFAIL" -gt 0 ] && [ -n "$TMP" ] && [ -s "$TMP/vipd.log" ]; then
+    note "---- last lines of the vipd log ----"
+    tail -n 30 "$TMP/vipd.log" | sed 's/^/    | /'
+  fi
+  declare -F cleanup_extra >/dev/null && cleanup_extra
+  stop_pid "$VIPD_PID"
+  [ -n "${LAB_PREFIX:-}" ] && scripts/lab.sh down >/dev/null 2>&1
+  [ -n "$TMP" ] && rm -rf "$TMP"
+  note "$NAME: $NPASS passed, $NFAIL failed ($(( $(date +%s) - T_START )) s)"
+  [ "$NFAIL" -gt 0 ] && exit 1
+  exit "$rc"
+}
+lib_traps() {
+  trap lib_cleanup EXIT
+  trap 'fail interrupted "signal received"; exit 1' INT TERM
+}
