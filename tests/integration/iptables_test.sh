@@ -29,9 +29,6 @@ case $METHOD in
   fnat|nat) ;;
   *) echo "usage: tests/integration/iptables_test.sh fnat|nat" >&2; exit 2 ;;
 esac
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-cd "$ROOT" || exit 1
-if [ -z "${PYTHON:-}" ]; then if [ -x /usr/bin/python3 ]; then PYTHON=/usr/bin/python3; else PYTHON=python3; fi; fi
 NAME="iptables_test($METHOD)"
 
 # ---- can we run here? ---------------------------------------------------------
@@ -39,12 +36,7 @@ CHECKS=(vipd-starts mode-reported dry-run-payload jump-rules-once http-four-pods
         removal-no-failures removed-pod-never-reached stale-chain-deleted no-endpoints-refused
         udp-no-endpoints-refused udp-roundtrip affinity restart-no-window vipctl-list vipctl-stats
         vipctl-explain-refused healthz vipd-alive)
-skip_all() {
-  local c
-  for c in "${CHECKS[@]}"; do echo "SKIP: $c: $1"; done
-  echo "!!! $NAME: all ${#CHECKS[@]} checks SKIPPED: $1" >&2
-  exit 77
-}
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 [ "$(id -u)" -eq 0 ] || skip_all "not root (network namespaces and netfilter need root)"
 command -v ip >/dev/null 2>&1 || skip_all "'ip' (iproute2) not installed"
 for t in iptables iptables-restore iptables-save; do
@@ -74,74 +66,24 @@ ip -n "$probe" link add name d0 type dummy 2>/dev/null || dummy_ok=0
 ip netns del "$probe"
 [ "$probe_rc" -eq 0 ] || skip_all "netfilter (nat, statistic, recent, conntrack, REJECT) not usable in a namespace: $(tr '\n' ' ' <<<"$probe_out")"
 
-NPASS=0
-NFAIL=0
-pass() { echo "PASS: $1"; NPASS=$((NPASS + 1)); }
-fail() { echo "FAIL: $1: $2"; NFAIL=$((NFAIL + 1)); }
-note() { echo "    $*"; }
-
-find_bin() { local b d=${VIPD_BUILD_DIR:-build}; for b in "$d/$1" "$d/cmd/$1"; do [ -x "$b" ] && { echo "$b"; return 0; }; done; return 1; }
-VIPD=${VIPD_BIN:-$(find_bin vipd)}
-VIPCTL=${VIPCTL_BIN:-$(find_bin vipctl)}
-if [ -z "$VIPD" ] || [ -z "$VIPCTL" ]; then
-  fail build "vipd/vipctl binaries not found under ${VIPD_BUILD_DIR:-build}/ (meson setup build && ninja -C build)"
-  exit 1
-fi
+require_vipd
 
 export LAB_PREFIX="vi${METHOD:0:1}$$-"
 P=$LAB_PREFIX
 TMP=$(mktemp -d "/tmp/vipd-iptables-$METHOD.XXXXXX")
-VIPD_PID=
 BG_PIDS=()
 
-cleanup() {
-  local rc=$? p
-  trap - EXIT INT TERM
-  if [ "$NFAIL" -gt 0 ] && [ -s "$TMP/vipd.log" ]; then
-    note "---- last lines of the vipd log ----"
-    tail -n 30 "$TMP/vipd.log" | sed 's/^/    | /'
+cleanup_extra() {
+  local p
+  if [ "$NFAIL" -gt 0 ]; then
     note "---- iptables-save -t nat in ${P}lb (VIPD- lines) ----"
     ip netns exec "${P}lb" iptables-save -t nat 2>/dev/null | grep -E 'VIPD-' | head -n 40 | sed 's/^/    | /'
   fi
   for p in "${BG_PIDS[@]}"; do kill "$p" 2>/dev/null; done
-  stop_vipd
-  scripts/lab.sh down >/dev/null 2>&1   # deleting the namespace removes its rules too
-  rm -rf "$TMP"
-  note "$NAME: $NPASS passed, $NFAIL failed"
-  if [ "$NFAIL" -gt 0 ]; then exit 1; fi
-  exit "$rc"
+  return 0   # lib_cleanup stops vipd; deleting the namespace removes its rules too
 }
-stop_vipd() {
-  if [ -n "$VIPD_PID" ] && kill -0 "$VIPD_PID" 2>/dev/null; then
-    kill -TERM "$VIPD_PID" 2>/dev/null
-    for _ in $(seq 1 50); do kill -0 "$VIPD_PID" 2>/dev/null || break; sleep 0.1; done
-    kill -0 "$VIPD_PID" 2>/dev/null && kill -KILL "$VIPD_PID" 2>/dev/null
-    wait "$VIPD_PID" 2>/dev/null
-  fi
-  VIPD_PID=
-}
-trap cleanup EXIT
-trap 'fail interrupted "signal received"; exit 1' INT TERM
-
-inlb() { ip netns exec "${P}lb" "$@"; }
-vipctl() { "$VIPCTL" --socket "$TMP/admin.sock" "$@"; }
-status_json() { vipctl status --json 2>/dev/null; }
-generation_of() { [[ $1 =~ \"generation\"[[:space:]]*:[[:space:]]*([0-9]+) ]] && echo "${BASH_REMATCH[1]}"; }
-json_field() { "$PYTHON" -c 'import json,sys; v=json.loads(sys.argv[1]).get(sys.argv[2]); print("" if v is None else v)' "$1" "$2" 2>/dev/null; }
-vipd_alive() { [ -n "$VIPD_PID" ] && kill -0 "$VIPD_PID" 2>/dev/null; }
-client() { ip netns exec "${P}client" "$PYTHON" scripts/lab/client.py "$@"; }
-judge() {
-  "$PYTHON" - "$1" "$2" <<'PY'
-import json, sys
-try:
-    r = json.loads(sys.argv[1])
-except ValueError:
-    print("not a result: %r" % sys.argv[1][:200]); sys.exit()
-pods = r.get("by_pod", {})
-n = lambda p: pods.get(p, 0)
-print("" if eval(sys.argv[2]) else sys.argv[1])
-PY
-}
+stop_vipd() { stop_pid "$VIPD_PID"; VIPD_PID=; }
+lib_traps
 
 # EndpointSlice of service NAME with the given pod addresses (port 8080 http, 9053 dns).
 write_slice() {
@@ -157,8 +99,6 @@ write_slice() {
     for a in "$@"; do echo "  - {addresses: [\"$a\"], conditions: {ready: true}}"; done
   } >"$file"
 }
-# Replaces FILE in the watched directory in one rename(2).
-replace_file() { cp "$2" "$TMP/stage/$(basename "$1")" && mv -f "$TMP/stage/$(basename "$1")" "$1"; }
 
 start_vipd() {
   ip netns exec "${P}lb" "$VIPD" --mode iptables --forward-method "$METHOD" \
@@ -182,11 +122,7 @@ wait_synced() {
 }
 
 # ---- lab, kernel forwarding in lb, vipd ------------------------------------------
-note "$NAME: lab prefix '$P', temp dir $TMP"
-if ! scripts/lab.sh up >"$TMP/lab.log" 2>&1; then
-  fail lab-up "scripts/lab.sh up failed: $(tail -n 3 "$TMP/lab.log" | tr '\n' ' ')"
-  exit 1
-fi
+lab_up
 if ! { ip -n "${P}lb" addr add 10.0.0.1/24 dev c0 &&
        ip -n "${P}lb" addr add 10.244.0.1/16 dev p0 &&
        inlb sysctl -qw net.ipv4.ip_forward=1 >/dev/null; }; then

@@ -14,92 +14,30 @@
 # "SKIP: <name>: <why>". Exit 0 all passed, 1 a failure, 77 cannot run here.
 # Env: VIPD_BUILD_DIR (default build), PYTHON.
 set -uo pipefail
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-cd "$ROOT" || exit 1
-if [ -z "${PYTHON:-}" ]; then if [ -x /usr/bin/python3 ]; then PYTHON=/usr/bin/python3; else PYTHON=python3; fi; fi
 NAME=kube_test
 CHECKS=(api-server-starts vipd-starts table-from-api http-four-pods-even slice-modified-to-dataplane
         http-after-removal api-restart-during-traffic gone-410-during-traffic api-change-after-recovery
         kubectl-watch python-kubernetes watch-10k-programmed initial-list-10k initial-list-10k-programmed vipd-alive)
-skip_all() {
-  local c
-  for c in "${CHECKS[@]}"; do echo "SKIP: $c: $1"; done
-  echo "!!! $NAME: all ${#CHECKS[@]} checks SKIPPED: $1" >&2
-  exit 77
-}
-[ "$(id -u)" -eq 0 ] || skip_all "not root (network namespaces need root)"
-command -v ip >/dev/null 2>&1 || skip_all "'ip' (iproute2) not installed"
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+require_netns
 command -v openssl >/dev/null 2>&1 || skip_all "openssl CLI not installed"
 command -v curl >/dev/null 2>&1 || skip_all "curl not installed"
-probe="vipd-kprobe-$$"
-ip netns add "$probe" 2>/dev/null || skip_all "cannot create network namespaces"
-ip netns del "$probe"
 
-NPASS=0
-NFAIL=0
-pass() { echo "PASS: $1"; NPASS=$((NPASS + 1)); }
-fail() { echo "FAIL: $1: $2"; NFAIL=$((NFAIL + 1)); }
-skip() { echo "SKIP: $1: $2"; echo "!!! $NAME: $1 SKIPPED: $2" >&2; }
-note() { echo "    $*"; }
-
-find_bin() { local b d=${VIPD_BUILD_DIR:-build}; for b in "$d/$1" "$d/cmd/$1"; do [ -x "$b" ] && { echo "$b"; return 0; }; done; return 1; }
-VIPD=$(find_bin vipd)
-VIPCTL=$(find_bin vipctl)
-if [ -z "$VIPD" ] || [ -z "$VIPCTL" ]; then fail build "vipd/vipctl not found under ${VIPD_BUILD_DIR:-build}"; exit 1; fi
+require_vipd
 
 export LAB_PREFIX="vk$$-"
 P=$LAB_PREFIX
 TMP=$(mktemp -d /tmp/vipd-kube.XXXXXX)
-VIPD_PID=
 API_PID=
 API_PORT=$((20000 + $$ % 20000))
 CTL_PORT=$((API_PORT + 1))
 CONF=config/demo/vipd.conf
 
-stop_pid() {
-  local pid=$1
-  [ -n "$pid" ] || return 0
-  kill -TERM "$pid" 2>/dev/null
-  for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null
-  wait "$pid" 2>/dev/null
-}
-cleanup() {
-  local rc=$?
-  trap - EXIT INT TERM
-  if [ "$NFAIL" -gt 0 ] && [ -s "$TMP/vipd.log" ]; then
-    note "---- last lines of the vipd log ----"
-    tail -n 30 "$TMP/vipd.log" | sed 's/^/    | /'
-  fi
-  stop_pid "$VIPD_PID"
-  stop_pid "$API_PID"
-  scripts/lab.sh down >/dev/null 2>&1
-  rm -rf "$TMP"
-  note "$NAME: $NPASS passed, $NFAIL failed"
-  [ "$NFAIL" -gt 0 ] && exit 1
-  exit "$rc"
-}
-trap cleanup EXIT
-trap 'fail interrupted "signal received"; exit 1' INT TERM
+cleanup_extra() { stop_pid "$VIPD_PID"; stop_pid "$API_PID"; }
+lib_traps
 
-inlb() { ip netns exec "${P}lb" "$@"; }
 ctl() { inlb curl -s -m 10 -X POST --data-binary "${2:-{\}}" "http://127.0.0.1:$CTL_PORT/$1"; }
 api_stats() { inlb curl -s -m 5 "http://127.0.0.1:$CTL_PORT/stats"; }
-vipctl() { "$VIPCTL" --socket "$TMP/admin.sock" "$@"; }
-status_json() { vipctl status --json 2>/dev/null; }
-generation_of() { [[ $1 =~ \"generation\"[[:space:]]*:[[:space:]]*([0-9]+) ]] && echo "${BASH_REMATCH[1]}"; }
-json_field() { "$PYTHON" -c 'import json,sys; v=json.loads(sys.argv[1]).get(sys.argv[2]); print("" if v is None else v)' "$1" "$2" 2>/dev/null; }
-vipd_alive() { [ -n "$VIPD_PID" ] && kill -0 "$VIPD_PID" 2>/dev/null; }
-client() { ip netns exec "${P}client" "$PYTHON" scripts/lab/client.py "$@"; }
-judge() {
-  "$PYTHON" - "$1" "$2" <<'PY'
-import json, sys
-r = json.loads(sys.argv[1])
-pods = r["by_pod"]
-n = lambda p: pods.get(p, 0)
-print("" if eval(sys.argv[2]) else sys.argv[1])
-PY
-}
 slice_json() {  # the db EndpointSlice with the given pod addresses
   "$PYTHON" - "$@" <<'PY'
 import json, sys
@@ -122,10 +60,8 @@ start_api() {
 }
 
 # ---- lab, PKI, API server ----------------------------------------------------------
-note "$NAME: lab prefix '$P', temp dir $TMP, API https://127.0.0.1:$API_PORT in ${P}lb"
-if ! scripts/lab.sh up >"$TMP/lab.log" 2>&1; then
-  fail lab-up "scripts/lab.sh up failed: $(tail -n 3 "$TMP/lab.log" | tr '\n' ' ')"; exit 1
-fi
+note "API https://127.0.0.1:$API_PORT in ${P}lb"
+lab_up
 ip -n "${P}lb" link set dev lo up
 tests/kube/gen_certs.sh "$TMP/pki" || { fail api-server-starts "gen_certs.sh failed"; exit 1; }
 "$PYTHON" - "$TMP/objects.json" "$(slice_json 10.244.1.15 10.244.2.88 10.244.3.12 10.244.3.44)" <<'PY'

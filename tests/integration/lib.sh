@@ -5,7 +5,7 @@
 # It sets ROOT (the repository, also the working directory) and PYTHON (the
 # distribution's python3 unless PYTHON is set), and provides:
 #   pass NAME / fail NAME DETAIL / skip NAME WHY / note TEXT   the result lines
-#   skip_all WHY              every check SKIPPED, exit 77
+#   skip_all WHY              every check SKIPPED (plus $SKIP_HINT, if set), exit 77
 #   require_netns [bridge]    skip_all unless root with ip(8) and network namespaces
 #                             (with "bridge": veth pairs and bridges too)
 #   find_bin NAME             the binary in $VIPD_BUILD_DIR (default build)
@@ -46,7 +46,7 @@ note() { echo "    $*"; }
 skip_all() {
   local c
   for c in "${CHECKS[@]}"; do echo "SKIP: $c: $1"; done
-  echo "!!! $NAME: all ${#CHECKS[@]} checks SKIPPED: $1 -- run as root on a kernel with network namespaces, veth and bridge" >&2
+  echo "!!! $NAME: all ${#CHECKS[@]} checks SKIPPED: $1${SKIP_HINT:+ -- $SKIP_HINT}" >&2
   exit 77
 }
 

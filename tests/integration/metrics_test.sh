@@ -23,94 +23,37 @@
 # VIPD_BUILD_DIR defaults to build), PROMETHEUS / PROMTOOL (default from PATH).
 set -uo pipefail
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-cd "$ROOT" || exit 1
-if [ -z "${PYTHON:-}" ]; then if [ -x /usr/bin/python3 ]; then PYTHON=/usr/bin/python3; else PYTHON=python3; fi; fi
 NAME="metrics_test"
 
 # ---- can we run here? ---------------------------------------------------------
 CHECKS=(vipd-starts prometheus-starts prometheus-scrapes healthz livez promtool-check-metrics
         backend-counts-match service-count-match removed-pod-series-gone removed-pod-not-growing
         counts-after-removal-match programming-latency vipctl-explain vipd-alive)
-skip_all() {
-  local c
-  for c in "${CHECKS[@]}"; do echo "SKIP: $c: $1"; done
-  echo "!!! $NAME: all ${#CHECKS[@]} checks SKIPPED: $1" >&2
-  exit 77
-}
-[ "$(id -u)" -eq 0 ] || skip_all "not root (network namespaces need root)"
-command -v ip >/dev/null 2>&1 || skip_all "'ip' (iproute2) not installed"
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+require_netns bridge
 PROMETHEUS=${PROMETHEUS:-$(command -v prometheus || true)}
 PROMTOOL=${PROMTOOL:-$(command -v promtool || true)}
 [ -n "$PROMETHEUS" ] && [ -n "$PROMTOOL" ] ||
   skip_all "prometheus/promtool not installed (Debian package prometheus; scripts/bootstrap.sh installs it)"
-probe="vipd-probe-$$"
-if ! ip netns add "$probe" 2>/dev/null; then skip_all "cannot create network namespaces"; fi
-if ! ip -n "$probe" link add name pa type veth peer name pb 2>/dev/null; then
-  ip netns del "$probe" 2>/dev/null
-  skip_all "cannot create veth pairs in a namespace"
-fi
-ip netns del "$probe"
-
-NPASS=0
-NFAIL=0
-pass() { echo "PASS: $1"; NPASS=$((NPASS + 1)); }
-fail() { echo "FAIL: $1: $2"; NFAIL=$((NFAIL + 1)); }
-note() { echo "    $*"; }
-
-find_bin() { local b d=${VIPD_BUILD_DIR:-build}; for b in "$d/$1" "$d/cmd/$1"; do [ -x "$b" ] && { echo "$b"; return 0; }; done; return 1; }
-VIPD=${VIPD_BIN:-$(find_bin vipd)}
-VIPCTL=${VIPCTL_BIN:-$(find_bin vipctl)}
-if [ -z "$VIPD" ] || [ -z "$VIPCTL" ]; then
-  fail build "vipd/vipctl binaries not found under ${VIPD_BUILD_DIR:-build}/ (run: meson setup build && ninja -C build)"
-  exit 1
-fi
+require_vipd
 
 export LAB_PREFIX="vm$$-"
 P=$LAB_PREFIX
 TMP=$(mktemp -d /tmp/vipd-metrics.XXXXXX)
-VIPD_PID=
 PROM_PID=
 CONF=config/demo/vipd.conf
 METRICS=127.0.0.1:10249
 HEALTH=127.0.0.1:10256
 PROM=127.0.0.1:19090
-T_START=$(date +%s)
 
-stop_pid() {  # TERM, up to 5 s, then KILL
-  local pid=$1 _
-  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 0
-  kill -TERM "$pid" 2>/dev/null
-  for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null
-  wait "$pid" 2>/dev/null
-}
-cleanup() {
-  local rc=$?
-  trap - EXIT INT TERM
-  if [ "$NFAIL" -gt 0 ]; then
-    for f in vipd prometheus; do
-      [ -s "$TMP/$f.log" ] || continue
-      note "---- last lines of the $f log ----"
-      tail -n 20 "$TMP/$f.log" | sed 's/^/    | /'
-    done
+cleanup_extra() {
+  if [ "$NFAIL" -gt 0 ] && [ -s "$TMP/prometheus.log" ]; then
+    note "---- last lines of the prometheus log ----"
+    tail -n 20 "$TMP/prometheus.log" | sed 's/^/    | /'
   fi
   stop_pid "$PROM_PID"
-  stop_pid "$VIPD_PID"
-  scripts/lab.sh down >/dev/null 2>&1
-  rm -rf "$TMP"
-  note "$NAME: $NPASS passed, $NFAIL failed ($(( $(date +%s) - T_START )) s)"
-  if [ "$NFAIL" -gt 0 ]; then exit 1; fi
-  exit "$rc"
 }
-trap cleanup EXIT
-trap 'fail interrupted "signal received"; exit 1' INT TERM
-
-inlb() { ip netns exec "${P}lb" "$@"; }
-vipctl() { "$VIPCTL" --socket "$TMP/admin.sock" "$@"; }
-vipd_alive() { [ -n "$VIPD_PID" ] && kill -0 "$VIPD_PID" 2>/dev/null; }
-client() { ip netns exec "${P}client" "$PYTHON" scripts/lab/client.py "$@"; }
-generation() { vipctl status --json 2>/dev/null | "$PYTHON" -c 'import json,sys; print(json.load(sys.stdin)["generation"])' 2>/dev/null; }
+lib_traps
 
 # HTTP GET from inside the lb namespace: prints the status code, a newline, the body.
 http_get() {
@@ -173,11 +116,7 @@ for line in sys.stdin:
 }
 
 # ---- lab + vipd ---------------------------------------------------------------
-note "$NAME: lab prefix '$P', temp dir $TMP"
-if ! scripts/lab.sh up >"$TMP/lab.log" 2>&1; then
-  fail lab-up "scripts/lab.sh up failed: $(tail -n 3 "$TMP/lab.log" | tr '\n' ' ')"
-  exit 1
-fi
+lab_up
 mkdir -p "$TMP/manifests" "$TMP/stage"
 cp config/demo/manifests/*.yaml "$TMP/manifests/"
 EAL=$(sed -n 's/^[[:space:]]*eal-args[[:space:]]*=[[:space:]]*//p' "$CONF" | tail -n 1)

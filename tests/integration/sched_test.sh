@@ -11,76 +11,17 @@
 #   - wlc on a service: requests spread over all pods.
 # Prints PASS:/FAIL:/SKIP: lines; exit 0 all passed, 1 any failed, 77 cannot run.
 set -uo pipefail
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-cd "$ROOT" || exit 1
-if [ -z "${PYTHON:-}" ]; then if [ -x /usr/bin/python3 ]; then PYTHON=/usr/bin/python3; else PYTHON=python3; fi; fi
 NAME="sched_test"
 CHECKS=(vipd-starts mh-one-pod-per-client affinity-sticks explain-affinity wlc-spreads restart-survives-mh vipd-alive)
-skip_all() {
-  local c
-  for c in "${CHECKS[@]}"; do echo "SKIP: $c: $1"; done
-  echo "!!! $NAME: all ${#CHECKS[@]} checks SKIPPED: $1" >&2
-  exit 77
-}
-[ "$(id -u)" -eq 0 ] || skip_all "not root (network namespaces need root)"
-command -v ip >/dev/null 2>&1 || skip_all "'ip' (iproute2) not installed"
-probe="vipd-probe-$$"
-ip netns add "$probe" 2>/dev/null || skip_all "cannot create network namespaces"
-ip netns del "$probe"
-
-NPASS=0
-NFAIL=0
-pass() { echo "PASS: $1"; NPASS=$((NPASS + 1)); }
-fail() { echo "FAIL: $1: $2"; NFAIL=$((NFAIL + 1)); }
-note() { echo "    $*"; }
-B=${VIPD_BUILD_DIR:-build}
-VIPD=${VIPD_BIN:-$B/vipd}
-VIPCTL=${VIPCTL_BIN:-$B/vipctl}
-[ -x "$VIPD" ] && [ -x "$VIPCTL" ] || { fail build "vipd/vipctl not found under $B"; exit 1; }
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+require_netns bridge
+require_vipd
 
 export LAB_PREFIX="vs$$-"
 P=$LAB_PREFIX
 TMP=$(mktemp -d /tmp/vipd-sched.XXXXXX)
-VIPD_PID=
-cleanup() {
-  trap - EXIT INT TERM
-  if [ "$NFAIL" -gt 0 ] && [ -s "$TMP/vipd.log" ]; then
-    note "---- last lines of the vipd log ----"
-    tail -n 20 "$TMP/vipd.log" | sed 's/^/    | /'
-  fi
-  stop_vipd TERM
-  scripts/lab.sh down >/dev/null 2>&1
-  rm -rf "$TMP"
-  note "$NAME: $NPASS passed, $NFAIL failed"
-  [ "$NFAIL" -eq 0 ] || exit 1
-  exit 0
-}
-stop_vipd() {
-  if [ -n "$VIPD_PID" ] && kill -0 "$VIPD_PID" 2>/dev/null; then
-    kill -"$1" "$VIPD_PID" 2>/dev/null
-    for _ in $(seq 1 50); do kill -0 "$VIPD_PID" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$VIPD_PID" 2>/dev/null
-    { wait "$VIPD_PID"; } 2>/dev/null
-  fi
-  VIPD_PID=
-}
-trap cleanup EXIT
-trap 'fail interrupted "signal received"; exit 1' INT TERM
-
-client() { ip netns exec "${P}client" "$PYTHON" scripts/lab/client.py "$@"; }
-judge() {
-  "$PYTHON" - "$1" "$2" <<'PY'
-import json, sys
-try:
-    r = json.loads(sys.argv[1])
-except ValueError:
-    print(sys.argv[1] or "no result"); sys.exit()
-pods = r.get("by_pod", {})
-print("" if eval(sys.argv[2]) else sys.argv[1])
-PY
-}
-generation() { "$VIPCTL" --socket "$TMP/admin.sock" status --json 2>/dev/null |
-  "$PYTHON" -c 'import json,sys; print(json.load(sys.stdin)["generation"])' 2>/dev/null; }
+stop_vipd() { stop_pid "$VIPD_PID" "$1"; VIPD_PID=; }
+lib_traps
 
 start_vipd() {
   ip netns exec "${P}lb" "$VIPD" --config config/demo/vipd.conf --forward-method nat \
@@ -88,16 +29,10 @@ start_vipd() {
     "--eal-args=--no-huge -m 512 --no-shconf --file-prefix ${P}vipd" \
     </dev/null >>"$TMP/vipd.log" 2>&1 &
   VIPD_PID=$!
-  for _ in $(seq 1 300); do
-    kill -0 "$VIPD_PID" 2>/dev/null || return 1
-    g=$(generation) && [ -n "$g" ] && [ "$g" -ge 1 ] && return 0
-    sleep 0.1
-  done
-  return 1
+  wait_generation 1
 }
 
-note "$NAME: lab prefix '$P', temp dir $TMP"
-scripts/lab.sh up >"$TMP/lab.log" 2>&1 || { fail lab-up "$(tail -n 3 "$TMP/lab.log" | tr '\n' ' ')"; exit 1; }
+lab_up
 mkdir -p "$TMP/manifests"
 cp config/demo/manifests/endpointslice-db.yaml "$TMP/manifests/"
 cat >"$TMP/manifests/services.yaml" <<'YAML'

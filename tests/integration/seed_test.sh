@@ -28,6 +28,7 @@ NAME="seed_test($VARIANT)"
 CHECKS=(vipd-starts forward-method http-four-pods-even change-to-dataplane expire-on-removal
         http-after-removal no-endpoints-refused udp-no-endpoints-refused udp-roundtrip ping-vip
         malformed-counted vipctl-list vipctl-stats vipd-alive)
+SKIP_HINT="run as root on a kernel with network namespaces, veth and bridge"
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 require_netns bridge
 require_vipd
