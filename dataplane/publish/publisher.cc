@@ -210,6 +210,7 @@ void Publisher::reclaim(Deferred& d) {
     // No published object refers to the slot any more: bumping the generation
     // expires every connection still pinned to it (expire_nodest_conn).
     sh_.dest_slots[s].gen.fetch_add(1, std::memory_order_release);
+    if (slot_released_) slot_released_(s);
     free_slots_.push_back(s);
   }
   for (uint32_t id : d.ids) free_ids_.push_back(id);

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
@@ -25,6 +26,12 @@ class Publisher {
   Publisher& operator=(const Publisher&) = delete;
 
   bool apply(const cp::ServiceTable& next, const cp::TableDiff& diff, bool full, std::string* error);
+
+  // Called (on the applying thread) for each destination slot that becomes free:
+  // after the grace period, once its generation is bumped and before any later
+  // apply can hand it to a new destination. The dataplane snapshots the slot's
+  // cumulative counters there, so a reused slot starts its counts from zero.
+  void set_slot_released(std::function<void(uint32_t slot)> fn) { slot_released_ = std::move(fn); }
 
   // Destination slot of (service, ip, port); -1 if not published.
   int64_t dest_slot(const cp::ServiceKey& k, uint32_t ip, uint16_t port) const;
@@ -57,6 +64,7 @@ class Publisher {
   Shared& sh_;
   std::map<cp::ServiceKey, Rec> recs_;
   std::vector<uint32_t> free_ids_;
+  std::function<void(uint32_t)> slot_released_;
   std::deque<uint32_t> free_slots_;  // FIFO: a slot is reused as late as possible
   std::map<uint32_t, uint32_t> vip_refs_;
 };

@@ -74,11 +74,14 @@ class DpdkDataplane final : public Dataplane {
   bool init_eal(std::string* error);
   bool init_port(size_t i, std::string* error);
 
+  DestSnapshot sum_dest(uint32_t slot) const;
+
   DataplaneConfig cfg_;
   Shared sh_;
   rte_mempool* pool_ = nullptr;
   std::vector<std::unique_ptr<Worker>> workers_;
   std::unique_ptr<Publisher> pub_;
+  std::vector<DestSnapshot> dest_base_;  // per slot, guarded by mu_
   mutable std::mutex mu_;
   mutable std::mutex explain_mu_;  // one explain query at a time
   bool eal_ = false, started_ = false, stopped_ = false;
@@ -295,6 +298,10 @@ bool DpdkDataplane::init(std::string* error) {
     if (!init_port(i, error)) return false;
   sh_.n_ports = static_cast<uint16_t>(cfg_.ports.size());
   pub_ = std::make_unique<Publisher>(sh_);
+  // A freed slot's cumulative counts become its baseline: the destination that
+  // reuses the slot starts from zero (apply() holds mu_, as dest() does).
+  dest_base_.assign(cfg_.max_dests, DestSnapshot{});
+  pub_->set_slot_released([this](uint32_t slot) { dest_base_[slot] = sum_dest(slot); });
   return true;
 }
 
@@ -377,16 +384,11 @@ std::vector<PortSnapshot> DpdkDataplane::ports() const {
   return out;
 }
 
-DestSnapshot DpdkDataplane::dest(const cp::ServiceKey& svc, uint32_t ip, uint16_t port) const {
+// The workers' counters of one slot, summed (plain reads of other threads'
+// counters: values may be a moment old).
+DestSnapshot DpdkDataplane::sum_dest(uint32_t slot) const {
   DestSnapshot s;
-  int64_t slot;
-  {
-    std::lock_guard<std::mutex> g(mu_);
-    slot = pub_ ? pub_->dest_slot(svc, ip, port) : -1;
-  }
-  if (slot < 0) return s;
   for (const auto& w : workers_) {
-    // Plain reads of another thread's counters: values may be a moment old.
     const volatile DestCounters& d = w->dest_counters[slot];
     s.conns += d.conns;
     s.inpkts += d.inpkts;
@@ -396,6 +398,27 @@ DestSnapshot DpdkDataplane::dest(const cp::ServiceKey& svc, uint32_t ip, uint16_
     s.active += d.active;
     s.inactive += d.inactive;
   }
+  return s;
+}
+
+DestSnapshot DpdkDataplane::dest(const cp::ServiceKey& svc, uint32_t ip, uint16_t port) const {
+  DestSnapshot base;
+  int64_t slot;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    slot = pub_ ? pub_->dest_slot(svc, ip, port) : -1;
+    if (slot >= 0) base = dest_base_[static_cast<size_t>(slot)];
+  }
+  if (slot < 0) return {};
+  DestSnapshot s = sum_dest(static_cast<uint32_t>(slot));
+  // Counters count from the slot's last release; the gauges (active, inactive)
+  // are not rebased: connections of the slot's previous destination still
+  // count there until they expire, at their next packet or by timeout.
+  s.conns -= base.conns;
+  s.inpkts -= base.inpkts;
+  s.outpkts -= base.outpkts;
+  s.inbytes -= base.inbytes;
+  s.outbytes -= base.outbytes;
   return s;
 }
 

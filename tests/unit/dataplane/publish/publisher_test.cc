@@ -169,6 +169,36 @@ TEST_F(PublisherTest, RemovingBackendBumpsItsSlotGeneration) {
   EXPECT_EQ(pub_->dest_slot(k, kB1, 80), -1);
 }
 
+// The dataplane rebases a slot's counters when the publisher releases it
+// (DpdkDataplane::dest), so the hook must fire once per freed slot, after the
+// generation bump, and never for a slot still in use.
+TEST_F(PublisherTest, ReleasedSlotsAreReportedAfterTheirGenerationBump) {
+  std::vector<std::pair<uint32_t, uint32_t>> released;  // slot, generation seen
+  pub_->set_slot_released([&](uint32_t slot) { released.emplace_back(slot, gen(slot)); });
+  cp::ServiceTable t;
+  put(t, vsvc(kVip, 8080, Protocol::kTcp, {rs(kB1, 80), rs(kB2, 80)}));
+  ASSERT_TRUE(full(t));
+  EXPECT_TRUE(released.empty()) << "publishing frees nothing";
+  const cp::ServiceKey k = t.services.begin()->first;
+  const int64_t s1 = pub_->dest_slot(k, kB1, 80);
+  ASSERT_GE(s1, 0);
+  const uint32_t g1 = gen(static_cast<uint32_t>(s1));
+
+  cp::ServiceTable t2;
+  put(t2, vsvc(kVip, 8080, Protocol::kTcp, {rs(kB2, 80)}));
+  std::string err;
+  ASSERT_TRUE(diff(t2, &err)) << err;
+  ASSERT_EQ(released.size(), 1u);
+  EXPECT_EQ(released[0].first, static_cast<uint32_t>(s1));
+  EXPECT_EQ(released[0].second, g1 + 1) << "reported after the bump";
+
+  ASSERT_TRUE(diff(t2, &err)) << err;
+  EXPECT_EQ(released.size(), 1u) << "an unchanged table frees nothing";
+  cp::ServiceTable empty;
+  ASSERT_TRUE(diff(empty, &err)) << err;
+  EXPECT_EQ(released.size(), 2u) << "removing the service frees its last slot";
+}
+
 TEST_F(PublisherTest, ChangingWeightsKeepsSlotsAndGenerations) {
   cp::ServiceTable t;
   put(t, vsvc(kVip, 8080, Protocol::kTcp, {rs(kB1, 80, 1), rs(kB2, 80, 1)}));
