@@ -145,44 +145,10 @@ print("    (%d requests in %.2f s)" % (total, r["elapsed_s"]))
 PY
 }
 
-# Removes the endpoint with address $2 from EndpointSlice file $1: writes the
-# new content to a file in directory $3 (same filesystem, not watched) and mvs
-# it over $1 (an atomic rename; done in the same process, so that the file's
-# mtime, which vipd uses to date the change, and the mv are microseconds apart).
-# Prints the time of the mv in microseconds since the epoch.
-remove_endpoint() {
-  "$PYTHON" - "$1" "$2" "$3" <<'PY'
-import os, re, sys, time
-path, ip, stage_dir = sys.argv[1], sys.argv[2], sys.argv[3]
-lines = open(path).read().splitlines(keepends=True)
-out, i, removed = [], 0, 0
-item = re.compile(r"^(\s*)- addresses:")
-while i < len(lines):
-    m = item.match(lines[i])
-    if m:
-        ind = len(m.group(1))
-        j = i + 1
-        while j < len(lines) and (not lines[j].strip() or
-                                  len(lines[j]) - len(lines[j].lstrip(" ")) > ind):
-            j += 1
-        if re.search(r"(?<![\d.])" + re.escape(ip) + r"(?![\d.])", "".join(lines[i:j])):
-            removed += 1
-            i = j
-            continue
-    out.append(lines[i])
-    i += 1
-if not removed:
-    sys.exit("no endpoint with address %s in %s" % (ip, path))
-# New file outside the watched directory (same filesystem), then mv it over
-# the old one: one rename(2), so vipd never sees a half-written file.
-staged = os.path.join(stage_dir, os.path.basename(path))
-with open(staged, "w") as f:
-    f.write("".join(out))
-t_us = time.time_ns() // 1000
-os.replace(staged, path)
-print(t_us)
-PY
-}
+# Removes the endpoint with address $2 from EndpointSlice file $1 in one atomic
+# rename from directory $3; prints the time of the rename in microseconds
+# (scripts/lab/slice_without.py).
+remove_endpoint() { "$PYTHON" scripts/lab/slice_without.py "$1" "$2" "$3"; }
 
 # ---- lab ----------------------------------------------------------------------
 step "building the lab (scripts/lab.sh up, prefix '$P')"

@@ -23,6 +23,7 @@
 #   replace_file DST SRC      atomic replacement (copy to $TMP/stage, rename)
 #   slice_without FILE IP     rewrites an EndpointSlice manifest without the endpoint
 #                             with address IP, atomically; prints the rename time (µs)
+#                             (scripts/lab/slice_without.py)
 #   drop_reasons JSON         per-reason drop totals of `vipctl stats --json`, as JSON
 #   lib_cleanup               the EXIT trap: vipd log tail on failure, cleanup_extra
 #                             (if the script defines it), vipd stopped, lab down,
@@ -132,37 +133,7 @@ replace_file() {
 
 slice_without() {
   mkdir -p "$TMP/stage"
-  "$PYTHON" - "$1" "$2" "$TMP/stage" <<'PY'
-import os, re, sys, time
-path, ip, stage_dir = sys.argv[1], sys.argv[2], sys.argv[3]
-lines = open(path).read().splitlines(keepends=True)
-out, i, removed = [], 0, 0
-item = re.compile(r"^(\s*)- addresses:")
-while i < len(lines):
-    m = item.match(lines[i])
-    if m:
-        ind = len(m.group(1))
-        j = i + 1
-        while j < len(lines) and (not lines[j].strip() or
-                                  len(lines[j]) - len(lines[j].lstrip(" ")) > ind):
-            j += 1
-        if re.search(r"(?<![\d.])" + re.escape(ip) + r"(?![\d.])", "".join(lines[i:j])):
-            removed += 1
-            i = j
-            continue
-    out.append(lines[i])
-    i += 1
-if not removed:
-    sys.exit("no endpoint with address %s in %s" % (ip, path))
-# New file outside the watched directory (same filesystem), then one rename(2)
-# over the old one: vipd never sees a half-written file.
-staged = os.path.join(stage_dir, os.path.basename(path))
-with open(staged, "w") as f:
-    f.write("".join(out))
-t_us = time.time_ns() // 1000
-os.replace(staged, path)
-print(t_us)
-PY
+  "$PYTHON" scripts/lab/slice_without.py "$1" "$2" "$TMP/stage"
 }
 
 drop_reasons() {

@@ -271,33 +271,7 @@ fi
 # ---- remove pod4 --------------------------------------------------------------------
 pod4_before=$(awk '$1 == "10.244.3.44:8080" {print $2}' <<<"$after")
 gen_before=$(generation)
-"$PYTHON" - "$TMP/manifests/endpointslice-db.yaml" 10.244.3.44 "$TMP/stage" <<'PY' || note "warning: could not rewrite the EndpointSlice"
-import os, re, sys
-path, ip, stage_dir = sys.argv[1], sys.argv[2], sys.argv[3]
-lines = open(path).read().splitlines(keepends=True)
-out, i, removed = [], 0, 0
-item = re.compile(r"^(\s*)- addresses:")
-while i < len(lines):
-    m = item.match(lines[i])
-    if m:
-        ind = len(m.group(1))
-        j = i + 1
-        while j < len(lines) and (not lines[j].strip() or
-                                  len(lines[j]) - len(lines[j].lstrip(" ")) > ind):
-            j += 1
-        if re.search(r"(?<![\d.])" + re.escape(ip) + r"(?![\d.])", "".join(lines[i:j])):
-            removed += 1
-            i = j
-            continue
-    out.append(lines[i])
-    i += 1
-if not removed:
-    sys.exit("no endpoint with address %s in %s" % (ip, path))
-staged = os.path.join(stage_dir, os.path.basename(path))
-with open(staged, "w") as f:
-    f.write("".join(out))
-os.replace(staged, path)   # one rename: vipd never sees a half-written file
-PY
+slice_without "$TMP/manifests/endpointslice-db.yaml" 10.244.3.44 >/dev/null || note "warning: could not rewrite the EndpointSlice"
 gen_after=
 for _ in $(seq 1 100); do   # ~10 s
   g=$(generation)
