@@ -61,8 +61,6 @@ COMMIT
 EOF
 )
 probe_rc=$?
-dummy_ok=1
-ip -n "$probe" link add name d0 type dummy 2>/dev/null || dummy_ok=0
 ip netns del "$probe"
 [ "$probe_rc" -eq 0 ] || skip_all "netfilter (nat, statistic, recent, conntrack, REJECT) not usable in a namespace: $(tr '\n' ' ' <<<"$probe_out")"
 
@@ -123,19 +121,7 @@ wait_synced() {
 
 # ---- lab, kernel forwarding in lb, vipd ------------------------------------------
 lab_up
-if ! { ip -n "${P}lb" addr add 10.0.0.1/24 dev c0 &&
-       ip -n "${P}lb" addr add 10.244.0.1/16 dev p0 &&
-       inlb sysctl -qw net.ipv4.ip_forward=1 >/dev/null; }; then
-  fail lab-up "could not give the lb namespace its kernel addresses / forwarding"
-  exit 1
-fi
-if [ "$dummy_ok" -eq 1 ]; then
-  ip -n "${P}lb" link add name svc0 type dummy && ip -n "${P}lb" link set dev svc0 up &&
-    ip -n "${P}lb" route add 10.96.0.0/12 dev svc0
-else
-  note "no dummy interfaces here: the service range is routed to p0 instead"
-  ip -n "${P}lb" route add 10.96.0.0/12 dev p0
-fi
+lab_kernel_lb
 PODS_ALL=(10.244.1.15 10.244.2.88 10.244.3.12 10.244.3.44)
 mkdir -p "$TMP/manifests" "$TMP/stage"
 cp config/demo/manifests/service.yaml "$TMP/manifests/"

@@ -12,6 +12,11 @@
 #   require_vipd              sets VIPD and VIPCTL (VIPD_BIN/VIPCTL_BIN win) or fails "build"
 #   stop_pid PID [SIGNAL]     signal (TERM), up to 5 s, then KILL; reaps it
 #   lab_up                    scripts/lab.sh up (LAB_PREFIX must be exported), fails "lab-up"
+#   lab_kernel_lb             for the kernel modes (iptables, ipvs): ${P}lb gets kernel
+#                             addresses (c0 10.0.0.1/24, p0 10.244.0.1/16), IPv4
+#                             forwarding (that namespace only) and the service range
+#                             routed to a dummy svc0 (to p0 where there is no dummy
+#                             driver), so a VIP no rule claims goes nowhere
 #   inlb CMD...               runs CMD in the ${P}lb namespace
 #   vipctl ARGS...            vipctl on $TMP/admin.sock (ADMIN_SOCK overrides)
 #   status_json, generation_of JSON, generation, json_field JSON KEY, vipd_alive
@@ -91,6 +96,21 @@ lab_up() {
   if ! scripts/lab.sh up "$@" >"$TMP/lab.log" 2>&1; then
     fail lab-up "scripts/lab.sh up failed: $(tail -n 3 "$TMP/lab.log" | tr '\n' ' ')"
     exit 1
+  fi
+}
+
+lab_kernel_lb() {
+  if ! { ip -n "${P}lb" addr add 10.0.0.1/24 dev c0 &&
+         ip -n "${P}lb" addr add 10.244.0.1/16 dev p0 &&
+         inlb sysctl -qw net.ipv4.ip_forward=1 >/dev/null; }; then
+    fail lab-up "could not give the lb namespace its kernel addresses / forwarding"
+    exit 1
+  fi
+  if ip -n "${P}lb" link add name svc0 type dummy 2>/dev/null; then
+    ip -n "${P}lb" link set dev svc0 up && ip -n "${P}lb" route add 10.96.0.0/12 dev svc0
+  else
+    note "no dummy interfaces here: the service range is routed to p0 instead"
+    ip -n "${P}lb" route add 10.96.0.0/12 dev p0
   fi
 }
 
