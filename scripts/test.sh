@@ -21,7 +21,8 @@
 # "N passed, N failed, N skipped" summed over everything. Exit status 1 if
 # anything failed (a build failure or a crashed test executable counts as one).
 # Env: VIPD_BUILD_DIR (build directory, default "build"); VIPD_ASAN=0 skips the
-# sanitizer suite (loudly, counted as skipped) unless CI=true;
+# sanitizer suite (loudly, counted as skipped) unless CI=true, and with it
+# tests/integration/leak_test.sh (LeakSanitizer on vipd from build-asan);
 # VIPD_ASAN_BUILD_DIR (default "build-asan").
 set -uo pipefail
 

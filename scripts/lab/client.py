@@ -1,16 +1,19 @@
 #!/usr/bin/env python3
 """usage:
-  client.py http URL --count N [--timeout S] [--interval S] [--max-time S]
-  client.py udp HOST:PORT --count N [--timeout S] [--interval S] [--max-time S]
+  client.py http URL --count N [--timeout S] [--interval S] [--max-time S] [--stop FILE]
+  client.py udp HOST:PORT --count N [--timeout S] [--interval S] [--max-time S] [--stop FILE]
   client.py connect HOST:PORT [--timeout S]
   client.py ping HOST [--count N] [--timeout S]
   client.py hold HOST:PORT --conns N --go FILE [--timeout S] [--max-time S]
+  client.py keepalive HOST:PORT --conns N --max-time S [--stop FILE] [--mark FILE] [--interval S] [--timeout S]
 
 Lab traffic generator; runs inside the client network namespace.
 
 http:    N sequential GETs, each on a new TCP connection. Prints one JSON line
          {"ok":N,"failed":N,"by_pod":{"pod1":N,...},"errors":{"ConnectionRefusedError":N,...},
           "elapsed_s":X}. by_pod counts response bodies (first line, e.g. "pod1").
+         --stop FILE: stop early once FILE exists (the requests left are not
+         counted; a background load loop for the length of a test step).
 udp:     N datagrams, each from a new socket (new source port, so a new flow),
          waiting for one reply each; same JSON, by_pod from the replies.
 connect: one TCP connect; prints exactly one of: connected, refused, timeout, error: ...
@@ -20,6 +23,14 @@ hold:    opens N TCP connections (handshake only), prints "open N" and waits unt
          FILE exists, then sends one GET on each and prints one JSON line
          {"ok":N,"reset":N,"failed":N,"by_pod":{...},"errors":{...}}: "reset" counts
          connections that got a RST (ConnectionResetError / BrokenPipeError).
+keepalive: opens N TCP connections (prints "open N"), then sends GET /keepalive
+         (the lab pods keep the connection open for it) on each in turn, again
+         and again, until --max-time or FILE exists; a connection that fails once
+         is closed and not reopened. Prints one JSON line {"conns":N,"requests":N,
+         "ok":N,"failed":N,"broken_conns":N,"conns_one_pod":N,"max_latency_s":X,
+         "ok_after_mark":N,"by_pod":{...},"errors":{...},
+         "per_conn":[{"ok":N,"ok_after_mark":N,"pods":[...],"error":E},...]};
+         "ok_after_mark" counts answers to requests sent once the --mark FILE existed.
 
 Everything is bounded: --count <= 100000 and --max-time (default 120 s) caps the
 whole run; requests not attempted before the limit count as failed with error
@@ -169,11 +180,94 @@ def hold(args):
     return 0
 
 
+def read_response(sock, buf):
+    """One HTTP response with Content-Length from sock; returns (body, rest)."""
+    while b"\r\n\r\n" not in buf:
+        b = sock.recv(4096)
+        if not b:
+            raise BadResponse("closed without a response" if not buf else "closed in the header")
+        buf += b
+    head, _, rest = buf.partition(b"\r\n\r\n")
+    lines = head.split(b"\r\n")
+    status = lines[0].split()
+    if len(status) < 2 or status[1] != b"200":
+        raise BadResponse("bad status line")
+    length = 0
+    for l in lines[1:]:
+        k, _, v = l.partition(b":")
+        if k.strip().lower() == b"content-length":
+            length = int(v.strip())
+    while len(rest) < length:
+        b = sock.recv(4096)
+        if not b:
+            raise BadResponse("closed in the body")
+        rest += b
+    return rest[:length], rest[length:]
+
+
+def keepalive(args):
+    import os
+    host, port = args.target
+    start = time.monotonic()
+    deadline = start + args.max_time
+    conns = []
+    for _ in range(args.conns):
+        s = socket.create_connection((host, port), timeout=args.timeout)
+        s.settimeout(args.timeout)
+        conns.append({"sock": s, "buf": b"", "ok": 0, "after": 0, "pods": [], "error": None})
+    print("open %d" % len(conns), flush=True)
+    req = b"GET /keepalive HTTP/1.1\r\nHost: vip\r\nConnection: keep-alive\r\n\r\n"
+    res = {"conns": len(conns), "requests": 0, "ok": 0, "failed": 0, "by_pod": {}, "errors": {}}
+    max_lat = 0.0
+    while time.monotonic() < deadline and not (args.stop and os.path.exists(args.stop)):
+        live = [c for c in conns if c["error"] is None]
+        if not live:
+            break
+        marked = bool(args.mark) and os.path.exists(args.mark)
+        for c in live:
+            t0 = time.monotonic()
+            res["requests"] += 1
+            try:
+                c["sock"].sendall(req)
+                body, c["buf"] = read_response(c["sock"], c["buf"])
+                pod = body.split(b"\n", 1)[0].strip().decode(errors="replace")[:64]
+                res["ok"] += 1
+                c["ok"] += 1
+                c["after"] += 1 if marked else 0
+                res["by_pod"][pod] = res["by_pod"].get(pod, 0) + 1
+                if pod not in c["pods"]:
+                    c["pods"].append(pod)
+            except (OSError, BadResponse, ValueError) as e:
+                res["failed"] += 1
+                c["error"] = err_name(e)
+                res["errors"][c["error"]] = res["errors"].get(c["error"], 0) + 1
+                c["sock"].close()
+            max_lat = max(max_lat, time.monotonic() - t0)
+        if args.interval > 0:
+            time.sleep(args.interval)
+    for c in conns:
+        if c["error"] is None:
+            c["sock"].close()
+    res["broken_conns"] = sum(1 for c in conns if c["error"] is not None)
+    res["conns_one_pod"] = sum(1 for c in conns if len(c["pods"]) == 1)
+    res["max_latency_s"] = round(max_lat, 3)
+    res["ok_after_mark"] = sum(c["after"] for c in conns)
+    res["by_pod"] = dict(sorted(res["by_pod"].items()))
+    res["per_conn"] = [{"ok": c["ok"], "ok_after_mark": c["after"], "pods": c["pods"], "error": c["error"]}
+                       for c in conns]
+    res["elapsed_s"] = round(time.monotonic() - start, 3)
+    print(json.dumps(res), flush=True)
+    return 0
+
+
 def run_loop(args, once):
     res = {"ok": 0, "failed": 0, "by_pod": {}, "errors": {}}
     start = time.monotonic()
     deadline = start + args.max_time
+    import os
     for i in range(args.count):
+        if args.stop and os.path.exists(args.stop):
+            break
         if time.monotonic() >= deadline:
             left = args.count - i
             res["failed"] += left
@@ -237,6 +331,7 @@ def main():
         p.add_argument("--timeout", type=pos_float, default=2.0, help="per request, s")
         p.add_argument("--interval", type=pos_float, default=0.0, help="pause between requests, s")
         p.add_argument("--max-time", type=pos_float, default=120.0, help="whole run limit, s")
+        p.add_argument("--stop", help="stop early (not counted as failed) once this file exists")
     c = sub.add_parser("connect", help="one TCP connect attempt")
     c.add_argument("target", type=host_port)
     c.add_argument("--timeout", type=pos_float, default=2.0)
@@ -246,6 +341,14 @@ def main():
     o.add_argument("--go", required=True, help="start sending once this file exists")
     o.add_argument("--timeout", type=pos_float, default=2.0)
     o.add_argument("--max-time", type=pos_float, default=60.0)
+    k = sub.add_parser("keepalive", help="N keep-alive connections, GETs on each in turn")
+    k.add_argument("target", type=host_port)
+    k.add_argument("--conns", type=count_arg, required=True)
+    k.add_argument("--stop", help="stop once this file exists")
+    k.add_argument("--mark", help="count answers to requests sent once this file exists")
+    k.add_argument("--interval", type=pos_float, default=0.1, help="pause after each round, s")
+    k.add_argument("--timeout", type=pos_float, default=10.0, help="per request, s")
+    k.add_argument("--max-time", type=pos_float, default=60.0)
     g = sub.add_parser("ping", help="ICMP echo requests")
     g.add_argument("host")
     g.add_argument("--count", type=count_arg, default=3)
@@ -256,6 +359,8 @@ def main():
         return ping(args)
     if args.cmd == "hold":
         return hold(args)
+    if args.cmd == "keepalive":
+        return keepalive(args)
 
     if args.cmd == "http":
         url = urllib.parse.urlsplit(args.url)

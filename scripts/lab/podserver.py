@@ -3,7 +3,8 @@
 
 A lab "pod": runs inside a pod network namespace (scripts/lab.sh starts it).
 - HTTP/1.1 on TCP --http-port: every GET gets 200 with body "NAME\\n"; the
-  connection is closed after the response (Connection: close).
+  connection is closed after the response (Connection: close), except for
+  GET /keepalive, which keeps it open for the next request (client.py keepalive).
 - UDP echo on --udp-port: every datagram is answered with "NAME\\n".
 Standard library only; one thread per TCP connection, so many short
 connections are fine. The pid file is written after both sockets are bound,
@@ -29,10 +30,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.send_response(200)
         self.send_header("Content-Type", "text/plain")
         self.send_header("Content-Length", str(len(body)))
-        self.send_header("Connection", "close")
+        keep = self.path == "/keepalive"
+        self.send_header("Connection", "keep-alive" if keep else "close")
         self.end_headers()
         self.wfile.write(body)
-        self.close_connection = True
+        self.close_connection = not keep
 
     def log_message(self, fmt, *args):  # keep the lab quiet
         pass

@@ -142,7 +142,11 @@ except ValueError:
     print(sys.argv[1] or "no result"); sys.exit()
 pods = r.get("by_pod", {})
 n = lambda p: pods.get(p, 0)
-print("" if eval(sys.argv[2]) else sys.argv[1])
+try:
+    ok = eval(sys.argv[2])
+except Exception as e:  # a broken expression or result must fail, not pass
+    print("cannot judge (%s: %s): %s" % (type(e).__name__, e, sys.argv[1] or "no result")); sys.exit()
+print("" if ok else sys.argv[1])
 PY
 }
 

@@ -19,8 +19,10 @@ A plain-HTTP control API on 127.0.0.1:--ctl-port drives it (JSON bodies):
   POST /delete  {"resource": "services"|"endpointslices", "namespace": ..., "name": ...}
   POST /compact forget the event history (older resourceVersions -> 410)
   POST /drop    cut every open watch connection (no final chunk)
-  POST /fault   {"garbage": N, "slow_ms": MS, "fail": N}: the next N watches send
-                garbage JSON; lists are delayed by MS per page; the next N list/watch
+  POST /garbage every open watch sends a malformed event, then ends (mid-stream garbage)
+  POST /fault   {"garbage": N, "garbage_lists": N, "slow_ms": MS, "fail": N}: the next
+                N watches send garbage JSON; the next N lists answer 200 with a body that
+                is not JSON; lists are delayed by MS per page; the next N list/watch
                 requests get HTTP 500
   POST /bulk    {"services": N, "endpoints": E}: N services with E endpoints each
   GET  /stats   counters and the last requests' paths
@@ -48,9 +50,10 @@ class Store:
         self.history = []       # (rv, resource, type, obj)
         self.compacted = 1      # watches from rv < compacted get 410
         self.drop_gen = 0
-        self.faults = {"garbage": 0, "slow_ms": 0, "fail": 0}
+        self.garbage_gen = 0
+        self.faults = {"garbage": 0, "garbage_lists": 0, "slow_ms": 0, "fail": 0}
         self.stats = {"lists": 0, "watches": 0, "gone": 0, "active_watches": 0,
-                      "unauthorized": 0, "requests": []}
+                      "unauthorized": 0, "garbage_sent": 0, "requests": []}
         self.state_file = state_file
         if state_file and os.path.exists(state_file):
             with open(state_file) as f:
@@ -158,6 +161,9 @@ DISCOVERY = {
 }
 
 
+GARBAGE_EVENT = b'{"type":"MODIFIED","object":{"kind":"Service", garbage ]]]\n'
+
+
 def make_handler(store, args):
     class Api(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -221,8 +227,20 @@ def make_handler(store, args):
             with store.cv:
                 store.stats["lists"] += 1
                 slow = store.faults["slow_ms"]
+                garbage = store.faults["garbage_lists"] > 0
+                if garbage:
+                    store.faults["garbage_lists"] -= 1
+                    store.stats["garbage_sent"] += 1
             if slow:
                 time.sleep(slow / 1000.0)
+            if garbage:  # 200 OK, but the body is cut off in the middle of an item
+                body = b'{"kind":"List","metadata":{"resourceVersion":"1"},"items":[{"metadata":{"name":'
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                return
             limit = int(q.get("limit") or 0)
             start = ""
             with store.cv:
@@ -275,9 +293,11 @@ def make_handler(store, args):
                 store.stats["watches"] += 1
                 store.stats["active_watches"] += 1
                 drop_gen = store.drop_gen
+                garbage_gen = store.garbage_gen
                 garbage = store.faults["garbage"] > 0
                 if garbage:
                     store.faults["garbage"] -= 1
+                    store.stats["garbage_sent"] += 1
                 if from_rv == 0:
                     from_rv = store.rv
                 gone = from_rv < store.compacted
@@ -291,7 +311,7 @@ def make_handler(store, args):
                     self.chunk(b"")
                     return
                 if garbage:
-                    self.chunk(b'{"type":"MODIFIED","object":{"kind":"Service", garbage ]]]\n')
+                    self.chunk(GARBAGE_EVENT)
                     self.chunk(b"")
                     return
                 sent = from_rv
@@ -300,12 +320,20 @@ def make_handler(store, args):
                         while True:
                             if store.drop_gen != drop_gen:
                                 raise ConnectionAbortedError("dropped")
+                            if store.garbage_gen != garbage_gen:
+                                store.stats["garbage_sent"] += 1
+                                pending = None
+                                break
                             pending = [h for h in store.history if h[0] > sent and h[1] == res]
                             now = time.monotonic()
                             if pending or now >= deadline or (bookmarks and now >= next_bm):
                                 break
                             store.cv.wait(min(deadline, next_bm if bookmarks else deadline) - now)
                         top = store.rv
+                    if pending is None:  # POST /garbage: a broken event mid-stream
+                        self.chunk(GARBAGE_EVENT)
+                        self.chunk(b"")
+                        return
                     for rv, _, typ, obj in pending:
                         sent = rv
                         if ns is not None and obj["metadata"].get("namespace") != ns:
@@ -372,6 +400,10 @@ def make_ctl(store):
                     with store.cv:
                         store.drop_gen += 1
                         store.cv.notify_all()
+                elif self.path == "/garbage":
+                    with store.cv:
+                        store.garbage_gen += 1
+                        store.cv.notify_all()
                 elif self.path == "/fault":
                     with store.cv:
                         store.faults.update(doc)
@@ -418,9 +450,12 @@ def main():
     ap.add_argument("--bookmark-s", type=float, default=5)
     ap.add_argument("--max-watch-s", type=int, default=1800)
     ap.add_argument("--load", help="JSON/List file of objects to start with")
+    ap.add_argument("--fault", help='faults in force from the start, as for POST /fault ({"fail": N})')
     ap.add_argument("--verbose", action="store_true")
     args = ap.parse_args()
     store = Store(args.state)
+    if args.fault:
+        store.faults.update(json.loads(args.fault))
     if args.load:
         with open(args.load) as f:
             doc = json.load(f)
