@@ -255,8 +255,10 @@ bool DpdkDataplane::init(std::string* error) {
     return false;
   }
   rte_rcu_qsbr_init(sh_.qsbr, nw);
+  // An address that never answers keeps its slot for 3 s after its last ARP
+  // request (a flood of spoofed sources cannot fill the table for good).
   sh_.neigh.init(nmem, kNeigh, uint64_t{cfg_.neighbor_timeout_s} * sh_.tsc_hz,
-                 uint64_t{cfg_.neighbor_timeout_s} * 4 * sh_.tsc_hz);
+                 uint64_t{cfg_.neighbor_timeout_s} * 4 * sh_.tsc_hz, 3 * sh_.tsc_hz);
 
   for (uint32_t i = 0; i < nw; ++i) {
     auto w = std::make_unique<Worker>();

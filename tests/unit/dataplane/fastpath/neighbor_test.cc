@@ -26,8 +26,8 @@ struct Mem {
 };
 
 struct Table {
-  Table(uint32_t cap, uint64_t reach, uint64_t expire) : mem(NeighborTable::bytes_for(cap)) {
-    t.init(mem.p, cap, reach, expire);
+  Table(uint32_t cap, uint64_t reach, uint64_t expire, uint64_t unresolved = 0) : mem(NeighborTable::bytes_for(cap)) {
+    t.init(mem.p, cap, reach, expire, unresolved);
   }
   Mem mem;
   NeighborTable t;
@@ -169,6 +169,101 @@ TEST(Neighbor, TableFull) {
     EXPECT_TRUE(std::equal(mac, mac + 6, want.begin())) << i;
   }
   EXPECT_EQ(tb.t.size(), 4u);
+}
+
+// A flood of spoofed sources leaves entries that never resolve (an ARP request
+// each): once their last request is older than the unresolved time, their
+// slots serve new addresses; a full table of such entries recovers by itself.
+TEST(Neighbor, UnresolvedEntriesAreReusedAfterTheirTime) {
+  Table tb(4, 100, 400, 50);
+  for (uint32_t i = 1; i <= 4; ++i) ASSERT_TRUE(tb.t.claim_request(ip4(10, 0, 0, i), 10, 5)) << i;
+  EXPECT_EQ(tb.t.size(), 4u);
+  const MacAddr m5 = mac_of(5);
+  EXPECT_FALSE(tb.t.update(ip4(10, 0, 0, 5), m5.data(), 60)) << "requests 50 ticks old: still pending";
+  EXPECT_FALSE(tb.t.claim_request(ip4(10, 0, 0, 5), 60, 5));
+  ASSERT_TRUE(tb.t.update(ip4(10, 0, 0, 5), m5.data(), 61)) << "older than 50: a slot is reused";
+  uint8_t mac[6];
+  ASSERT_EQ(tb.t.lookup(ip4(10, 0, 0, 5), mac, 61), NeighState::kReachable);
+  EXPECT_TRUE(std::equal(mac, mac + 6, m5.begin()));
+  EXPECT_EQ(tb.t.size(), 4u) << "reused in place, not grown";
+  int missing = 0;
+  for (uint32_t i = 1; i <= 4; ++i) missing += tb.t.lookup(ip4(10, 0, 0, i), mac, 61) == NeighState::kMissing;
+  EXPECT_EQ(missing, 4) << "the old, never resolved, entries stay unresolved";
+  // The reused slot belongs to .5 now: a request for it is rate-limited afresh.
+  EXPECT_TRUE(tb.t.claim_request(ip4(10, 0, 0, 5), 62, 5));
+  EXPECT_FALSE(tb.t.claim_request(ip4(10, 0, 0, 5), 63, 5));
+}
+
+// Resolved entries keep their slot until their MAC expires (and no request is
+// pending); a reachable one is never taken over.
+TEST(Neighbor, ResolvedEntriesAreReusedOnlyOnceExpired) {
+  Table tb(2, 100, 400, 50);
+  const MacAddr m1 = mac_of(1), m2 = mac_of(2), m3 = mac_of(3);
+  ASSERT_TRUE(tb.t.update(ip4(10, 0, 0, 1), m1.data(), 10));
+  ASSERT_TRUE(tb.t.update(ip4(10, 0, 0, 2), m2.data(), 300));
+  EXPECT_FALSE(tb.t.update(ip4(10, 0, 0, 3), m3.data(), 400)) << ".1 is 390 ticks old: not expired";
+  // .1 is refreshed by a stale-entry request at 405: pending, so kept for 50 more.
+  ASSERT_TRUE(tb.t.claim_request(ip4(10, 0, 0, 1), 405, 5));
+  EXPECT_FALSE(tb.t.update(ip4(10, 0, 0, 3), m3.data(), 420));
+  ASSERT_TRUE(tb.t.update(ip4(10, 0, 0, 3), m3.data(), 460)) << ".1 expired, its request 55 ticks old";
+  uint8_t mac[6];
+  EXPECT_EQ(tb.t.lookup(ip4(10, 0, 0, 1), mac, 460), NeighState::kMissing);
+  ASSERT_NE(tb.t.lookup(ip4(10, 0, 0, 2), mac, 460), NeighState::kMissing) << ".2 kept its slot";
+  EXPECT_TRUE(std::equal(mac, mac + 6, m2.begin()));
+  ASSERT_EQ(tb.t.lookup(ip4(10, 0, 0, 3), mac, 460), NeighState::kReachable);
+  EXPECT_TRUE(std::equal(mac, mac + 6, m3.begin()));
+}
+
+TEST(Neighbor, RefreshNeverCreates) {
+  Table tb(8, 100, 400);
+  const MacAddr m1 = mac_of(1), m9 = mac_of(9);
+  EXPECT_FALSE(tb.t.refresh(ip4(10, 0, 0, 1), m1.data(), 10));
+  EXPECT_EQ(tb.t.size(), 0u);
+  ASSERT_TRUE(tb.t.update(ip4(10, 0, 0, 1), m1.data(), 10));
+  ASSERT_TRUE(tb.t.refresh(ip4(10, 0, 0, 1), m9.data(), 20));
+  uint8_t mac[6];
+  ASSERT_EQ(tb.t.lookup(ip4(10, 0, 0, 1), mac, 20), NeighState::kReachable);
+  EXPECT_TRUE(std::equal(mac, mac + 6, m9.begin()));
+}
+
+// Slots reused all the time (every entry is dead 8 ticks after it was learned)
+// while a reader looks addresses up: whatever it finds must be that address's
+// own MAC, never the MAC of the address that had the slot before.
+TEST(Neighbor, ReusedSlotsNeverHandOutAnotherAddressesMac) {
+  Table tb(16, 4, 8, 8);
+  constexpr uint32_t kIps = 200;
+  std::atomic<uint64_t> clock{100};
+  std::atomic<bool> stop{false};
+  std::atomic<long> bad{0}, found{0};
+  std::thread reader([&] {
+    uint8_t mac[6];
+    for (long pass = 0; !stop.load() || pass < 200; ++pass) {
+      for (uint32_t k = 1; k <= kIps; ++k) {
+        const uint32_t ip = ip4(10, 7, 0, k);
+        if (tb.t.lookup(ip, mac, clock.load()) == NeighState::kMissing) continue;
+        found.fetch_add(1, std::memory_order_relaxed);
+        const MacAddr want = mac_of(ip);
+        if (!std::equal(mac, mac + 6, want.begin())) bad.fetch_add(1);
+      }
+    }
+  });
+  auto writer = [&](uint32_t offset) {
+    for (uint32_t it = 0; it < 300000; ++it) {
+      const uint32_t ip = ip4(10, 7, 0, 1 + (it * 7 + offset) % kIps);
+      const MacAddr m = mac_of(ip);
+      const uint64_t now = clock.fetch_add(1) + 1;
+      if (it % 3 == 0) tb.t.claim_request(ip, now, 2);
+      else tb.t.update(ip, m.data(), now);
+    }
+  };
+  std::thread w1(writer, 0), w2(writer, 101);
+  w1.join();
+  w2.join();
+  stop.store(true);
+  reader.join();
+  EXPECT_EQ(bad.load(), 0) << "a lookup returned a MAC learned for another address";
+  EXPECT_GT(found.load(), 0) << "the reader never found an entry: the test checked nothing";
+  EXPECT_LE(tb.t.size(), 16u);
 }
 
 TEST(Neighbor, ManyAddressesProbeBounded) {
