@@ -6,6 +6,8 @@
 #include <rte_hash_crc.h>
 #include <rte_malloc.h>
 
+#include "dataplane/fastpath/flow_hash.h"
+
 namespace vipd::dp {
 
 const char* conn_state_name(ConnState s) {
@@ -38,7 +40,7 @@ bool ConnTable::init(const std::string& name, uint32_t capacity, int socket, std
   // CRC32 (SSE4.2 instruction where the CPU has it, a table otherwise): the
   // 16-byte key in two 8-byte steps, cheaper than jhash (docs/benchmarks.md).
   p.hash_func = rte_hash_crc;
-  p.hash_func_init_val = 0x9e3779b9;
+  p.hash_func_init_val = kConnHashInit;
   p.socket_id = socket;
   p.extra_flag = RTE_HASH_EXTRA_FLAGS_EXT_TABLE;
   hash_ = rte_hash_create(&p);
@@ -59,22 +61,35 @@ bool ConnTable::init(const std::string& name, uint32_t capacity, int socket, std
 }
 
 Conn* ConnTable::lookup(const FlowKey& k, bool* reply) noexcept {
+  return lookup(k, conn_hash(k), reply);
+}
+
+Conn* ConnTable::lookup(const FlowKey& k, uint32_t sig, bool* reply) noexcept {
   void* data = nullptr;
-  if (rte_hash_lookup_data(hash_, &k, &data) < 0) return nullptr;
-  const auto v = reinterpret_cast<uintptr_t>(data);
-  *reply = (v & 1) != 0;
-  return &conns_[v >> 1];
+  if (rte_hash_lookup_with_hash_data(hash_, &k, sig, &data) < 0) return nullptr;
+  return decode(data, reply);
+}
+
+uint64_t ConnTable::lookup_bulk(const void** keys, uint32_t* sigs, uint32_t n, void** data) noexcept {
+  uint64_t hits = 0;
+  if (rte_hash_lookup_with_hash_bulk_data(hash_, keys, sigs, n, &hits, data) < 0) return 0;
+  return hits;
 }
 
 Conn* ConnTable::insert(const FlowKey& fwd, const FlowKey& rev) noexcept {
+  return insert(fwd, conn_hash(fwd), rev, false);
+}
+
+Conn* ConnTable::insert(const FlowKey& fwd, uint32_t fwd_sig, const FlowKey& rev, bool fwd_absent) noexcept {
   if (free_top_ == 0) return nullptr;
   // Each key is hashed once for the check and the add below.
-  const hash_sig_t hf = rte_hash_hash(hash_, &fwd);
-  const hash_sig_t hr = rte_hash_hash(hash_, &rev);
+  const hash_sig_t hf = fwd_sig;
+  const hash_sig_t hr = conn_hash(rev);
   // rte_hash_add_key_data would silently re-point an existing key: refuse
   // keys already in use (e.g. in nat mode, one client port reaching the same
   // backend through two VIPs has the same reply key).
-  if (rte_hash_lookup_with_hash(hash_, &fwd, hf) >= 0 || rte_hash_lookup_with_hash(hash_, &rev, hr) >= 0)
+  if ((!fwd_absent && rte_hash_lookup_with_hash(hash_, &fwd, hf) >= 0) ||
+      rte_hash_lookup_with_hash(hash_, &rev, hr) >= 0)
     return nullptr;
   const uint32_t idx = free_[free_top_ - 1];
   if (rte_hash_add_key_with_hash_data(hash_, &fwd, hf, reinterpret_cast<void*>(uintptr_t{idx} << 1)) < 0)
@@ -83,6 +98,8 @@ Conn* ConnTable::insert(const FlowKey& fwd, const FlowKey& rev) noexcept {
     rte_hash_del_key_with_hash(hash_, &fwd, hf);
     return nullptr;
   }
+  log_change(hf);
+  log_change(hr);
   --free_top_;
   ++used_;
   Conn* c = &conns_[idx];
@@ -95,8 +112,11 @@ void ConnTable::remove(Conn* c) noexcept {
   if (!c->in_use) return;
   const FlowKey fwd = make_key(c->caddr, c->cport, c->vaddr, c->vport, c->proto);
   const FlowKey rev = make_key(c->daddr, c->dport, c->laddr, c->lport, c->proto);
-  rte_hash_del_key(hash_, &fwd);
-  rte_hash_del_key(hash_, &rev);
+  const hash_sig_t hf = conn_hash(fwd), hr = conn_hash(rev);
+  rte_hash_del_key_with_hash(hash_, &fwd, hf);
+  rte_hash_del_key_with_hash(hash_, &rev, hr);
+  log_change(hf);
+  log_change(hr);
   c->in_use = 0;
   free_[free_top_++] = static_cast<uint32_t>(c - conns_);
   --used_;

@@ -1,7 +1,10 @@
 // Thread: worker (one table per worker, never shared); init/destroy from the
 // control thread before the worker starts / after it stopped.
 // Connection table: an rte_hash from flow keys (both directions) to entries of
-// a preallocated array, a free list, and an incremental expiry sweep.
+// a preallocated array, a free list, and an incremental expiry sweep. The
+// burst path (burst.cc) hashes keys itself (conn_hash) and looks them up in
+// bulk; a per-burst change log tells which of those results a later packet of
+// the same burst may have made stale.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +24,10 @@ struct FlowKey {
   uint8_t pad[3];
 };
 static_assert(sizeof(FlowKey) == 16);
+
+// Initial value of the table's CRC32 hash (rte_hash_crc over the 16-byte key):
+// whoever precomputes a signature must use the same.
+constexpr uint32_t kConnHashInit = 0x9e3779b9;
 
 inline FlowKey make_key(uint32_t src, uint16_t sport, uint32_t dst, uint16_t dport, uint8_t proto) {
   FlowKey k{};
@@ -74,10 +81,44 @@ class ConnTable {
   // Finds the connection of a packet with this key; *reply tells whether the
   // key matched the reply direction. nullptr if none.
   Conn* lookup(const FlowKey& k, bool* reply) noexcept;
+  // Same with the key's precomputed hash (rte_hash_crc(k, 16, kConnHashInit)).
+  Conn* lookup(const FlowKey& k, uint32_t sig, bool* reply) noexcept;
+
+  // Looks up n (1..64) keys with precomputed hashes at once; returns the
+  // bitmask of hits, data[i] of a hit goes to decode().
+  uint64_t lookup_bulk(const void** keys, uint32_t* sigs, uint32_t n, void** data) noexcept;
+  // The entry and direction a bulk lookup's data stands for.
+  Conn* decode(const void* data, bool* reply) noexcept {
+    const auto v = reinterpret_cast<uintptr_t>(data);
+    *reply = (v & 1) != 0;
+    return &conns_[v >> 1];
+  }
+
+  // Burst change log: begin_burst() forgets; then every key added or removed
+  // is logged by its hash (in a 512-bit filter and a list). changed_in_burst
+  // (sig): a key with this hash was added or removed since begin_burst() (or
+  // the list overflowed), so a lookup made before is stale: repeat it.
+  void begin_burst() noexcept {
+    if (n_log_ == 0) return;
+    n_log_ = 0;
+    for (uint64_t& f : filter_) f = 0;
+  }
+  bool changed_in_burst(uint32_t sig) const noexcept {
+    if (n_log_ == 0) return false;  // the common case: nothing changed
+    const uint32_t b = (sig >> 7) & 511;
+    if (!((filter_[b >> 6] >> (b & 63)) & 1)) return false;
+    if (n_log_ > kLogMax) return true;
+    for (uint32_t i = 0; i < n_log_; ++i)
+      if (log_[i] == sig) return true;
+    return false;
+  }
 
   // Takes a free entry and indexes it under both keys. nullptr when full
   // (or the key already exists).
   Conn* insert(const FlowKey& fwd, const FlowKey& rev) noexcept;
+  // Same with fwd's precomputed hash; fwd_absent: the caller has just looked
+  // fwd up and not found it (saves the table's own check).
+  Conn* insert(const FlowKey& fwd, uint32_t fwd_sig, const FlowKey& rev, bool fwd_absent) noexcept;
 
   // Removes both keys and frees the entry.
   void remove(Conn* c) noexcept;
@@ -99,6 +140,14 @@ class ConnTable {
   Conn* entry(uint32_t i) noexcept { return &conns_[i]; }
 
  private:
+  static constexpr uint32_t kLogMax = 128;  // 4 per packet of a 32-packet burst
+  void log_change(uint32_t sig) noexcept {
+    const uint32_t b = (sig >> 7) & 511;
+    filter_[b >> 6] |= uint64_t{1} << (b & 63);
+    if (n_log_ < kLogMax) log_[n_log_] = sig;
+    if (n_log_ <= kLogMax) ++n_log_;
+  }
+
   rte_hash* hash_ = nullptr;
   Conn* conns_ = nullptr;
   uint32_t* free_ = nullptr;  // stack of free indexes
@@ -106,6 +155,9 @@ class ConnTable {
   uint32_t capacity_ = 0;
   uint32_t used_ = 0;
   uint32_t cursor_ = 0;
+  uint32_t n_log_ = 0;
+  uint64_t filter_[8] = {};
+  uint32_t log_[kLogMax];
 };
 
 }  // namespace vipd::dp

@@ -30,7 +30,8 @@ namespace vipd::dp {
   X(kTxFull, "tx_queue_full")                                                 \
   X(kArpIgnored, "arp_ignored")              /* ARP not for us / malformed */ \
   X(kLocalUnhandled, "local_unhandled")      /* to a port address, not ping */ \
-  X(kSourceNotAllowed, "source_not_allowed") /* loadBalancerSourceRanges */
+  X(kSourceNotAllowed, "source_not_allowed") /* loadBalancerSourceRanges */ \
+  X(kIcmpErrorNoConn, "icmp_error_no_conn")  /* ICMP error quoting no flow */
 
 enum DropReason : uint8_t {
 #define VIPD_X(e, s) e,

@@ -26,6 +26,45 @@ inline void wr32(uint8_t* p, uint32_t v) {
 inline uint16_t raw16(const uint8_t* p) { uint16_t v; std::memcpy(&v, p, 2); return v; }
 inline uint32_t raw32(const uint8_t* p) { uint32_t v; std::memcpy(&v, p, 4); return v; }
 inline void put_raw16(uint8_t* p, uint16_t v) { std::memcpy(p, &v, 2); }
+inline void put_raw32(uint8_t* p, uint32_t v) { std::memcpy(p, &v, 4); }
+// Host order -> the raw (memory order) view of the big-endian value.
+inline uint32_t be32(uint32_t v) {
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  return __builtin_bswap32(v);
+#else
+  return v;
+#endif
+}
+
+// The checksum field `check_raw` after changes whose one's-complement
+// deltas (~old + new per word, any word size) sum to `delta` (< 2^40).
+// End-around-carry folds: bit for bit what summing 16-bit words gives
+// (csum_apply), zero only when every term is.
+inline uint16_t csum_apply64(uint16_t check_raw, uint64_t delta) {
+  uint64_t s = uint64_t{static_cast<uint16_t>(~check_raw)} + delta;
+  s = (s & 0xffffffffu) + (s >> 32);
+  s = (s & 0xffffffffu) + (s >> 32);
+  uint32_t t = static_cast<uint32_t>(s);
+  t = (t & 0xffff) + (t >> 16);
+  t = (t & 0xffff) + (t >> 16);
+  return static_cast<uint16_t>(~t);
+}
+
+// The IPv4 header checksum verifies (the one's-complement sum of the header
+// is 0xffff). The usual 20-byte header as five 32-bit words; the result is
+// the same as csum_fold(csum_partial(ip, ihl, 0)) == 0.
+inline bool ipv4_checksum_ok(const uint8_t* ip, unsigned ihl) {
+  if (ihl != 20) return csum_fold(csum_partial(ip, ihl, 0)) == 0;
+  uint32_t w[5];
+  std::memcpy(w, ip, 20);
+  uint64_t s = uint64_t{w[0]} + w[1] + w[2] + w[3] + w[4];
+  s = (s & 0xffffffffu) + (s >> 32);
+  s = (s & 0xffffffffu) + (s >> 32);
+  uint32_t t = static_cast<uint32_t>(s);
+  t = (t & 0xffff) + (t >> 16);
+  t = (t & 0xffff) + (t >> 16);
+  return t == 0xffff;
+}
 
 inline Parsed drop(Parsed p, DropReason r) {
   p.kind = FrameKind::kDrop;
@@ -75,7 +114,7 @@ Parsed parse_frame(const uint8_t* f, size_t len) noexcept {
   uint16_t total = rd16(ip + 2);
   if (total < ihl || kEthLen + size_t{total} > len) return drop(p, kBadIpHeader);
   if (kEthLen + size_t{ihl} > len) return drop(p, kTruncated);
-  if (csum_fold(csum_partial(ip, ihl, 0)) != 0) return drop(p, kBadIpChecksum);
+  if (!ipv4_checksum_ok(ip, ihl)) return drop(p, kBadIpChecksum);
   uint16_t frag = rd16(ip + 6);
   if ((frag & 0x2000) || (frag & 0x1fff)) return drop(p, kFragment);
   p.ip_total_len = total;
@@ -121,25 +160,34 @@ void rewrite_l3l4(uint8_t* f, const Parsed& p, uint32_t new_src, uint16_t new_sp
                   uint32_t new_dst, uint16_t new_dport) noexcept {
   uint8_t* ip = f + p.l3_off;
   uint8_t* l4 = f + p.l4_off;
-  const uint32_t old_src_be = raw32(ip + 12), old_dst_be = raw32(ip + 16);
-  wr32(ip + 12, new_src);
-  wr32(ip + 16, new_dst);
-  const uint32_t new_src_be = raw32(ip + 12), new_dst_be = raw32(ip + 16);
+  // Everything in raw (memory order) words, built in registers; the
+  // one's-complement deltas are summed in 32-bit words (RFC 1624 eqn. 3).
+  const uint32_t old_src = raw32(ip + 12), old_dst = raw32(ip + 16);
+  const uint32_t nsrc = be32(new_src), ndst = be32(new_dst);
+  put_raw32(ip + 12, nsrc);
+  put_raw32(ip + 16, ndst);
   // The address change enters both checksums (the L4 one through the pseudo
   // header): summed once, applied twice.
-  const uint32_t addr_delta = csum_delta4(old_src_be, new_src_be) + csum_delta4(old_dst_be, new_dst_be);
+  const uint64_t addr_delta = uint64_t{~old_src} + uint64_t{~old_dst} + nsrc + ndst;
   // IPv4 header: addresses and TTL (the TTL shares a word with the protocol).
-  const uint16_t old_ttl_word = raw16(ip + 8);
-  ip[8] = static_cast<uint8_t>(ip[8] - 1);
-  put_raw16(ip + 10, csum_apply(raw16(ip + 10), addr_delta + csum_delta2(old_ttl_word, raw16(ip + 8))));
+  uint8_t tw[2];
+  std::memcpy(tw, ip + 8, 2);
+  const uint16_t old_tw = raw16(tw);
+  tw[0] = static_cast<uint8_t>(tw[0] - 1);
+  const uint16_t new_tw = raw16(tw);
+  std::memcpy(ip + 8, tw, 2);
+  put_raw16(ip + 10, csum_apply64(raw16(ip + 10), addr_delta + static_cast<uint16_t>(~old_tw) + new_tw));
 
-  const uint16_t old_sport_be = raw16(l4), old_dport_be = raw16(l4 + 2);
-  wr16(l4, new_sport);
-  wr16(l4 + 2, new_dport);
+  const uint32_t old_ports = raw32(l4);
+  uint8_t pb[4];
+  wr16(pb, new_sport);
+  wr16(pb + 2, new_dport);
+  const uint32_t new_ports = raw32(pb);
+  put_raw32(l4, new_ports);
   const size_t coff = p.proto == kProtoTcp ? 16 : 6;
   uint16_t c = raw16(l4 + coff);
   if (p.proto == kProtoUdp && c == 0) return;  // no UDP checksum: keep none
-  c = csum_apply(c, addr_delta + csum_delta2(old_sport_be, raw16(l4)) + csum_delta2(old_dport_be, raw16(l4 + 2)));
+  c = csum_apply64(c, addr_delta + uint64_t{~old_ports} + new_ports);
   if (p.proto == kProtoUdp && c == 0) c = 0xffff;
   put_raw16(l4 + coff, c);
 }

@@ -29,6 +29,8 @@ struct VipKey {
   uint8_t pad;
 };
 static_assert(sizeof(VipKey) == 8);
+// Initial value of the VIP tables' CRC32 hash (flow_hash.h, vip_tables.cc).
+constexpr uint32_t kVipHashInit = 0;
 
 // One real server as seen by the fast path. `slot`/`gen` identify the
 // destination across table generations (see DestSlots).

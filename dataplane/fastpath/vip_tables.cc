@@ -14,6 +14,7 @@ bool create_vip_tables(Shared& sh, const std::string& prefix, uint32_t entries, 
   hp.key_len = sizeof(VipKey);
   // CRC32 (one SSE4.2 instruction for the 8-byte key where the CPU has it).
   hp.hash_func = rte_hash_crc;
+  hp.hash_func_init_val = kVipHashInit;  // flow_hash.h computes the same signatures
   hp.socket_id = socket;
   hp.extra_flag = RTE_HASH_EXTRA_FLAGS_RW_CONCURRENCY_LF | RTE_HASH_EXTRA_FLAGS_EXT_TABLE;
   sh.vip_table = rte_hash_create(&hp);

@@ -11,6 +11,7 @@
 
 #include <cstring>
 
+#include "dataplane/fastpath/icmp_error.h"
 #include "dataplane/fastpath/packet.h"
 #include "dataplane/fastpath/tcp_state.h"
 
@@ -252,13 +253,16 @@ int32_t from_template(Worker& w, const Service& svc, const TemplateKey& key, Tem
   return -1;
 }
 
-void new_flow(Worker& w, rte_mbuf* m, const Parsed& p, const Service& svc) {
+// sig: conn_hash of the packet's flow key; fwd_absent: that key was just
+// looked up and is in no connection.
+void new_flow(Worker& w, rte_mbuf* m, const Parsed& p, const Service& svc, uint32_t sig, bool fwd_absent) {
   Shared& sh = *w.sh;
-  const bool syn = p.proto != kProtoTcp || (p.tcp_flags & (kTcpSyn | kTcpAck | kTcpRst)) == kTcpSyn;
+  // SYN+FIN (a scanner's probe) starts nothing, as in IPVS.
+  const bool syn = p.proto != kProtoTcp || (p.tcp_flags & (kTcpSyn | kTcpAck | kTcpRst | kTcpFin)) == kTcpSyn;
   // A mid-flow packet without an entry (after a restart, or a flow that moved
   // from another gateway): Maglev sends it where any instance would have, so
   // the connection is picked up; other schedulers cannot know and drop it.
-  if (!syn && (svc.sched != Sched::kMh || (p.tcp_flags & kTcpRst))) return drop(w, m, kNoConn);
+  if (!syn && (svc.sched != Sched::kMh || (p.tcp_flags & (kTcpRst | kTcpSyn)))) return drop(w, m, kNoConn);
   // loadBalancerSourceRanges: like kube-proxy's firewall chain, checked when a
   // flow starts (the nat table sees only first packets there too).
   if (svc.n_ranges && !source_allowed(svc, p.src)) return drop(w, m, kSourceNotAllowed);
@@ -292,8 +296,8 @@ void new_flow(Worker& w, rte_mbuf* m, const Parsed& p, const Service& svc) {
     }
     if (!got) return drop(w, m, kFnatPortsExhausted);
   }
-  Conn* c = w.conns.insert(make_key(p.src, p.sport, p.dst, p.dport, p.proto),
-                           make_key(d.ip, d.port, laddr, lport, p.proto));
+  Conn* c = w.conns.insert(make_key(p.src, p.sport, p.dst, p.dport, p.proto), sig,
+                           make_key(d.ip, d.port, laddr, lport, p.proto), fwd_absent);
   if (!c) {
     if (sh.forward == Forward::kFnat) w.fnat[lidx].ports[w.fnat[lidx].top++] = lport;
     return drop(w, m, w.conns.size() >= w.conns.capacity() ? kConnTableFull : kConnKeyInUse);
@@ -336,9 +340,21 @@ void new_flow(Worker& w, rte_mbuf* m, const Parsed& p, const Service& svc) {
   output(w, m, d.ip);
 }
 
-void from_client(Worker& w, rte_mbuf* m, const Parsed& p, const Service& svc) {
+// The packet's connection as prepare_burst found it, or looked up again when
+// an earlier packet of the burst added or removed a key with the same hash.
+inline Conn* burst_conn(Worker& w, const PktInfo& pi, bool* reply) {
+  if (!w.conns.changed_in_burst(pi.conn_sig)) {
+    *reply = pi.reply;
+    return pi.conn;
+  }
+  const Parsed& p = pi.p;
+  return w.conns.lookup(make_key(p.src, p.sport, p.dst, p.dport, p.proto), pi.conn_sig, reply);
+}
+
+void from_client(Worker& w, rte_mbuf* m, const PktInfo& pi, const Service& svc) {
+  const Parsed& p = pi.p;
   bool reply = false;
-  Conn* c = w.conns.lookup(make_key(p.src, p.sport, p.dst, p.dport, p.proto), &reply);
+  Conn* c = burst_conn(w, pi, &reply);
   if (c && !reply) {
     const bool syn = p.proto == kProtoTcp && (p.tcp_flags & (kTcpSyn | kTcpAck)) == kTcpSyn;
     if (!dest_alive(*w.sh, *c)) {
@@ -349,26 +365,28 @@ void from_client(Worker& w, rte_mbuf* m, const Parsed& p, const Service& svc) {
         if (p.tcp_flags & kTcpRst) return drop(w, m, kDestExpired);
         return send_rst(w, m, p);
       }
-      return new_flow(w, m, p, svc);
+      return new_flow(w, m, p, svc, pi.conn_sig, true);
     }
     if (syn && tcp_state_closing(c->state)) {
       expire_conn(w, c);  // port reuse after close: a new connection
-      return new_flow(w, m, p, svc);
+      return new_flow(w, m, p, svc, pi.conn_sig, true);
     }
     track(w, *c, p.tcp_flags, true);
-    if (svc.persistence_s) refresh_template(w, *c, svc.persistence_s);
+    // (c->tmpl first: no read of the Service for flows without persistence)
+    if (c->tmpl && svc.persistence_s) refresh_template(w, *c, svc.persistence_s);
     DestCounters& dc = w.dest_counters[c->dest_slot];
     dc.inpkts++;
     dc.inbytes += p.ip_total_len;
     rewrite_l3l4(rte_pktmbuf_mtod(m, uint8_t*), p, c->laddr, c->lport, c->daddr, c->dport);
     return output(w, m, c->daddr);
   }
-  new_flow(w, m, p, svc);
+  new_flow(w, m, p, svc, pi.conn_sig, c == nullptr);  // a reply key in the way: insert refuses
 }
 
-void from_dest(Worker& w, rte_mbuf* m, const Parsed& p) {
+void from_dest(Worker& w, rte_mbuf* m, const PktInfo& pi) {
+  const Parsed& p = pi.p;
   bool reply = false;
-  Conn* c = w.conns.lookup(make_key(p.src, p.sport, p.dst, p.dport, p.proto), &reply);
+  Conn* c = burst_conn(w, pi, &reply);
   if (!c || !reply) return drop(w, m, kNoService);
   if (!dest_alive(*w.sh, *c)) {
     expire_conn(w, c);
@@ -392,43 +410,45 @@ inline bool redirect(Worker& w, rte_mbuf* m, uint32_t owner) {
   return true;
 }
 
-void process_one(Worker& w, rte_mbuf* m, bool from_ring) {
+// The per-packet stage: `pi` holds what prepare_burst (burst.cc) found.
+void process_one(Worker& w, rte_mbuf* m, const PktInfo& pi, bool from_ring) {
   Shared& sh = *w.sh;
   uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
   const size_t len = rte_pktmbuf_data_len(m);
-  if (m->nb_segs != 1) return drop(w, m, kTruncated);
-  if (len < kEthLen) return drop(w, m, kTruncated);
-  const int pidx = port_index(sh, m->port);
-  if (pidx < 0) return drop(w, m, kNotForUs);
-  if (!(f[0] & 1) && std::memcmp(f, sh.ports[pidx].mac, 6) != 0) return drop(w, m, kNotForUs);
-  const Parsed p = parse_frame(f, len);
+  const Parsed& p = pi.p;  // frame checks and parse_frame: done, drop reason kept
   if (p.kind == FrameKind::kDrop) return drop(w, m, p.drop);
   if (p.kind == FrameKind::kArp) return handle_arp(w, m);
   if (f[0] & 1) return drop(w, m, kNotForUs);  // IP to a broadcast/multicast MAC
   if (p.proto == kProtoTcp || p.proto == kProtoUdp) {
-    const VipKey key{p.dst, p.dport, p.proto, 0};
-    void* data = nullptr;
-    if (rte_hash_lookup_data(sh.vip_table, &key, &data) >= 0) {
+    if (pi.svc) {  // the VIP table, looked up in bulk
       if (p.ttl <= 1) return drop(w, m, kTtlExceeded);
       if (!from_ring && redirect(w, m, flow_owner(p.src, p.sport, sh.n_workers))) return;
-      return from_client(w, m, p, *static_cast<const Service*>(data));
+      return from_client(w, m, pi, *pi.svc);
     }
     if (sh.forward == Forward::kFnat) {
       if (local_addr_index(sh, p.dst) >= 0) {
         if (p.ttl <= 1) return drop(w, m, kTtlExceeded);
         if (!from_ring && redirect(w, m, p.dport % sh.n_workers)) return;
-        return from_dest(w, m, p);
+        return from_dest(w, m, pi);
       }
     } else if (!is_port_ip(sh, p.dst) && !is_vip_addr(sh, p.dst)) {
       if (p.ttl <= 1) return drop(w, m, kTtlExceeded);
       if (!from_ring && redirect(w, m, flow_owner(p.dst, p.dport, sh.n_workers))) return;
-      return from_dest(w, m, p);
+      return from_dest(w, m, pi);
     }
     if (is_vip_addr(sh, p.dst)) return drop(w, m, kVipNoPort);
     if (is_port_ip(sh, p.dst)) return drop(w, m, kLocalUnhandled);
     return drop(w, m, kNoService);
   }
   if (p.proto == kProtoIcmp) {
+    if (is_icmp_error(p)) {  // quoting a NATed flow: translated like it (icmp_error.h)
+      IcmpQuote q;
+      DropReason r = parse_icmp_quote(sh, f, p, &q);
+      if (r == kIcmpOk && !from_ring && redirect(w, m, icmp_quote_owner(sh, q))) return;
+      uint32_t to = 0;
+      if (r == kIcmpOk) r = translate_icmp_error(w, f, p, q, m->port, &to);
+      return r == kIcmpOk ? output(w, m, to) : drop(w, m, r);
+    }
     if (is_port_ip(sh, p.dst) || is_vip_addr(sh, p.dst) || local_addr_index(sh, p.dst) >= 0) {
       if (make_icmp_echo_reply(f, p)) return reply_same_port(w, m, len);
       return drop(w, m, kLocalUnhandled);
@@ -441,9 +461,12 @@ void process_one(Worker& w, rte_mbuf* m, bool from_ring) {
 }  // namespace
 
 void process_burst(Worker& w, rte_mbuf** pkts, uint16_t n, bool from_ring) noexcept {
-  for (uint16_t i = 0; i < n; ++i) {
-    if (i + 1 < n) rte_prefetch0(rte_pktmbuf_mtod(pkts[i + 1], void*));
-    process_one(w, pkts[i], from_ring);
+  // Up to kBurst packets at a time: parse, hash, bulk lookups and prefetch
+  // for all of them (burst.h), then each packet's own stage, in order.
+  for (uint16_t off = 0; off < n; off += kBurst) {
+    const uint16_t k = static_cast<uint16_t>(n - off < int{kBurst} ? n - off : int{kBurst});
+    prepare_burst(w, pkts + off, k, w.burst);
+    for (uint16_t i = 0; i < k; ++i) process_one(w, pkts[off + i], w.burst[i], from_ring);
   }
 }
 

@@ -9,6 +9,7 @@
 #include <string>
 #include <cstdint>
 
+#include "dataplane/fastpath/burst.h"
 #include "dataplane/fastpath/conn_table.h"
 #include "dataplane/fastpath/neighbor.h"
 #include "dataplane/fastpath/templates.h"
@@ -123,9 +124,14 @@ struct Worker {
   rte_mbuf* txbuf[kMaxPorts][kBurst * 2];
   uint16_t n_tx[kMaxPorts]{};
   uint64_t now = 0;
+  PktInfo burst[kBurst];  // what prepare_burst found for the burst in hand
   WorkerCounters counters;
   Mailbox mailbox;
 };
+// Workers never share a cache line: each Worker is its own (64-byte aligned)
+// allocation, and the parts other threads touch (counters, read on scrape;
+// the explain mailbox) start lines of their own.
+static_assert(alignof(Worker) >= 64 && sizeof(Worker) % 64 == 0);
 
 // Which worker owns the flows of a client. Only the client address counts
 // (not its port), so that one worker sees all of a client's flows and its

@@ -165,7 +165,40 @@ def packet_seeds():
     # fnat: the small second local address pool runs out.
     seeds["fnat_many_udp"] = b"\0" + b"".join(
         rec(from_client(CLIENT, VIP, udp(45000 + i, 5353, b"q"), proto=17), end=(i % 20 == 19)) for i in range(60))
+    # ICMP errors quoting a NATed flow (dataplane/fastpath/icmp_error.h), both
+    # directions, each to the worker that does not own the flow (redirected).
+    for name, first, to in (("fnat_icmp_errors", b"\0", LOCAL), ("nat_icmp_errors", b"\x01", CLIENT)):
+        sport = lport if to == LOCAL else 5000
+        sent = quoted(ipv4(to, B1, 17, udp(sport, 53, b"query"), ttl=63))        # what vipd sent to B1
+        reply = quoted(ipv4(VIP, CLIENT, 17, udp(5353, 5000, b"answer"), ttl=63))  # what vipd sent back
+        seeds[name] = first + b"".join([
+            rec(from_client(CLIENT, VIP, udp(5000, 5353, b"query"), proto=17), end=True),
+            rec(from_backend(B1, to, udp(53, sport, b"answer"), proto=17), port=1, worker=sport % 2, end=True),
+            rec(from_backend(ip("10.1.0.254"), to, icmp_error(3, 4, sent, 1200), proto=1), port=1,
+                worker=1 - sport % 2, end=True),
+            rec(from_backend(B1, to, icmp_error(11, 0, sent[:28]), proto=1), port=1, worker=sport % 2, end=True),
+            rec(from_client(CLIENT, VIP, icmp_error(3, 3, reply), proto=1), worker=1 - w, end=True),
+            rec(from_client(CLIENT, VIP, icmp_error(3, 3, sent), proto=1), worker=w, end=True),  # wrong side
+            rec(from_client(CLIENT, VIP, tcp(40010, 8080, SYN)), end=True),
+            rec(from_backend(B1, to, icmp_error(3, 4, quoted(ipv4(to, B1, 6, tcp(sport + 2, 80, SYN), ttl=63)), 1000),
+                             proto=1), port=1, end=True),
+        ])
     return seeds
+
+
+def quoted(packet):
+    """An IPv4 packet as an ICMP error quotes it: with its header checksum."""
+    ihl = (packet[0] & 0x0F) * 4
+    h = bytearray(packet[:ihl])
+    s = sum(struct.unpack("!%dH" % (ihl // 2), bytes(h)))
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    h[10:12] = struct.pack("!H", ~s & 0xFFFF)
+    return bytes(h) + packet[ihl:]
+
+
+def icmp_error(type_, code, quote, mtu=0):
+    return struct.pack("!BBHHH", type_, code, 0, 0, mtu) + quote  # checksum: fixed by the harness
 
 
 # ---- fuzz_watch --------------------------------------------------------------

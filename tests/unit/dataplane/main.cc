@@ -1,5 +1,5 @@
 // dp_unit_tests entry point: initialises DPDK's EAL once (no hugepages, no
-// PCI, two net_ring vdevs), then runs every test. When EAL cannot start, the
+// PCI, four net_ring vdevs), then runs every test. When EAL cannot start, the
 // pure tests (checksums, parsing, schedulers, neighbour cache) still run and
 // the DPDK-dependent ones skip with the reason.
 #include <gtest/gtest.h>
@@ -44,7 +44,9 @@ int main(int argc, char** argv) {
   std::vector<std::string> args{"dp_unit_tests", "--no-huge", "-m", "256", "--no-shconf", "--no-pci",
                                 "--no-telemetry", "--log-level=*:error"};
   for (auto& a : lcore_args()) args.push_back(a);
-  for (const char* v : {"net_ring0", "net_ring1"}) {
+  // net_ring0/1: worker_test.cc; net_ring2/3: icmp_error_test.cc (each suite
+  // configures its own pair once per process).
+  for (const char* v : {"net_ring0", "net_ring1", "net_ring2", "net_ring3"}) {
     args.push_back("--vdev");
     args.push_back(v);
   }

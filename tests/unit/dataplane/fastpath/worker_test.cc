@@ -1221,5 +1221,56 @@ TEST_F(WorkerTest, BurstOfManyPacketsAndTxBufferFlushes) {
   EXPECT_EQ(w().conns.size(), 100u);
 }
 
+// process_burst looks the whole burst up first (burst.h): a packet whose flow
+// an earlier packet of the same burst created, or removed and created again,
+// must see that, exactly as if the packets came one by one.
+class WorkerBurstTest : public WorkerTest {
+ protected:
+  // Runs the frames through worker 0 as one burst; returns what left on port 1.
+  std::vector<Frame> one_burst(const std::vector<Frame>& in) {
+    std::vector<rte_mbuf*> ms;
+    for (const auto& f : in) ms.push_back(mbuf_of(f, 0));
+    process_burst(w(), ms.data(), static_cast<uint16_t>(ms.size()), false);
+    flush_tx(w());
+    return tx(1);
+  }
+  static std::vector<uint8_t> tuple_of(const Frame& f) { return Frame(f.begin() + 26, f.begin() + 38); }
+};
+
+TEST_F(WorkerBurstTest, PacketsOfANewFlowInOneBurstShareItsConnection) {
+  build(Forward::kFnat);
+  if (HasFatalFailure()) return;
+  // SYN, its retransmission, the handshake's ACK and data: one connection.
+  const auto out = one_burst({build_frame(from_client(52000, kTcpSyn)), build_frame(from_client(52000, kTcpSyn)),
+                              build_frame(from_client(52000, kTcpAck)),
+                              build_frame(from_client(52000, kTcpAck | kTcpPsh)),
+                              build_frame(from_client(52001, kTcpSyn))});
+  ASSERT_EQ(out.size(), 5u) << drop_summary();
+  EXPECT_EQ(total_drops(), 0u) << drop_summary();
+  EXPECT_EQ(w().conns.size(), 2u);
+  for (size_t i = 1; i < 4; ++i) EXPECT_EQ(tuple_of(out[i]), tuple_of(out[0])) << "packet " << i;
+  EXPECT_NE(tuple_of(out[4]), tuple_of(out[0]));
+  for (const auto& f : out) expect_valid_ipv4(f, "burst");
+}
+
+TEST_F(WorkerBurstTest, PortReuseAfterCloseWithinOneBurst) {
+  build(Forward::kFnat);
+  if (HasFatalFailure()) return;
+  const Frame first = one_out(build_frame(from_client(52100, kTcpSyn)), 0, 1);
+  one_out(build_frame(from_client(52100, kTcpRst)), 0, 1);  // closed
+  // A new SYN on the same port replaces the closed connection; the ACK right
+  // behind it in the same burst must follow the new one.
+  const auto out = one_burst({build_frame(from_client(52100, kTcpSyn)), build_frame(from_client(52100, kTcpAck))});
+  ASSERT_EQ(out.size(), 2u) << drop_summary();
+  EXPECT_EQ(total_drops(), 0u) << drop_summary();
+  EXPECT_EQ(tuple_of(out[1]), tuple_of(out[0]));
+  EXPECT_EQ(w().conns.size(), 1u);
+  bool reply = false;
+  const Conn* c = w().conns.lookup(make_key(kClient, 52100, kVip, 8080, kProtoTcp), &reply);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->state, ConnState::kEstablished);
+  (void)first;
+}
+
 }  // namespace
 }  // namespace vipd::dp
