@@ -142,8 +142,16 @@ void handle_arp(Worker& w, rte_mbuf* m) {
   int pidx = port_index(sh, m->port);
   if (pidx < 0) return drop(w, m, kArpIgnored);
   const PortInfo& p = sh.ports[pidx];
-  if ((a.spa & p.mask) == (p.ip & p.mask) || a.spa == p.gateway) sh.neigh.update(a.spa, a.sha, w.now);
-  if (a.op == 1 && (a.tpa == p.ip || local_addr_index(sh, a.tpa) >= 0 || is_vip_addr(sh, a.tpa))) {
+  const bool for_us = a.tpa == p.ip || local_addr_index(sh, a.tpa) >= 0 || is_vip_addr(sh, a.tpa);
+  // Learn from ARP meant for us (a reply to our request, or a request for one
+  // of our addresses: we answer it and will talk back); other ARP on the
+  // segment (requests between others, gratuitous ARP) only refreshes entries
+  // we have, so it cannot fill the cache.
+  if ((a.spa & p.mask) == (p.ip & p.mask) || a.spa == p.gateway) {
+    if (for_us) sh.neigh.update(a.spa, a.sha, w.now);
+    else sh.neigh.refresh(a.spa, a.sha, w.now);
+  }
+  if (a.op == 1 && for_us) {
     size_t len = make_arp_reply(f, p.mac, a.tpa);
     bump(w.counters.arp_replies);
     m->data_len = static_cast<uint16_t>(len);

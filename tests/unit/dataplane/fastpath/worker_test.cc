@@ -729,13 +729,25 @@ TEST_F(WorkerTest, ArpRequestForVipGetsReply) {
   rx(build_arp(1, kClientMac, kClient, MacAddr{}, ip4(10, 0, 0, 77), kBcast), 0);
   expect_nothing_out("ARP for someone else");
   EXPECT_EQ(drops(kArpIgnored), 1u);
+  // ARP between others (and gratuitous ARP) creates no entry, so spoofed
+  // senders cannot fill the cache; it only refreshes an entry we have.
+  const uint32_t stranger = ip4(10, 0, 0, 66);
+  uint8_t seen[6];
+  rx(build_arp(1, newmac, stranger, MacAddr{}, ip4(10, 0, 0, 77), kBcast), 0);
+  rx(build_arp(2, newmac, stranger, MacAddr{}, stranger, kBcast), 0);
+  EXPECT_EQ(sh().neigh.lookup(stranger, seen, w().now), NeighState::kMissing) << "learned from ARP not for us";
+  const MacAddr moved{0x02, 0xc1, 0, 0, 0, 0x42};
+  rx(build_arp(1, moved, kClient, MacAddr{}, ip4(10, 0, 0, 77), kBcast), 0);
+  ASSERT_NE(sh().neigh.lookup(kClient, seen, w().now), NeighState::kMissing);
+  EXPECT_TRUE(std::equal(seen, seen + 6, moved.begin())) << "a known neighbour's new MAC is taken";
+  EXPECT_EQ(drops(kArpIgnored), 3u);
   // An ARP reply is consumed (learned), not counted as a drop.
   rx(build_arp(2, kClientMac, kClient2, kPortMac[0], kPort0Ip, kPortMac[0]), 0);
   expect_nothing_out("ARP reply");
   uint8_t mac[6];
   EXPECT_EQ(sh().neigh.lookup(kClient2, mac, w().now), NeighState::kReachable);
   EXPECT_TRUE(std::equal(mac, mac + 6, kClientMac.begin()));
-  EXPECT_EQ(drops(kArpIgnored), 1u);
+  EXPECT_EQ(drops(kArpIgnored), 3u);
   // A sender outside the port's subnet is not learned.
   rx(build_arp(2, kClientMac, ip4(192, 168, 9, 9), kPortMac[0], kPort0Ip, kPortMac[0]), 0);
   EXPECT_EQ(sh().neigh.lookup(ip4(192, 168, 9, 9), mac, w().now), NeighState::kMissing);
@@ -744,7 +756,7 @@ TEST_F(WorkerTest, ArpRequestForVipGetsReply) {
   bad[18] = 8;  // hlen
   rx(bad, 0);
   expect_nothing_out("malformed ARP");
-  EXPECT_EQ(drops(kArpIgnored), 2u);
+  EXPECT_EQ(drops(kArpIgnored), 4u);
 }
 
 TEST_F(WorkerTest, UnresolvedNextHopArpsAndSendsWhenResolved) {
