@@ -1,11 +1,19 @@
-// Thread: admin server threads. Admin API documents that every mode of the
-// daemon serves the same way (cmd/vipd.cc for dpdk, cmd/vipd_iptables.cc for
-// iptables); each mode adds its own fields to them.
+// Thread: admin server threads (the documents), main (the set-up helpers).
+// What every mode of the daemon (cmd/vipd.cc for dpdk, cmd/vipd_iptables.cc,
+// cmd/vipd_ipvs.cc) serves and sets up the same way: the admin API documents
+// (each mode adds its own fields), the source's statistics, the metrics
+// options, and the StatsSource of the kernel modes.
 #pragma once
 
+#include <functional>
+#include <memory>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "controlplane/config/options.h"
+#include "controlplane/kube/kube_source.h"
+#include "controlplane/metrics/observability.h"
+#include "controlplane/metrics/stats_source.h"
 #include "controlplane/model/service_table.h"
 #include "controlplane/sync/sync_loop.h"
 
@@ -41,5 +49,51 @@ inline nlohmann::json status_doc(const cp::SyncLoop& sync, const config::Options
                                     {"metrics_address", opt.metrics_address},
                                     {"health_address", opt.health_address}}}};
 }
+
+// Watch restarts and relists by resource for the metrics (the first watch and
+// list are not counted); empty (the default statistics) for other sources.
+inline std::function<std::vector<cp::SourceResourceStats>()> source_stats_fn(const cp::Source& source) {
+  const auto* kube = dynamic_cast<const cp::kube::KubeSource*>(&source);
+  if (!kube) return {};
+  return [kube] {
+    const cp::kube::KubeSourceStats k = kube->stats();
+    auto one = [](const char* resource, const cp::kube::ReflectorStats& r) {
+      return cp::SourceResourceStats{resource, r.watches ? r.watches - 1 : 0, r.lists ? r.lists - 1 : 0};
+    };
+    return std::vector<cp::SourceResourceStats>{one("endpointslices", k.endpointslices), one("services", k.services)};
+  };
+}
+
+inline cp::ObservabilityOptions observability_options(const config::Options& opt) {
+  cp::ObservabilityOptions oo;
+  oo.metrics_address = opt.metrics_address;
+  oo.health_address = opt.health_address;
+  oo.collector.per_backend = opt.metrics_per_backend;
+  oo.collector.max_backend_series = opt.metrics_max_backend_series;
+  oo.collector.max_service_series = opt.metrics_max_service_series;
+  return oo;
+}
+
+// The StatsSource of the kernel modes (iptables, ipvs): no workers, ports or
+// per-destination counters (the kernel has them), the sync loop's table and
+// status, and the source's statistics.
+class KernelStatsSource final : public cp::StatsSource {
+ public:
+  KernelStatsSource(const cp::SyncLoop& sync, const cp::Source& source)
+      : sync_(sync), source_stats_(source_stats_fn(source)) {}
+  std::vector<dp::WorkerSnapshot> workers() const override { return {}; }
+  std::vector<dp::PortSnapshot> ports() const override { return {}; }
+  dp::DestSnapshot dest(const cp::ServiceKey&, cp::Ipv4, uint16_t) const override { return {}; }
+  uint32_t neighbor_entries() const override { return 0; }
+  std::shared_ptr<const cp::ServiceTable> table() const override { return sync_.table(); }
+  cp::SyncStatus sync_status() const override { return sync_.status(); }
+  std::vector<cp::SourceResourceStats> source_stats() const override {
+    return source_stats_ ? source_stats_() : cp::default_source_stats();
+  }
+
+ private:
+  const cp::SyncLoop& sync_;
+  std::function<std::vector<cp::SourceResourceStats>()> source_stats_;
+};
 
 }  // namespace vipd::cmd

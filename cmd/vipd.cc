@@ -9,6 +9,7 @@
 
 #include "cmd/admin_docs.h"
 #include "cmd/vipd_iptables.h"
+#include "cmd/vipd_ipvs.h"
 #include "common/log.h"
 #include "controlplane/backends/dpdk_backend.h"
 #include "controlplane/config/options.h"
@@ -144,6 +145,9 @@ int main(int argc, char** argv) {
     // iptables mode prints the iptables-restore payload it would apply.
     if (opt.mode == config::Mode::kIptables)
       return cp::dry_run(source, std::cout, std::cerr, 30000, iptables_dry_run_printer(opt));
+    // ipvs mode prints the IPVS state (ipvsadm -Ln form), addresses and rules.
+    if (opt.mode == config::Mode::kIpvs)
+      return cp::dry_run(source, std::cout, std::cerr, 30000, ipvs_dry_run_printer(opt));
     return cp::dry_run(source, std::cout, std::cerr);
   }
   if (opt.mode == config::Mode::kIptables) {
@@ -154,9 +158,17 @@ int main(int argc, char** argv) {
     sigaction(SIGTERM, &sa, nullptr);
     return run_iptables_mode(opt, source, sync_options(opt), g_stop);
   }
+  if (opt.mode == config::Mode::kIpvs) {
+    // No DPDK either: the kernel's IPVS forwards (cmd/vipd_ipvs.cc, docs/modes.md).
+    struct sigaction sa{};
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, nullptr);
+    sigaction(SIGTERM, &sa, nullptr);
+    return run_ipvs_mode(opt, source, sync_options(opt), g_stop);
+  }
   if (opt.mode != config::Mode::kDpdk) {
     std::cerr << "config: --mode '" << config::mode_name(opt.mode)
-              << "': not implemented yet (dpdk and iptables are; ipvs comes later)\n";
+              << "': not implemented\n";
     return 2;
   }
 
@@ -201,24 +213,8 @@ int main(int argc, char** argv) {
 
   // Prometheus /metrics and /healthz, /livez (docs/metrics.md).
   cp::DataplaneStatsSource stats_source(*dataplane, sync);
-  if (const auto* kube = dynamic_cast<const cp::kube::KubeSource*>(&source)) {
-    // Watch restarts and relists by resource (the first watch and list are not counted).
-    stats_source.set_source_stats([kube] {
-      const cp::kube::KubeSourceStats k = kube->stats();
-      auto one = [](const char* resource, const cp::kube::ReflectorStats& r) {
-        return cp::SourceResourceStats{resource, r.watches ? r.watches - 1 : 0, r.lists ? r.lists - 1 : 0};
-      };
-      return std::vector<cp::SourceResourceStats>{one("endpointslices", k.endpointslices),
-                                                  one("services", k.services)};
-    });
-  }
-  cp::ObservabilityOptions oo;
-  oo.metrics_address = opt.metrics_address;
-  oo.health_address = opt.health_address;
-  oo.collector.per_backend = opt.metrics_per_backend;
-  oo.collector.max_backend_series = opt.metrics_max_backend_series;
-  oo.collector.max_service_series = opt.metrics_max_service_series;
-  cp::Observability observability(stats_source, oo);
+  if (auto fn = cmd::source_stats_fn(source)) stats_source.set_source_stats(std::move(fn));
+  cp::Observability observability(stats_source, cmd::observability_options(opt));
   sync.set_observer(observability.sync_observer());
 
   cp::AdminServer admin(opt.admin_socket);

@@ -23,27 +23,6 @@ constexpr const char* kNoDataplane =
     "iptables mode: the kernel forwards, vipd has no dataplane counters (per-rule packet counts: "
     "iptables -t nat -L VIPD-SERVICES -v -n -x; connections: conntrack -L)";
 
-// The StatsSource of iptables mode: no workers, ports or per-destination
-// counters (the kernel has them), the sync loop's table and status.
-class KernelStatsSource final : public cp::StatsSource {
- public:
-  explicit KernelStatsSource(const cp::SyncLoop& sync) : sync_(sync) {}
-  void set_source_stats(std::function<std::vector<cp::SourceResourceStats>()> fn) { source_stats_ = std::move(fn); }
-  std::vector<dp::WorkerSnapshot> workers() const override { return {}; }
-  std::vector<dp::PortSnapshot> ports() const override { return {}; }
-  dp::DestSnapshot dest(const cp::ServiceKey&, cp::Ipv4, uint16_t) const override { return {}; }
-  uint32_t neighbor_entries() const override { return 0; }
-  std::shared_ptr<const cp::ServiceTable> table() const override { return sync_.table(); }
-  cp::SyncStatus sync_status() const override { return sync_.status(); }
-  std::vector<cp::SourceResourceStats> source_stats() const override {
-    return source_stats_ ? source_stats_() : cp::default_source_stats();
-  }
-
- private:
-  const cp::SyncLoop& sync_;
-  std::function<std::vector<cp::SourceResourceStats>()> source_stats_;
-};
-
 nlohmann::json backend_json(const cp::ipt::IptablesStats& s) {
   return {{"full_syncs", s.full_syncs},         {"partial_syncs", s.partial_syncs},
           {"noop_syncs", s.noop_syncs},         {"failures", s.failures},
@@ -105,24 +84,8 @@ int run_iptables_mode(const config::Options& opt, cp::Source& source, const cp::
   cp::SyncLoop sync(source, backend, so);
   const char* fwd = config::forward_method_name(opt.forward_method);
 
-  KernelStatsSource stats_source(sync);
-  if (const auto* kube = dynamic_cast<const cp::kube::KubeSource*>(&source)) {
-    stats_source.set_source_stats([kube] {
-      const cp::kube::KubeSourceStats k = kube->stats();
-      auto one = [](const char* resource, const cp::kube::ReflectorStats& r) {
-        return cp::SourceResourceStats{resource, r.watches ? r.watches - 1 : 0, r.lists ? r.lists - 1 : 0};
-      };
-      return std::vector<cp::SourceResourceStats>{one("endpointslices", k.endpointslices),
-                                                  one("services", k.services)};
-    });
-  }
-  cp::ObservabilityOptions oo;
-  oo.metrics_address = opt.metrics_address;
-  oo.health_address = opt.health_address;
-  oo.collector.per_backend = opt.metrics_per_backend;
-  oo.collector.max_backend_series = opt.metrics_max_backend_series;
-  oo.collector.max_service_series = opt.metrics_max_service_series;
-  cp::Observability observability(stats_source, oo);
+  cmd::KernelStatsSource stats_source(sync, source);
+  cp::Observability observability(stats_source, cmd::observability_options(opt));
   sync.set_observer(observability.sync_observer());
 
   cp::AdminServer admin(opt.admin_socket);

@@ -15,8 +15,9 @@ PKGS=(
   libgtest-dev libgmock-dev
   clang libclang-rt-14-dev llvm  # libFuzzer + sanitizers (scripts/fuzz.sh); llvm: llvm-symbolizer
   libnl-3-dev libnl-genl-3-dev libnl-route-3-dev
-  iproute2 ethtool iptables procps kmod
+  iproute2 ethtool iptables ipvsadm procps kmod
   python3 curl openssl python3-kubernetes
+  python3-scapy  # tests/integration/hostile_test.sh (scripts/lab/hostile.py)
   prometheus
   qemu-system-x86 cpio busybox-static
 )

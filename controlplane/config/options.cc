@@ -44,7 +44,8 @@ constexpr OptSpec kSpecs[] = {
     {"version", nullptr, "", "print the version and exit", false, false},
     {"config", "FILE", "none", "read options from FILE (key = value lines; the command line wins)", false, false},
     {"mode", "MODE", "dpdk", "dataplane: dpdk | iptables | ipvs", true, false},
-    {"dry-run", nullptr, "false", "build the service table from the manifests, print it as JSON (--mode iptables: the iptables-restore payload); program nothing", true, false},
+    {"dry-run", nullptr, "false", "build the service table from the manifests, print it as JSON (--mode iptables: the iptables-restore payload; --mode ipvs: the IPVS state, ipvsadm -Ln form); program nothing", true, false},
+    {"ipvs-interface", "NAME", "vipd-ipvs0", "ipvs mode: dummy interface the VIPs are bound to (created when missing)", true, false},
     {"eal-args", "ARGS", "none", "extra DPDK EAL arguments, split on whitespace (e.g. \"--no-pci --vdev net_null0\")", true, false},
     {"port", "SPEC", "none", "dataplane port 'DEVICE IP/PREFIX [via GATEWAY]'; repeatable; required in dpdk mode", true, true},
     {"main-lcore", "N", "0", "DPDK main (control) lcore", true, false},
@@ -383,6 +384,14 @@ std::optional<Options> parse(int argc, const char* const argv[], std::ostream& o
     else fail("mode", *v, "expected dpdk, iptables or ipvs");
   }
   if (auto v = get("dry-run")) o.dry_run = parse_bool("dry-run", *v);
+  if (auto v = get("ipvs-interface")) {
+    const std::string n = trim(*v);
+    const bool ok = !n.empty() && n.size() <= 15 && std::all_of(n.begin(), n.end(), [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
+    });
+    if (!ok) fail("ipvs-interface", *v, "expected an interface name of 1..15 characters [A-Za-z0-9_.-]");
+    o.ipvs_interface = n;
+  }
   if (auto v = get("eal-args")) o.eal_args = split_ws(*v);
   if (vm.count("port")) {
     std::set<std::string> devices;

@@ -31,6 +31,7 @@ struct Options {
   std::string config_file;                // --config
   Mode mode = Mode::kDpdk;                // --mode
   bool dry_run = false;                   // --dry-run
+  std::string ipvs_interface = "vipd-ipvs0";  // --ipvs-interface (ipvs mode's dummy interface)
   std::vector<std::string> eal_args;      // --eal-args (split on whitespace)
   std::vector<PortConfig> ports;          // --port (repeatable)
   unsigned main_lcore = 0;                // --main-lcore

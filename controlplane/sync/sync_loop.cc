@@ -216,6 +216,32 @@ void SyncLoop::coalesce(const std::atomic<bool>& stop) {
   }
 }
 
+void SyncLoop::maybe_tick() {
+  const uint32_t every = backend_.tick_interval_ms();
+  if (every == 0 || !applied_once_ || retry_pending_ || need_full_) return;
+  const auto now = Clock::now();
+  if (now < next_tick_) return;
+  next_tick_ = now + std::chrono::milliseconds(every);
+  std::string err;
+  bool ok = false;
+  try {
+    ok = backend_.tick(&err);
+  } catch (const std::exception& e) {
+    err = std::string("exception: ") + e.what();
+  } catch (...) {
+    err = "unknown exception";
+  }
+  if (ok) return;
+  if (err.empty()) err = "unknown error";
+  log_error(std::string("sync: ") + backend_.name() + " backend: " + err + "; scheduling a full sync");
+  need_full_ = true;
+  retry_pending_ = true;
+  retry_at_ = now;
+  std::lock_guard<std::mutex> g(mu_);
+  ++status_.sync_errors;
+  status_.last_error = err;
+}
+
 void SyncLoop::run(const std::atomic<bool>& stop) {
   log_info("sync: watching " + source_.describe() + ", backend " + backend_.name());
   sync_now();
@@ -232,6 +258,7 @@ void SyncLoop::run(const std::atomic<bool>& stop) {
     } else if ((retry_pending_ && Clock::now() >= retry_at_) || (!retry_pending_ && full_resync_due())) {
       sync_now();
     }
+    maybe_tick();
   }
   log_info("sync: stopped");
 }

@@ -86,6 +86,7 @@ class SyncLoop {
   using Clock = std::chrono::steady_clock;
 
   void coalesce(const std::atomic<bool>& stop);
+  void maybe_tick();  // Backend::tick() when its interval has passed
   void report_source_issues(const LoadResult& r, bool source_changed);
 
   Source& source_;
@@ -100,6 +101,7 @@ class SyncLoop {
   Clock::time_point retry_at_{};
   Clock::time_point last_sync_end_{};
   Clock::time_point last_full_{};
+  Clock::time_point next_tick_{};
   std::function<void(const SyncEvent&)> observer_;
   std::atomic<int64_t> heartbeat_ns_{0};  // Status::last_loop_unix_ns
   void beat();

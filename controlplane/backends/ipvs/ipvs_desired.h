@@ -1,0 +1,85 @@
+// Thread: any (pure functions over immutable values; the ipvs backend calls them
+// on the control thread). Maps a ServiceTable to the IPVS state vipd wants in
+// the kernel (docs/modes.md, CONTRACT.md section 5):
+//
+// - one virtual service per entry (protocol, VIP, port); the scheduler passes
+//   through by its IPVS name; persistence = flag 0x1 + timeout (netmask /32);
+// - real servers = the entry's backends with weight > 0, forwarding method
+//   masquerade (0). Weight-0 backends (terminating next to ready ones) are not
+//   wanted: like removed ones they are quiesced and deleted once drained;
+// - VIPs to bind /32 on the dummy interface: every entry's address except
+//   NodePort entries (those are the node's own addresses);
+// - the iptables part: nat VIPD-IPVS-POSTROUTING (fnat: MASQUERADE what IPVS
+//   forwards) and filter VIPD-IPVS-SERVICES (REJECT / DROP for entries without
+//   real servers, loadBalancerSourceRanges), as one iptables-restore payload.
+#pragma once
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "controlplane/backends/ipvs/ipvs_kernel.h"
+#include "controlplane/model/service_table.h"
+
+namespace vipd::cp::ipvs {
+
+inline constexpr const char* kPostroutingChain = "VIPD-IPVS-POSTROUTING";  // nat
+inline constexpr const char* kServicesChain = "VIPD-IPVS-SERVICES";        // filter
+inline constexpr const char* kDefaultInterface = "vipd-ipvs0";
+
+struct DesiredService {
+  IpvsService service;
+  std::vector<IpvsDest> dests;  // weight > 0, sorted by (ip, port)
+  std::string name;             // "ns/svc:port", for comments and messages
+  std::string kind;             // ClusterIP, NodePort, ...
+  WhenEmpty when_empty = WhenEmpty::kReject;
+  std::vector<std::string> source_ranges;
+  bool empty() const { return dests.empty(); }
+};
+
+struct Desired {
+  std::map<ServiceKey, DesiredService> services;
+  std::set<Ipv4> vips;  // to bind on the dummy interface
+};
+
+IpvsService to_ipvs_service(const VirtualService& vs);
+DesiredService to_desired(const VirtualService& vs);
+Desired build_desired(const ServiceTable& t);
+// Whether the entry's VIP is bound to the dummy interface (not for NodePort).
+bool binds_vip(const VirtualService& vs);
+
+struct RulesOptions {
+  bool masquerade_all = true;  // forward-method fnat
+};
+
+// The iptables-restore --noflush payload for both of vipd's ipvs-mode chains
+// (declaring a chain flushes it: the payload replaces them atomically per table).
+std::string render_rules(const Desired& d, const RulesOptions& o);
+
+// Rules vipd keeps in builtin chains (table, chain, arguments after -I CHAIN 1).
+struct IpvsJump {
+  std::string table;
+  std::string chain;
+  std::vector<std::string> args;
+  std::string text() const;  // "-t nat -I POSTROUTING 1 -m comment ... -j VIPD-IPVS-POSTROUTING"
+};
+std::vector<IpvsJump> ipvs_jumps();
+
+// The sysctls the mode relies on (CONTRACT.md section 5), "net.ipv4.vs.conntrack"
+// = /proc/sys/net/ipv4/vs/conntrack.
+struct Sysctl {
+  const char* name;
+  const char* value;
+  const char* why;
+};
+const std::vector<Sysctl>& required_sysctls();
+
+// `ipvsadm -Ln`-like listing of the desired services (no counters).
+std::string ipvsadm_text(const Desired& d);
+
+// `vipd --dry-run --mode ipvs`: the listing, the dummy interface's addresses,
+// the sysctls and the iptables payload with its jump rules.
+std::string dry_run_text(const Desired& d, const RulesOptions& o, const std::string& interface);
+
+}  // namespace vipd::cp::ipvs

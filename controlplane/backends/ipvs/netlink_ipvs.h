@@ -1,0 +1,52 @@
+// Thread: control (one instance per backend; not thread-safe). The real
+// IpvsKernel: generic netlink family "IPVS" (version 1) over libnl-genl-3
+// (CONTRACT.md section 5). One netlink socket, opened and the family resolved
+// on first use; after a transport problem (timeout, sequence mismatch, bad
+// answer) the socket is closed and the next call opens a new one. Every request
+// waits for the kernel's ack (or its error, kept as the errno it sent), at most
+// `timeout_ms`. Answers are parsed defensively: an attribute too short for its
+// type makes the call fail with kErrBadReply instead of being read.
+#pragma once
+
+#include "controlplane/backends/ipvs/ipvs_kernel.h"
+
+struct nl_sock;
+struct nl_msg;
+
+namespace vipd::cp::ipvs {
+
+class NetlinkIpvs final : public IpvsKernel {
+ public:
+  explicit NetlinkIpvs(int timeout_ms = 5000) : timeout_ms_(timeout_ms) {}
+  ~NetlinkIpvs() override;
+  NetlinkIpvs(const NetlinkIpvs&) = delete;
+  NetlinkIpvs& operator=(const NetlinkIpvs&) = delete;
+
+  int open() override;
+  int add_service(const IpvsService& s) override;
+  int edit_service(const IpvsService& s) override;
+  int del_service(const ServiceKey& k) override;
+  int add_dest(const ServiceKey& k, const IpvsDest& d) override;
+  int edit_dest(const ServiceKey& k, const IpvsDest& d) override;
+  int del_dest(const ServiceKey& k, Ipv4 ip, uint16_t port) override;
+  int dump(std::vector<IpvsServiceState>* out, size_t* foreign) override;
+  int dump_dests(const ServiceKey& k, std::vector<IpvsDest>* out) override;
+
+  int family() const { return family_; }
+  struct Parser;  // handles the data messages of one answer (netlink_ipvs.cc)
+
+ private:
+  void close();
+  nl_msg* new_msg(int cmd, bool dump);
+  // Sends `msg` (consumed) and reads the answers until the ack / NLMSG_DONE;
+  // `parser` (may be null) gets each data message. Returns 0 or an error code.
+  int transact(nl_msg* msg, Parser* parser);
+  int service_cmd(int cmd, const IpvsService& s, bool full);
+  int dest_cmd(int cmd, const ServiceKey& k, const IpvsDest& d, bool full);
+
+  int timeout_ms_;
+  nl_sock* sock_ = nullptr;
+  int family_ = -1;
+};
+
+}  // namespace vipd::cp::ipvs

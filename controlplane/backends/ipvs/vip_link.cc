@@ -1,0 +1,130 @@
+// Thread: control.
+#include "controlplane/backends/ipvs/vip_link.h"
+
+#include <arpa/inet.h>
+#include <netlink/addr.h>
+#include <netlink/cache.h>
+#include <netlink/errno.h>
+#include <netlink/netlink.h>
+#include <netlink/route/addr.h>
+#include <netlink/route/link.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+namespace vipd::cp::ipvs {
+
+int nle_to_errno(int nle) {
+  switch (std::abs(nle)) {
+    case 0: return 0;
+    case NLE_EXIST: return EEXIST;
+    case NLE_OBJ_NOTFOUND: return ENOENT;
+    case NLE_NODEV: return ENODEV;
+    case NLE_PERM: return EPERM;
+    case NLE_NOACCESS: return EACCES;
+    case NLE_OPNOTSUPP: return EOPNOTSUPP;
+    case NLE_INVAL: return EINVAL;
+    case NLE_BUSY: return EBUSY;
+    case NLE_NOADDR: return EADDRNOTAVAIL;
+    case NLE_NOMEM: return ENOMEM;
+    case NLE_AGAIN: return EAGAIN;
+    case NLE_AF_NOSUPPORT: return EAFNOSUPPORT;
+    default: return EIO;
+  }
+}
+
+NetlinkVipInterface::~NetlinkVipInterface() {
+  if (sock_) nl_socket_free(sock_);
+}
+
+int NetlinkVipInterface::connect() {
+  if (sock_) return 0;
+  sock_ = nl_socket_alloc();
+  if (!sock_) return kErrSocket;
+  if (nl_connect(sock_, NETLINK_ROUTE) < 0) {
+    nl_socket_free(sock_);
+    sock_ = nullptr;
+    return kErrSocket;
+  }
+  return 0;
+}
+
+int NetlinkVipInterface::ifindex(int* out) {
+  if (int e = connect()) return e;
+  rtnl_link* link = nullptr;
+  const int r = rtnl_link_get_kernel(sock_, 0, name_.c_str(), &link);
+  if (r < 0 || !link) {
+    const int e = nle_to_errno(r);
+    return e == ENOENT || e == EIO ? ENODEV : e;
+  }
+  *out = rtnl_link_get_ifindex(link);
+  rtnl_link_put(link);
+  return *out > 0 ? 0 : ENODEV;
+}
+
+int NetlinkVipInterface::ensure() {
+  int idx = 0;
+  const int e = ifindex(&idx);
+  if (e != ENODEV) return e;
+  rtnl_link* link = rtnl_link_alloc();
+  if (!link) return ENOMEM;
+  rtnl_link_set_name(link, name_.c_str());
+  int r = rtnl_link_set_type(link, "dummy");
+  if (r >= 0) r = rtnl_link_add(sock_, link, NLM_F_CREATE);
+  rtnl_link_put(link);
+  if (r < 0) return nle_to_errno(r);
+  return ifindex(&idx);
+}
+
+int NetlinkVipInterface::list(std::vector<Ipv4>* out) {
+  out->clear();
+  int idx = 0;
+  if (int e = ifindex(&idx)) return e;
+  nl_cache* cache = nullptr;
+  if (int r = rtnl_addr_alloc_cache(sock_, &cache); r < 0) return nle_to_errno(r);
+  for (nl_object* o = nl_cache_get_first(cache); o; o = nl_cache_get_next(o)) {
+    auto* a = reinterpret_cast<rtnl_addr*>(o);
+    if (rtnl_addr_get_ifindex(a) != idx || rtnl_addr_get_family(a) != AF_INET) continue;
+    nl_addr* local = rtnl_addr_get_local(a);
+    if (!local || nl_addr_get_len(local) != 4) continue;
+    uint32_t be;
+    std::memcpy(&be, nl_addr_get_binary_addr(local), 4);
+    out->push_back(ntohl(be));
+  }
+  nl_cache_free(cache);
+  return 0;
+}
+
+int NetlinkVipInterface::addr_op(Ipv4 ip, bool add) {
+  int idx = 0;
+  if (int e = ifindex(&idx)) return e;
+  const uint32_t be = htonl(ip);
+  nl_addr* local = nl_addr_build(AF_INET, &be, 4);
+  rtnl_addr* a = rtnl_addr_alloc();
+  if (!local || !a) {
+    if (local) nl_addr_put(local);
+    if (a) rtnl_addr_put(a);
+    return ENOMEM;
+  }
+  nl_addr_set_prefixlen(local, 32);
+  rtnl_addr_set_ifindex(a, idx);
+  rtnl_addr_set_family(a, AF_INET);
+  int r = rtnl_addr_set_local(a, local);
+  rtnl_addr_set_prefixlen(a, 32);
+  if (r >= 0) r = add ? rtnl_addr_add(sock_, a, 0) : rtnl_addr_delete(sock_, a, 0);
+  rtnl_addr_put(a);
+  nl_addr_put(local);
+  if (r < 0) {
+    const int e = nle_to_errno(r);
+    // Removing an address that is not there: rtnetlink says EADDRNOTAVAIL.
+    return (!add && e == EADDRNOTAVAIL) ? ENOENT : e;
+  }
+  return 0;
+}
+
+int NetlinkVipInterface::bind(Ipv4 a) { return addr_op(a, true); }
+int NetlinkVipInterface::unbind(Ipv4 a) { return addr_op(a, false); }
+
+}  // namespace vipd::cp::ipvs

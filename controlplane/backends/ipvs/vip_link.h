@@ -1,0 +1,42 @@
+// Thread: control (one instance per backend; not thread-safe). The real
+// VipInterface: a dummy interface (default vipd-ipvs0) managed over rtnetlink
+// with libnl-route-3. It is created when missing and left down, like
+// kube-proxy's kube-ipvs0: an address on it still gets its local route, so the
+// kernel accepts packets to the VIP and IPVS (LOCAL_IN) takes them. Addresses
+// are IPv4 /32. The interface stays when vipd stops (the services need it).
+#pragma once
+
+#include <string>
+
+#include "controlplane/backends/ipvs/ipvs_kernel.h"
+
+struct nl_sock;
+
+namespace vipd::cp::ipvs {
+
+class NetlinkVipInterface final : public VipInterface {
+ public:
+  explicit NetlinkVipInterface(std::string name) : name_(std::move(name)) {}
+  ~NetlinkVipInterface() override;
+  NetlinkVipInterface(const NetlinkVipInterface&) = delete;
+  NetlinkVipInterface& operator=(const NetlinkVipInterface&) = delete;
+
+  const std::string& name() const override { return name_; }
+  int ensure() override;
+  int list(std::vector<Ipv4>* out) override;
+  int bind(Ipv4 a) override;
+  int unbind(Ipv4 a) override;
+
+ private:
+  int connect();
+  int ifindex(int* out);  // ENODEV when the interface does not exist
+  int addr_op(Ipv4 a, bool add);
+
+  std::string name_;
+  nl_sock* sock_ = nullptr;
+};
+
+// libnl's NLE_* code (positive or negative) as the closest errno.
+int nle_to_errno(int nle);
+
+}  // namespace vipd::cp::ipvs

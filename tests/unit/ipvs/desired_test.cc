@@ -1,0 +1,150 @@
+// Thread: test main thread. Tests for controlplane/backends/ipvs/ipvs_desired.cc
+// and ipvs_kernel.cc: scheduler and persistence mapping, which real servers and
+// VIPs are wanted, the iptables payload per forward method and when_empty, the
+// dry-run text, and the one-line texts of kernel errors.
+#include "controlplane/backends/ipvs/ipvs_desired.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cerrno>
+
+#include "controlplane/backends/ipvs/ipvs_kernel.h"
+#include "tests/unit/ipvs/fake_kernel.h"
+
+namespace vipd::cp::ipvs {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using namespace ::vipd::cp::ipvs::testing;
+
+VirtualService vs_of(const ServiceKey& k, const std::string& sched, uint32_t persist) {
+  VirtualService v;
+  v.key = k;
+  v.name = "default/svc:http";
+  v.scheduler = sched;
+  v.persistence_timeout_s = persist;
+  return v;
+}
+
+TEST(IpvsDesired, SchedulerPassesThroughByName) {
+  for (const char* s : {"rr", "wrr", "lc", "wlc", "lblc", "lblcr", "dh", "sh", "sed", "nq", "mh"})
+    EXPECT_EQ(to_ipvs_service(vs_of(tcp("10.96.0.1", 80), s, 0)).scheduler, s);
+  EXPECT_EQ(to_ipvs_service(vs_of(tcp("10.96.0.1", 80), "", 0)).scheduler, "rr");
+}
+
+TEST(IpvsDesired, PersistenceFromAffinity) {
+  const IpvsService none = to_ipvs_service(vs_of(tcp("10.96.0.1", 80), "rr", 0));
+  EXPECT_EQ(none.flags, 0u);
+  EXPECT_EQ(none.timeout_s, 0u);
+  const IpvsService sticky = to_ipvs_service(vs_of(tcp("10.96.0.1", 80), "rr", 10800));
+  EXPECT_EQ(sticky.flags, kFlagPersistent);
+  EXPECT_EQ(sticky.flags, 0x1u);
+  EXPECT_EQ(sticky.timeout_s, 10800u);
+  EXPECT_EQ(sticky.netmask, 0xffffffffu);
+}
+
+TEST(IpvsDesired, OnlyWeightAboveZeroRealServersAreWantedSorted) {
+  VirtualService v = vs_of(tcp("10.96.0.1", 80), "wrr", 0);
+  v.backends = {{ip("10.244.3.12"), 8080, 2, false}, {ip("10.244.1.15"), 8080, 1, false},
+                {ip("10.244.2.88"), 8080, 0, true}};
+  const DesiredService d = to_desired(v);
+  ASSERT_EQ(d.dests.size(), 2u);
+  EXPECT_EQ(d.dests[0].ip, ip("10.244.1.15"));
+  EXPECT_EQ(d.dests[1].ip, ip("10.244.3.12"));
+  EXPECT_EQ(d.dests[1].weight, 2u);
+  EXPECT_EQ(d.dests[0].fwd_method, kFwdMasq);
+  EXPECT_FALSE(d.empty());
+  v.backends = {{ip("10.244.2.88"), 8080, 0, true}};
+  EXPECT_TRUE(to_desired(v).empty());
+}
+
+TEST(IpvsDesired, VipsOfEveryKindButNodePort) {
+  ServiceTable t;
+  VirtualService a = vs_of(tcp("10.96.0.1", 80), "rr", 0);
+  VirtualService b = vs_of(udp("10.96.0.1", 53), "rr", 0);
+  VirtualService np = vs_of(tcp("192.168.1.5", 30080), "rr", 0);
+  np.kind = "NodePort";
+  VirtualService lb = vs_of(tcp("203.0.113.7", 80), "rr", 0);
+  lb.kind = "LoadBalancer";
+  for (auto* v : {&a, &b, &np, &lb}) t.services[v->key] = *v;
+  const Desired d = build_desired(t);
+  EXPECT_EQ(d.services.size(), 4u);
+  EXPECT_EQ(d.vips, (std::set<Ipv4>{ip("10.96.0.1"), ip("203.0.113.7")}));
+}
+
+TEST(IpvsDesired, RulesPerForwardMethodAndWhenEmpty) {
+  ServiceTable t;
+  VirtualService rej = vs_of(tcp("10.96.0.101", 80), "rr", 0);
+  rej.name = "default/empty:http";
+  VirtualService drop = vs_of(udp("10.96.0.101", 53), "rr", 0);
+  drop.when_empty = WhenEmpty::kDrop;
+  VirtualService ranges = vs_of(tcp("203.0.113.7", 443), "rr", 0);
+  ranges.backends = {{ip("10.244.1.15"), 443, 1, false}};
+  ranges.source_ranges = {"192.0.2.0/24"};
+  ranges.name = "default/lb:https";
+  for (auto* v : {&rej, &drop, &ranges}) t.services[v->key] = *v;
+  const Desired d = build_desired(t);
+  const std::string fnat = render_rules(d, RulesOptions{true});
+  const std::string nat = render_rules(d, RulesOptions{false});
+  EXPECT_THAT(fnat, HasSubstr(":VIPD-IPVS-POSTROUTING - [0:0]\n"));
+  EXPECT_THAT(fnat, HasSubstr("-j MASQUERADE"));
+  EXPECT_THAT(nat, HasSubstr(":VIPD-IPVS-POSTROUTING - [0:0]\n"));
+  EXPECT_THAT(nat, Not(HasSubstr("MASQUERADE")));
+  EXPECT_THAT(fnat, HasSubstr("--comment \"default/empty:http has no endpoints\" -d 10.96.0.101/32 -p tcp -m tcp "
+                              "--dport 80 -j REJECT\n"));
+  EXPECT_THAT(fnat, HasSubstr("-d 10.96.0.101/32 -p udp -m udp --dport 53 -j DROP\n"));
+  EXPECT_THAT(fnat, HasSubstr("-s 192.0.2.0/24 -d 203.0.113.7/32 -p tcp -m tcp --dport 443 -j RETURN\n"));
+  EXPECT_THAT(fnat, HasSubstr("\"default/lb:https source ranges\" -d 203.0.113.7/32 -p tcp -m tcp --dport 443 -j DROP\n"));
+  // Two tables, each committed once; nothing outside vipd's chains is declared.
+  EXPECT_EQ(fnat.rfind("*nat\n", 0), 0u);
+  EXPECT_THAT(fnat, HasSubstr("COMMIT\n*filter\n:VIPD-IPVS-SERVICES - [0:0]\n"));
+  EXPECT_THAT(fnat, Not(HasSubstr(":INPUT")));
+  EXPECT_THAT(fnat, Not(HasSubstr(":POSTROUTING")));
+}
+
+TEST(IpvsDesired, JumpRules) {
+  const auto j = ipvs_jumps();
+  ASSERT_EQ(j.size(), 4u);
+  EXPECT_EQ(j[0].text(),
+            "-t nat -I POSTROUTING 1 -m comment --comment \"vipd ipvs postrouting rules\" -j VIPD-IPVS-POSTROUTING");
+  EXPECT_EQ(j[1].chain, "INPUT");
+  EXPECT_EQ(j[1].args.back(), "VIPD-IPVS-SERVICES");
+}
+
+TEST(IpvsDesired, DryRunTextIsIpvsadmLike) {
+  ServiceTable t;
+  VirtualService v = vs_of(tcp("10.96.0.100", 8080), "rr", 0);
+  v.backends = {{ip("10.244.1.15"), 8080, 1, false}, {ip("10.244.2.88"), 8080, 1, false}};
+  VirtualService s = vs_of(tcp("10.96.0.102", 8080), "sh", 300);
+  t.services[v.key] = v;
+  t.services[s.key] = s;
+  const std::string txt = dry_run_text(build_desired(t), RulesOptions{}, "vipd-ipvs0");
+  EXPECT_THAT(txt, HasSubstr("TCP  10.96.0.100:8080 rr\n  -> 10.244.1.15:8080             Masq    1\n"));
+  EXPECT_THAT(txt, HasSubstr("TCP  10.96.0.102:8080 sh persistent 300\n"));
+  EXPECT_THAT(txt, HasSubstr("dummy interface vipd-ipvs0"));
+  EXPECT_THAT(txt, HasSubstr("#   10.96.0.102/32\n"));
+  EXPECT_THAT(txt, HasSubstr("net.ipv4.vs.conntrack = 1"));
+  EXPECT_THAT(txt, HasSubstr("-j REJECT"));  // .102 has no real servers
+}
+
+TEST(IpvsKernelErrors, OneLineEach) {
+  for (int e : {EEXIST, ESRCH, ENOENT, EPERM, EINVAL, kErrNoFamily, kErrBadReply, kErrSocket, 12345}) {
+    const std::string t = kernel_error_text(e);
+    EXPECT_FALSE(t.empty());
+    EXPECT_EQ(t.find('\n'), std::string::npos) << t;
+  }
+  EXPECT_THAT(kernel_error_text(EEXIST), HasSubstr("EEXIST"));
+  EXPECT_THAT(kernel_error_text(ESRCH), HasSubstr("ESRCH"));
+  EXPECT_THAT(kernel_error_text(ENOENT), HasSubstr("ENOENT"));
+  EXPECT_THAT(kernel_error_text(EPERM), HasSubstr("CAP_NET_ADMIN"));
+  EXPECT_THAT(kernel_error_text(kErrNoFamily), HasSubstr("modprobe ip_vs"));
+  EXPECT_EQ(describe_op("delete service", "TCP 10.96.0.1:80", ESRCH),
+            "delete service TCP 10.96.0.1:80: no such virtual service in the kernel (ESRCH)");
+  EXPECT_THAT(describe_op("add service", "TCP 10.96.0.1:80 (scheduler mh)", ENOENT), HasSubstr("ip_vs_<scheduler>"));
+  EXPECT_THAT(describe_op("delete real server", "x", ENOENT), Not(HasSubstr("scheduler")));
+}
+
+}  // namespace
+}  // namespace vipd::cp::ipvs
