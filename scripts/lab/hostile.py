@@ -1,0 +1,421 @@
+#!/usr/bin/env python3
+"""usage:
+  hostile.py client IFACE VIPD_MAC SRC VIP [--other-ip IP] [--local-addr IP]
+  hostile.py pod IFACE VIPD_MAC POD_IP REPLY_TO
+  hostile.py icmp-client VIP:PORT --go FILE [--max-time S]
+  hostile.py icmp-pod-fragneeded POD_IP QSRC:QPORT PORT [--mtu N]
+  hostile.py icmp-pod-late-reply IFACE POD_IP QSRC:QPORT PORT [--timeout S]
+  hostile.py synflood IFACE VIPD_MAC NET VIP:PORT --count N [--first A] [--last B]
+             [--pps N] [--max-time S]
+
+Hostile traffic for tests/integration/hostile_test.sh, built with scapy (Debian:
+python3-scapy). Runs inside ONE lab network namespace (the caller uses `ip netns
+exec`); every frame goes out of IFACE there, addressed to vipd's port (VIPD_MAC).
+Everything is bounded: each set is sent once; synflood stops at --count frames or
+--max-time seconds (count <= 200000, pps <= 50000).
+
+client: malformed and odd frames from the client side (SRC, towards VIP, whose
+  services are TCP 8080 and UDP 9053). Prints one JSON object:
+  {"sent": {KEY: N, ...}, "answered": {PROBE: true|false, ...},
+   "time_exceeded_seen": N, "bad_echo_reply_seen": N}
+  KEY is the drop reason vipd must count for those frames, or one of
+   @lb_reasm        lone IP fragments: held by the lb namespace's kernel (the
+                    af_packet PMD's fanout DEFRAG), or counted as ip_fragment
+   @pod_tcp_csum / @pod_udp_csum   forwarded unchanged (bad TCP/UDP checksum):
+                    dropped by the pod's kernel (InCsumErrors)
+   @client_icmp_csum  echo request with a bad ICMP checksum: vipd answers, the
+                    checksum stays bad, the client's kernel drops the reply
+   @answered        must be answered through vipd (IP options, TTL 2, a
+                    fragmented datagram): see "answered"
+  Source ports 61000-61999 (outside Linux's ephemeral range, so no frame can hit a
+  flow of the legitimate traffic running at the same time).
+pod: spoofed replies and errors from a pod (POD_IP) to REPLY_TO (fnat: a local
+  address; nat: the client), ports 62000-62999; same JSON ("sent" only).
+icmp-client: opens a connected UDP socket to VIP:PORT, sends "ping", prints
+  {"cport": N, "reply": "podN"} and waits for FILE; then prints the ICMP errors it
+  saw (parsed, every checksum checked) and the socket's path MTU (IP_MTU), closes
+  the socket and prints "closed".
+icmp-pod-fragneeded: sends ICMP "fragmentation needed" (type 3 code 4, --mtu) from
+  POD_IP to QSRC quoting QSRC:QPORT -> POD_IP:PORT "ping\\n" (the datagram as the
+  pod received it).
+icmp-pod-late-reply: sends a UDP datagram POD_IP:PORT -> QSRC:QPORT and prints the
+  ICMP errors that come back to POD_IP within --timeout (JSON list).
+synflood: --count TCP SYNs to VIP:PORT from NET.A .. NET.B (NET: first three
+  octets, e.g. 10.0.0) with distinct source ports; prints {"sent": N, "elapsed_s": X}.
+"""
+import argparse
+import json
+import os
+import socket
+import struct
+import sys
+import time
+
+from scapy.layers.inet import ICMP, IP, TCP, UDP, IPOption_NOP, IPOption_EOL, fragment
+from scapy.layers.inet6 import IPv6
+from scapy.layers.l2 import ARP, Ether
+from scapy.packet import Raw
+from scapy.sendrecv import AsyncSniffer
+
+IP_MTU = 14  # <linux/in.h>
+
+
+def csum(b):
+    if len(b) % 2:
+        b += b"\0"
+    s = sum(struct.unpack("!%dH" % (len(b) // 2), b))
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    return (~s) & 0xFFFF
+
+
+def l2sock(iface):
+    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+    s.bind((iface, 0))
+    return s, s.getsockname()[4][:6]
+
+
+def sniffer(iface, lfilter):
+    sn = AsyncSniffer(iface=iface, store=True, lfilter=lfilter)
+    sn.start()
+    for _ in range(50):  # until its socket is open
+        if getattr(sn, "running", False) and getattr(sn, "stop_cb", None):
+            break
+        time.sleep(0.02)
+    time.sleep(0.3)
+    return sn
+
+
+def ipv4_bytes(pkt):
+    """Bytes of an IP packet built by scapy (checksums filled in)."""
+    return bytes(pkt)
+
+
+def set16(b, off, v):
+    b[off:off + 2] = struct.pack("!H", v)
+
+
+def fix_ip(b, ihl=None):
+    """Recomputes the IPv4 header checksum of bytes b (IP at offset 0)."""
+    ihl = ihl or (b[0] & 0x0F) * 4
+    set16(b, 10, 0)
+    set16(b, 10, csum(bytes(b[:ihl])))
+    return b
+
+
+class Sender:
+    def __init__(self, iface, mac):
+        self.sock, self.me = l2sock(iface)
+        self.dst = bytes.fromhex(mac.replace(":", ""))
+        self.sent = {}
+
+    def eth(self, ethertype, payload, dst=None):
+        return (dst or self.dst) + self.me + struct.pack("!H", ethertype) + payload
+
+    def send(self, key, frame, n=1):
+        for _ in range(n):
+            self.sock.send(frame)
+        self.sent[key] = self.sent.get(key, 0) + n
+
+    def ip(self, key, ip_bytes, n=1, dst=None):
+        self.send(key, self.eth(0x0800, bytes(ip_bytes), dst), n)
+
+
+def tcp(src, dst, sport, dport, flags="S", **ipkw):
+    return IP(src=src, dst=dst, **ipkw) / TCP(sport=sport, dport=dport, flags=flags, seq=1000, window=1024)
+
+
+def client_set(a):
+    s = Sender(a.iface, a.mac)
+    src, vip = a.src, a.vip
+    port = iter(range(61000, 62000))
+    nxt = lambda: next(port)
+    probes = {}
+
+    def probe(name, p):
+        probes[name] = p
+        return p
+
+    sn = sniffer(a.iface, lambda p: IP in p and p[IP].dst == src and p[IP].src in (vip, a.port_ip))
+    syn = lambda **kw: bytearray(ipv4_bytes(tcp(src, vip, nxt(), 8080, **kw)))
+    # -- truncated frames and headers
+    s.send("truncated", s.eth(0x0800, b""))                       # Ethernet header only
+    s.send("truncated", s.eth(0x0800, bytes(syn())[:10]))          # half an IPv4 header
+    s.send("truncated", s.eth(0x0806, b"\x00\x01\x08\x00"))        # ARP, 4 bytes
+    # -- bad IHL, version, lengths
+    b = syn(); b[0] = 0x44; s.ip("bad_ip_header", fix_ip(b, 20))   # IHL 4
+    b = syn(); b[0] = 0x4F; s.ip("bad_ip_header", fix_ip(b, 20))   # IHL 15 > total length
+    b = syn(); b[0] = 0x65; s.ip("bad_ip_header", fix_ip(b, 20))   # version 6 in IPv4
+    b = syn(); set16(b, 2, 400); s.ip("bad_ip_header", fix_ip(b))  # total length > frame
+    b = syn(); set16(b, 2, 12); s.ip("bad_ip_header", fix_ip(b))   # total length < 20
+    b = syn(); b[10] ^= 0x5A; s.ip("bad_ip_checksum", b)
+    b = syn(); b[10] ^= 0x01; s.ip("bad_ip_checksum", b)
+    b = syn(); b[32] = 0x30; s.ip("bad_l4_header", b)              # TCP data offset 3
+    b = syn(); b[32] = 0xF0; s.ip("bad_l4_header", b)              # data offset 15 > segment
+    b = syn()[:32]; set16(b, 2, 32); s.ip("bad_l4_header", fix_ip(b))  # 12 bytes of TCP
+    u = bytearray(ipv4_bytes(IP(src=src, dst=vip) / UDP(sport=nxt(), dport=9053) / b"ping\n"))
+    b = bytearray(u); set16(b, 24, 200); s.ip("bad_l4_header", b)   # UDP length > datagram
+    b = bytearray(u); set16(b, 24, 4); s.ip("bad_l4_header", b)     # UDP length < 8
+    b = bytearray(u[:26]); set16(b, 2, 26); s.ip("bad_l4_header", fix_ip(b))  # 6 bytes of UDP
+    b = bytearray(ipv4_bytes(IP(src=src, dst=vip) / ICMP()))[:24]
+    set16(b, 2, 24); s.ip("bad_l4_header", fix_ip(b))                # 4 bytes of ICMP
+    # -- not IPv4, not for us
+    s.send("unsupported_ethertype", s.eth(0x86DD, b"\x60" + b"\0" * 39))
+    s.send("unsupported_ethertype", s.eth(0x88CC, b"\x02\x07\x04" + b"\0" * 40))
+    s.send("unsupported_ethertype", s.eth(0x8100, b"\x00\x05\x08\x00" + bytes(syn())))
+    s.ip("not_for_us", syn(), dst=b"\x02\x00\x00\xee\xee\xee")  # another unicast MAC
+    s.ip("not_for_us", syn(), dst=b"\xff" * 6)                  # IPv4 to broadcast
+    arp = bytearray(bytes(ARP(op=1, hwsrc=s.me, psrc=src, pdst="10.0.0.77")))
+    s.send("arp_ignored", s.eth(0x0806, bytes(arp), b"\xff" * 6))  # for somebody else
+    arp[0:2] = b"\x00\x06"
+    s.send("arp_ignored", s.eth(0x0806, bytes(arp), b"\xff" * 6))  # hardware type 6
+    # -- TTL, protocols, ports, addresses
+    s.ip("ttl_exceeded", bytes(tcp(src, vip, nxt(), 8080, ttl=1)))
+    s.ip("ttl_exceeded", bytes(IP(src=src, dst=vip, ttl=0) / UDP(sport=nxt(), dport=9053) / b"x"))
+    s.ip("@answered", bytes(probe("ttl2", tcp(src, vip, nxt(), 8080, ttl=2))))
+    s.ip("unsupported_protocol", bytes(IP(src=src, dst=vip, proto=47) / Raw(b"\0" * 8)))
+    s.ip("vip_port_not_served", bytes(tcp(src, vip, nxt(), 9999)))
+    s.ip("vip_port_not_served", bytes(IP(src=src, dst=vip) / UDP(sport=nxt(), dport=8080) / b"x"))
+    s.ip("no_service", bytes(tcp(src, a.other_ip, nxt(), 8080)))
+    s.ip("no_service", bytes(IP(src=src, dst=a.other_ip) / ICMP()))
+    s.ip("local_unhandled", bytes(tcp(src, a.port_ip, nxt(), 22)))
+    # -- TCP flags that start nothing (rr service: dropped without a connection)
+    for fl in ("", "F", "R", "A", "FPU", "SR", "SF", "SFPU", "PA"):
+        s.ip("no_connection", bytes(tcp(src, vip, nxt(), 8080, flags=fl)))
+    # -- IP options: forwarded as they are
+    opts = [IPOption_NOP(), IPOption_NOP(), IPOption_NOP(), IPOption_EOL()]
+    s.ip("@answered", bytes(probe("ip_options_udp", IP(src=src, dst=vip, options=opts) /
+                                  UDP(sport=nxt(), dport=9053) / b"ping\n")))
+    s.ip("@answered", bytes(probe("ip_options_tcp", tcp(src, vip, nxt(), 8080, options=opts))))
+    # -- fragments: lone first and later fragments, and a whole fragmented datagram
+    lone = IP(src=src, dst=vip, id=4242, flags="MF") / TCP(sport=nxt(), dport=8080, flags="S")
+    s.ip("@lb_reasm", bytes(lone))
+    s.ip("@lb_reasm", bytes(IP(src=src, dst=vip, id=4243, frag=8, proto=6) / Raw(b"\0" * 16)))
+    whole = probe("fragmented_udp", IP(src=src, dst=vip, id=4244) / UDP(sport=nxt(), dport=9053) / (b"ping\n" * 16))
+    frags = fragment(whole, fragsize=32)
+    for f in frags:
+        s.ip("@answered", bytes(f))
+    s.sent["@answered"] -= len(frags) - 1
+    # -- checksums vipd does not verify (NAT keeps them bad): the receiver drops
+    b = bytearray(ipv4_bytes(tcp(src, vip, nxt(), 8080))); b[36] ^= 0x5A
+    s.ip("@pod_tcp_csum", b)
+    b = bytearray(ipv4_bytes(IP(src=src, dst=vip) / UDP(sport=nxt(), dport=9053) / b"ping\n")); b[26] ^= 0x5A
+    s.ip("@pod_udp_csum", b)
+    b = bytearray(ipv4_bytes(IP(src=src, dst=vip) / ICMP(id=0x7777, seq=1) / b"bad-checksum")); b[22] ^= 0x5A
+    s.ip("@client_icmp_csum", b)
+    # -- ICMP errors: quoting no flow, too short, from the wrong side, to a port address
+    quote = IP(src=vip, dst=src, ttl=63) / TCP(sport=8080, dport=nxt(), flags="SA")
+    s.ip("icmp_error_no_conn", bytes(IP(src=src, dst=vip) / ICMP(type=3, code=4, nexthopmtu=1200) / quote))
+    s.ip("icmp_error_no_conn", bytes(IP(src=src, dst=vip) / ICMP(type=11, code=0) / quote))
+    s.ip("bad_l4_header", bytes(IP(src=src, dst=vip) / ICMP(type=3, code=3) / bytes(quote)[:24]))
+    s.ip("local_unhandled", bytes(IP(src=src, dst=a.port_ip) / ICMP(type=3, code=3) / quote))
+    if a.local_addr:  # fnat: "from the pod side", but arriving on the client port
+        q = IP(src=a.local_addr, dst="10.244.1.15", ttl=63) / TCP(sport=1024, dport=8080, flags="S")
+        s.ip("icmp_error_no_conn", bytes(IP(src=src, dst=a.local_addr) / ICMP(type=3, code=4, nexthopmtu=1000) / q))
+    time.sleep(3.0)  # answers (the machine may be loaded)
+    got = sn.stop() or []
+    answered = {}
+    for name, p in probes.items():
+        l4 = UDP if UDP in p else TCP
+        answered[name] = any(l4 in r and r[l4].dport == p[l4].sport and r[IP].src == vip for r in got)
+    te = sum(1 for r in got if ICMP in r and r[ICMP].type == 11)
+    bad_echo = sum(1 for r in got if ICMP in r and r[ICMP].type == 0 and r[ICMP].id == 0x7777 and
+                   csum(bytes(r[ICMP])) != 0)
+    print(json.dumps({"sent": s.sent, "answered": answered, "time_exceeded_seen": te,
+                      "bad_echo_reply_seen": bad_echo}), flush=True)
+    return 0
+
+
+def pod_set(a):
+    s = Sender(a.iface, a.mac)
+    pod, to = a.pod_ip, a.reply_to
+    port = iter(range(62000, 63000))
+    nxt = lambda: next(port)
+    for fl in ("SA", "A", "R", "FA", "PA"):  # replies that match no flow
+        s.ip("no_service", bytes(IP(src=pod, dst=to) / TCP(sport=8080, dport=nxt(), flags=fl, seq=5, ack=7)))
+    s.ip("no_service", bytes(IP(src=pod, dst=to) / UDP(sport=9053, dport=nxt()) / b"pod\n"))
+    s.ip("no_service", bytes(IP(src=pod, dst=a.client_ip) / ICMP()))  # echo request to a client
+    s.ip("ttl_exceeded", bytes(IP(src=pod, dst=to, ttl=1) / TCP(sport=8080, dport=nxt(), flags="SA")))
+    q = IP(src=to, dst=pod, ttl=63) / UDP(sport=nxt(), dport=9053) / b"ping\n"
+    s.ip("icmp_error_no_conn", bytes(IP(src=pod, dst=to) / ICMP(type=3, code=4, nexthopmtu=1200) / q))
+    s.ip("icmp_error_no_conn", bytes(IP(src=pod, dst=to) / ICMP(type=3, code=3) /
+                                     (IP(src=to, dst=pod, ttl=63, frag=8, proto=17) / Raw(b"\0" * 8))))
+    b = bytearray(bytes(IP(src=pod, dst=to) / UDP(sport=9053, dport=nxt()) / b"x")); b[11] ^= 0x33
+    s.ip("bad_ip_checksum", b)
+    s.send("truncated", s.eth(0x0800, b"\x45\x00\x00"))
+    # A well-formed IPv6 packet: the lab's bridge (multicast snooping) drops a
+    # malformed one without counting it.
+    s.send("unsupported_ethertype", s.eth(0x86DD, bytes(IPv6(src="fe80::1", dst="fe80::2") / UDP(sport=1, dport=2))))
+    s.ip("unsupported_protocol", bytes(IP(src=pod, dst=to, proto=132) / Raw(b"\0" * 12)))
+    print(json.dumps({"sent": s.sent}), flush=True)
+    return 0
+
+
+def parse_icmp_error(raw):
+    """Fields of an ICMP error in IPv4 bytes `raw`, every checksum checked."""
+    ihl = (raw[0] & 0x0F) * 4
+    tot = struct.unpack("!H", raw[2:4])[0]
+    icmp = raw[ihl:tot]
+    q = icmp[8:]
+    qihl = (q[0] & 0x0F) * 4
+    l4 = q[qihl:]
+    return {
+        "src": socket.inet_ntoa(raw[12:16]), "dst": socket.inet_ntoa(raw[16:20]), "ttl": raw[8],
+        "type": icmp[0], "code": icmp[1], "mtu": struct.unpack("!H", icmp[6:8])[0],
+        "ip_csum_ok": csum(raw[:ihl]) == 0, "icmp_csum_ok": csum(icmp) == 0,
+        "inner_ip_csum_ok": csum(q[:qihl]) == 0, "inner_proto": q[9],
+        "inner_src": socket.inet_ntoa(q[12:16]), "inner_dst": socket.inet_ntoa(q[16:20]),
+        "inner_sport": struct.unpack("!H", l4[0:2])[0], "inner_dport": struct.unpack("!H", l4[2:4])[0],
+        "inner_l4_csum": struct.unpack("!H", l4[6:8])[0] if q[9] == 17 else None,
+    }
+
+
+def icmp_client(a):
+    host, port = a.target
+    sn = sniffer("eth0", lambda p: IP in p and (ICMP in p or (UDP in p and p[UDP].dport == port)))
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.settimeout(3)
+    s.connect((host, port))
+    s.send(b"ping\n")
+    reply = s.recv(2048).split(b"\n")[0].decode(errors="replace")
+    cport = s.getsockname()[1]
+    print(json.dumps({"cport": cport, "reply": reply}), flush=True)
+    end = time.monotonic() + a.max_time
+    while not os.path.exists(a.go) and time.monotonic() < end:
+        time.sleep(0.05)
+    time.sleep(1.0)
+    got = sn.stop() or []
+    sent_csum = [r[UDP].chksum for r in got if UDP in r and r[IP].src != host and r[UDP].sport == cport]
+    errors = [parse_icmp_error(bytes(r[IP])) for r in got if ICMP in r and r[ICMP].type in (3, 11, 12)]
+    try:
+        mtu = s.getsockopt(socket.IPPROTO_IP, IP_MTU)
+    except OSError as e:
+        mtu = "error: %s" % e
+    print(json.dumps({"errors": errors, "sent_udp_csum": sent_csum[0] if sent_csum else None,
+                      "ip_mtu": mtu}), flush=True)
+    s.close()
+    print("closed", flush=True)
+    return 0
+
+
+def raw_send(ip_bytes, dst):
+    s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+    try:
+        s.sendto(ip_bytes, (dst, 0))
+    finally:
+        s.close()
+
+
+def icmp_pod_fragneeded(a):
+    qsrc, qport = a.quoted
+    q = IP(src=qsrc, dst=a.pod_ip, ttl=63, id=1) / UDP(sport=qport, dport=a.port) / b"ping\n"
+    err = IP(src=a.pod_ip, dst=qsrc) / ICMP(type=3, code=4, nexthopmtu=a.mtu) / q
+    raw_send(bytes(err), qsrc)
+    print(json.dumps({"sent": 1, "quoted_udp_csum": IP(bytes(q))[UDP].chksum}), flush=True)
+    return 0
+
+
+def icmp_pod_late_reply(a):
+    qsrc, qport = a.quoted
+    sn = sniffer(a.iface, lambda p: IP in p and ICMP in p and p[IP].dst == a.pod_ip and p[ICMP].type in (3, 11, 12))
+    d = IP(src=a.pod_ip, dst=qsrc) / UDP(sport=a.port, dport=qport) / b"late\n"
+    raw_send(bytes(d), qsrc)
+    end = time.monotonic() + a.timeout
+    while time.monotonic() < end and not sn.results:
+        time.sleep(0.05)
+    time.sleep(0.2)
+    got = sn.stop() or []
+    print(json.dumps({"sent_udp_csum": IP(bytes(d))[UDP].chksum,
+                      "errors": [parse_icmp_error(bytes(r[IP])) for r in got]}), flush=True)
+    return 0
+
+
+def synflood(a):
+    s, me = l2sock(a.iface)
+    dst = bytes.fromhex(a.mac.replace(":", ""))
+    vip, vport = a.target
+    template = bytearray(bytes(Ether(dst=dst, src=me) / IP(src="0.0.0.0", dst=vip, id=0) /
+                               TCP(sport=1, dport=vport, flags="S", seq=12345, window=1024)))
+    n_addr = a.last - a.first + 1
+    start = time.monotonic()
+    sent = 0
+    per_tick = max(1, a.pps // 100)
+    tick = start
+    while sent < a.count and time.monotonic() - start < a.max_time:
+        for _ in range(min(per_tick, a.count - sent)):
+            src = "%s.%d" % (a.net, a.first + sent % n_addr)
+            sport = 1024 + sent // n_addr
+            f = bytearray(template)
+            f[26:30] = socket.inet_aton(src)
+            set16(f, 24, 0)
+            set16(f, 24, csum(bytes(f[14:34])))
+            set16(f, 34, sport)
+            set16(f, 50, 0)
+            ph = f[26:34] + b"\x00\x06" + struct.pack("!H", len(f) - 34)
+            set16(f, 50, csum(bytes(ph) + bytes(f[34:])))
+            s.send(bytes(f))
+            sent += 1
+        tick += 0.01
+        delay = tick - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+    print(json.dumps({"sent": sent, "elapsed_s": round(time.monotonic() - start, 3)}), flush=True)
+    return 0
+
+
+def host_port(text):
+    h, _, p = text.rpartition(":")
+    return h, int(p)
+
+
+def main():
+    ap = argparse.ArgumentParser(description="hostile lab traffic (see module doc)")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("client")
+    for k in ("iface", "mac", "src", "vip"):
+        c.add_argument(k)
+    c.add_argument("--other-ip", default="10.96.0.222", help="an address in the VIP range that is no VIP")
+    c.add_argument("--port-ip", default="10.0.0.1", help="vipd's address on the client port")
+    c.add_argument("--local-addr", help="fnat: a local address (errors sent to it from the wrong side)")
+    p = sub.add_parser("pod")
+    for k in ("iface", "mac", "pod_ip", "reply_to"):
+        p.add_argument(k)
+    p.add_argument("--client-ip", default="10.0.0.2")
+    i = sub.add_parser("icmp-client")
+    i.add_argument("target", type=host_port)
+    i.add_argument("--go", required=True)
+    i.add_argument("--max-time", type=float, default=30.0)
+    f = sub.add_parser("icmp-pod-fragneeded")
+    f.add_argument("pod_ip")
+    f.add_argument("quoted", type=host_port)
+    f.add_argument("port", type=int)
+    f.add_argument("--mtu", type=int, default=1200)
+    lr = sub.add_parser("icmp-pod-late-reply")
+    lr.add_argument("iface")
+    lr.add_argument("pod_ip")
+    lr.add_argument("quoted", type=host_port)
+    lr.add_argument("port", type=int)
+    lr.add_argument("--timeout", type=float, default=3.0)
+    sf = sub.add_parser("synflood")
+    sf.add_argument("iface")
+    sf.add_argument("mac")
+    sf.add_argument("net")
+    sf.add_argument("target", type=host_port)
+    sf.add_argument("--count", type=int, required=True)
+    sf.add_argument("--first", type=int, default=10)
+    sf.add_argument("--last", type=int, default=250)
+    sf.add_argument("--pps", type=int, default=5000)
+    sf.add_argument("--max-time", type=float, default=20.0)
+    a = ap.parse_args()
+    if a.cmd == "synflood":
+        if not (0 < a.count <= 200000 and 0 < a.pps <= 50000 and 0 < a.max_time <= 120 and
+                1 <= a.first <= a.last <= 254):
+            ap.error("synflood: count 1..200000, pps 1..50000, max-time <= 120, 1 <= first <= last <= 254")
+        return synflood(a)
+    return {"client": client_set, "pod": pod_set, "icmp-client": icmp_client,
+            "icmp-pod-fragneeded": icmp_pod_fragneeded,
+            "icmp-pod-late-reply": icmp_pod_late_reply}[a.cmd](a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
