@@ -8,8 +8,12 @@
 //   vipd_bench sync [--services N] [--endpoints N] [--changes N] [--baseline-changes N]
 //                   [--worker running|offline]
 //   vipd_bench decode [--mb N] [--endpoints N] [--reps N]
+//   vipd_bench ipt [--services N] [--endpoints N] [--changes N] [--full-reps N]
+//                  [--iptables legacy] [--timeout-s S]
+//                  (iptables mode; only inside a private network namespace)
 // Each prints one JSON object on one line (scripts/bench.sh collects them).
-// Everything stays in-process: the only port is the net_ring0 vdev.
+// Everything stays in-process: the only port is the net_ring0 vdev (ipt runs
+// the iptables commands, in the network namespace it is started in).
 #include <cstdio>
 #include <string>
 
@@ -20,6 +24,7 @@ int run_pipeline(const Args& a);
 int run_cp(const Args& a);
 int run_sync(const Args& a);
 int run_decode(const Args& a);
+int run_ipt(const Args& a);
 }  // namespace vipd::bench
 
 int main(int argc, char** argv) {
@@ -34,8 +39,10 @@ int main(int argc, char** argv) {
     rc = vipd::bench::run_sync(args);
   } else if (cmd == "decode") {
     rc = vipd::bench::run_decode(args);
+  } else if (cmd == "ipt") {
+    rc = vipd::bench::run_ipt(args);
   } else {
-    fprintf(stderr, "usage: vipd_bench pipeline|cp|sync|decode [--options] (see bench/vipd_bench.cc)\n");
+    fprintf(stderr, "usage: vipd_bench pipeline|cp|sync|decode|ipt [--options] (see bench/vipd_bench.cc)\n");
     return 2;
   }
   vipd::bench::eal_stop();

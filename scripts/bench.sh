@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # usage: scripts/bench.sh [--quick] [--hugepages] [--huge-variant] [--rt]
-#                         [--no-build] [--no-doc] [--out DIR]
+#                         [--no-kernel] [--no-build] [--no-doc] [--out DIR]
 # Runs the benchmark suite of issue 7 (docs/benchmarks.md) with bounded time:
 #   full (default)  about 5-10 minutes on a 2-core VM
 #   --quick         about 1-2 minutes: fewer cases, fewer packets
 # Writes raw results to DIR (default bench/results/full or bench/results/quick):
 #   machine.json, pipeline.jsonl, cp.jsonl, sync.jsonl, decode.jsonl, memory.jsonl, callgrind.jsonl,
-#   callgrind_*.txt (per-function profiles), run.log
+#   ipt.jsonl, kernel.jsonl, callgrind_*.txt (per-function profiles), run.log
 # (the previous results of the same mode move to DIR.prev; the report shows
 # the change against them)
 # and regenerates docs/benchmarks.md and docs/img/*.svg from them
@@ -17,13 +17,17 @@
 #                pipeline case once more on 2 MiB hugepages (reserved as above)
 #   --rt         run the timed programs under SCHED_FIFO (chrt -f 10): steadier
 #                numbers on a loaded machine, at the expense of its other users
-# Safety: the benchmark programs use only DPDK's in-process net_ring0 vdev;
-# no packet is sent anywhere, no namespace or interface is touched.
+#   --no-kernel  skip benchmark 3 (kernel modes: needs root, iptables, netns)
+# Safety: benchmarks 1, 2, 4, 5 use only DPDK's in-process net_ring0 vdev.
+# Benchmark 3 runs iptables-restore only inside a network namespace it creates
+# (vipd_bench ipt refuses any other) and sends its connections only
+# inside a private lab (scripts/bench/kernel_modes.sh, scripts/lab.sh); both
+# are deleted on exit. The root namespace gets no address, route or rule.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
-QUICK=0 HUGE=0 HVAR=0 RT=0 BUILD=1 DOC=1 OUT=
+QUICK=0 HUGE=0 HVAR=0 RT=0 BUILD=1 DOC=1 OUT= KERNEL=1
 CMDLINE="scripts/bench.sh $*"
 while [ $# -gt 0 ]; do
   case $1 in
@@ -31,10 +35,11 @@ while [ $# -gt 0 ]; do
     --hugepages) HUGE=1 ;;
     --huge-variant) HVAR=1 ;;
     --rt) RT=1 ;;
+    --no-kernel) KERNEL=0 ;;
     --no-build) BUILD=0 ;;
     --no-doc) DOC=0 ;;
     --out) OUT=$2; shift ;;
-    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
     *) echo "bench.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -65,13 +70,15 @@ if [ $BUILD = 1 ]; then
   fi
   log "building $BIN (buildtype release: -O3, no -march)"
   ninja -C "$BUILD_DIR" bench/vipd_bench >>"$LOG" 2>&1 || { tail -30 "$LOG" >&2; exit 1; }
+  if [ $KERNEL = 1 ]; then ninja -C "$BUILD_DIR" vipd vipctl >>"$LOG" 2>&1 || { tail -30 "$LOG" >&2; exit 1; }; fi
 fi
 [ -x "$BIN" ] || { echo "bench.sh: $BIN missing (run without --no-build)" >&2; exit 1; }
 
 # ---- hugepages (opt-in) ----
 HUGE_ARGS=()
-HUGE_OLD= HUGE_MNT=
+HUGE_OLD= HUGE_MNT= IPT_NS=
 cleanup() {
+  if [ -n "$IPT_NS" ]; then ip netns del "$IPT_NS" 2>/dev/null || true; fi
   if [ -n "$HUGE_MNT" ]; then umount "$HUGE_MNT" 2>/dev/null || true; rmdir "$HUGE_MNT" 2>/dev/null || true; fi
   if [ -n "$HUGE_OLD" ]; then echo "$HUGE_OLD" >/proc/sys/vm/nr_hugepages 2>/dev/null || true; fi
 }
@@ -186,9 +193,50 @@ run "$OUT/sync.jsonl" 300 sync --services 10000 --endpoints 10 --changes $CH --b
 run "$OUT/sync.jsonl" 300 sync --services 10000 --endpoints 10 --changes $CH --baseline-changes $BCH --worker offline "${HUGE_ARGS[@]}"
 run "$OUT/decode.jsonl" 300 decode --mb 50 --endpoints 10 --reps $([ $QUICK = 1 ] && echo 1 || echo 3)
 
+# ---- 3. kernel modes: iptables sync time (3a), new connections/s per mode (3b) ----
+if [ $KERNEL = 1 ]; then
+  if [ "$(id -u)" -ne 0 ] || ! command -v iptables-restore >/dev/null 2>&1 || ! command -v ip >/dev/null 2>&1; then
+    log "benchmark 3 skipped: needs root, ip and iptables-restore"
+  else
+    IPT_NS=vipd-bench-ipt-$$
+    if ip netns add "$IPT_NS" 2>>"$LOG"; then
+      if [ $QUICK = 1 ]; then IPTS="100 1000" IPTC=10; else IPTS="100 1000 10000" IPTC=20; fi
+      # The system's iptables (nf_tables here) and, where installed, iptables-legacy.
+      IPTV="default"
+      command -v iptables-legacy-restore >/dev/null 2>&1 && IPTV="default legacy"
+      for v in $IPTV; do
+        if [ "$v" = legacy ]; then iptv=$(iptables-legacy -V 2>/dev/null | head -n 1); else iptv=$(iptables -V 2>/dev/null | head -n 1); fi
+        for s in $IPTS; do
+          # nf_tables' iptables-restore needs minutes for 10k services here: bounded at 120 s.
+          # 10k services: one sync takes 10-20 s, so 1 full resync and 5 changes.
+          to=300 ch=$IPTC fr=3
+          [ "$s" -ge 10000 ] && ch=5 fr=1
+          [ "$v" = default ] && [ "$s" -ge 10000 ] && to=120
+          log "ip netns exec $IPT_NS $BIN ipt --services $s --changes $ch --full-reps $fr --iptables $v --timeout-s $to"
+          line=$(timeout 900 ip netns exec "$IPT_NS" "$BIN" ipt --services "$s" --changes "$ch" --full-reps "$fr" \
+                   --iptables "$v" --timeout-s "$to" 2>>"$LOG" | tail -n 1) || true
+          if [[ $line == \{* ]]; then
+            echo "${line%\}}, \"iptables\": \"$iptv\"}" >>"$OUT/ipt.jsonl"
+          else
+            log "FAILED: ipt --services $s --iptables $v"
+          fi
+        done
+      done
+      ip netns del "$IPT_NS" 2>/dev/null || true
+      IPT_NS=
+    else
+      log "benchmark 3a skipped: cannot create a network namespace"
+    fi
+    if [ $QUICK = 1 ]; then KS="10 1000" KD=3; else KS="10 10000" KD=5; fi
+    log "scripts/bench/kernel_modes.sh $OUT/kernel.jsonl --services \"$KS\" --seconds $KD --procs 2"
+    BENCH_BUILD_DIR=$BUILD_DIR timeout 1200 scripts/bench/kernel_modes.sh "$OUT/kernel.jsonl" --services "$KS" \
+      --seconds "$KD" --procs 2 2>>"$LOG" || log "kernel_modes.sh failed or was skipped (exit $?)"
+  fi
+fi
+
 # ---- 5. callgrind: instructions per packet ----
 if command -v valgrind >/dev/null 2>&1; then
-  if [ $QUICK = 1 ]; then CG="1:1000"; else CG="1:1000 100000:1000 1000:10000"; fi
+  if [ $QUICK = 1 ]; then CG="1:1000"; else CG="1:1000 100000:1000 1000:10000 100000:1000000"; fi
   for c in $CG; do
     s=${c%%:*} f=${c##*:}
     d=$(mktemp -d /tmp/vipd-bench-cg.XXXXXX)

@@ -73,7 +73,7 @@ for f, phase, ir in dumps(d):
     row[phase + "_ir_per_pkt"] = round(ir / pk, 1)
     if phase not in ("est", "newconn"):
         continue
-    ann = subprocess.run(["callgrind_annotate", "--threshold=100", "--inclusive=no", f],
+    ann = subprocess.run(["callgrind_annotate", "--threshold=100", "--inclusive=no", "--auto=no", f],
                          capture_output=True, text=True).stdout
     funcs = []
     for line in ann.splitlines():

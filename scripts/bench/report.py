@@ -194,6 +194,8 @@ A(f"- Build: {m['compiler']}, meson buildtype `{m.get('buildtype') or 'release'}
   f"DPDK {m['dpdk']} (Debian)")
 A(f"- Memory: {'2 MiB hugepages' if m.get('hugepages') else '--no-huge (4 KiB pages), prefaulted'}; "
   f"scheduling: {'SCHED_FIFO (--rt)' if m.get('rt') else 'normal'}")
+if m.get("note"):
+    A(f"- Note: {m['note']}")
 A(f"- Load average at start / end: {m.get('load_start', '?')} / {m.get('load_end', '?')} — "
   "this is a shared 2-vCPU VM on which other builds run; see *Method* for how the numbers resist that.")
 A("")
@@ -391,15 +393,11 @@ if decl:
              "decode / parse"], rows))
     A("")
 
-# ---- 3. kernel modes
-A("## 3. Kernel modes (iptables) versus dpdk")
-A("")
-A("Not measured yet. `mode = iptables` exists now (docs/modes.md; its correctness is tested by")
-A("tests/integration/iptables_test.sh), but the benchmark of issue 7 item 3 — iptables sync time at")
-A("100 / 1k / 10k services (partial vs full), first-packet cost and new TCP connections per second")
-A("through each mode in the lab — is not written; nothing here stands in for it. The ipvs mode does")
-A("not exist yet.")
-A("")
+# ---- 3. kernel modes (scripts/bench/report_kernel.py)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import report_kernel  # noqa: E402
+import report_prose  # noqa: E402
+L.extend(report_kernel.section(res_dir, table, fmt, n_human))
 
 # ---- 4. memory
 A("## 4. Memory")
@@ -520,23 +518,7 @@ A("")
 # ---- comparison
 A("## Published numbers of other load balancers")
 A("")
-A("Different hardware, NICs, traffic and features — orders of magnitude, not a race:")
-A("")
-A("- **DPVS** (iQIYI, DPDK, full NAT), v1.9.2 performance report in its repository")
-A("  (test/release/v1.9.2/performance.md): Xeon E5-2650 v4 @ 2.2 GHz, Intel X540 10 GbE,")
-A("  dperf as client/server. TCP: 200,000 new connections/s with 1 worker (1.2 Mpps through")
-A("  it), about 1,000,000 connections/s with 8 workers; UDP: 2.9 Mpps with 1 worker, about")
-A("  9 Mpps with 4 workers (their 10 GbE link was the limit).")
-A("- **Katran** (Meta, XDP/eBPF, L4 with IP-in-IP encapsulation to the backends): its README")
-A("  claims performance that scales linearly with the NIC's rx queues but, as far as we could")
-A("  check, publishes no per-core packet rate with the hardware it was measured on; we quote none.")
-A("- **Maglev** (Google, NSDI 2016; kernel-bypass, encapsulation, consistent hashing): the paper")
-A("  reports that one Maglev machine saturates a 10 Gbps NIC with small packets using a handful of")
-A("  packet-processing threads. We do not have the paper's exact per-thread figure and hardware")
-A("  description at hand while writing this, so we quote no number; read its evaluation section.")
-A("- **VPP's lb plugin** (Maglev-style, GRE): its 18.01 documentation states more than 3 Mpps per")
-A("  core with 1 million flows (hardware not stated there).")
-A("")
+L.extend(report_prose.published())
 if big and one:
     A(f"vipd today, one core of this VM with a ring port: {one.get('est_mpps', 0):.1f} Mpps with 1 service / "
       f"1k flows, {big.get('est_mpps', 0):.2f} Mpps with {n_human(big['services'])} services / "
@@ -549,33 +531,30 @@ A("## What the numbers ask for")
 A("")
 A("Read from the tables above and the callgrind profiles.")
 A("")
-A("Done since 2026-11-29 (commit `4c39306`): CRC32 (`rte_hash_crc`) instead of jhash for the VIP, connection")
-A("and template tables, each connection key hashed once on insert (`*_with_hash`), and the NAT checksum")
-A("update folded (address, port and TTL deltas summed once, RFC 1624, inline). callgrind at 1 service /")
-A("1k flows, measured before and after on the same machine: established 1371 -> 1036 instructions per packet,")
-A("new connection 2996 -> 2381. Still to do:")
+L.extend(report_prose.done(cg_by, n_human))
+A("The time columns *previous run* of the headline show the before/after in ns on this VM. Still to do:")
 A("")
 asks = []
 if one and big and one.get("est_ns") and big.get("est_ns"):
-    asks.append(f"**Memory-level parallelism at scale.** Established forwarding costs {one['est_ns']:.0f} ns "
-                f"with 1 service / 1k flows but {big['est_ns']:.0f} ns with {n_human(big['services'])} services / "
-                f"{n_human(big['flows'])} flows: with a table far larger than the caches every packet takes a chain "
-                "of dependent misses (VIP hash bucket -> key; conn hash bucket -> key -> `Conn` -> `DestSlot` "
-                "generation and `DestCounters`), one packet after the other. Process the burst in stages: "
-                "`rte_hash_lookup_bulk`/`rte_hash_lookup_with_hash_bulk_data` for the VIP and the connection "
-                "keys of all 32 packets, then prefetch the `Conn` entries, the slots and the counters (and the "
-                "`Service` objects of new flows) before touching them. Hugepages alone do not fix it (see the hugepages item below).")
+    asks.append(f"**The rest of the gap at scale.** Established forwarding costs {one['est_ns']:.0f} ns "
+                f"with 1 service / 1k flows and {big['est_ns']:.0f} ns with {n_human(big['services'])} services / "
+                f"{n_human(big['flows'])} flows (the target is <= 100 ns there). The burst stages overlap the "
+                "misses of the 32 packets of one burst, but each stage still waits for the slowest line of its "
+                "burst. Next: prefetch the next burst's frames and buckets while the current one runs (software "
+                "pipelining across polls), a 32-byte `Conn` (two per line instead of 48 bytes straddling lines), "
+                "and per-worker counters packed by service rather than one 64-byte `DestCounters` per destination "
+                "slot. Hugepages for the tables (item below) cut the TLB misses that 4 KiB pages add here.")
 if cg:
-    asks.append("**Skip the redundant IPv4 header checksum verification** or make it cheap: `csum_partial` "
-                "over 20 bytes per packet (with a NIC, `RTE_MBUF_F_RX_IP_CKSUM_GOOD` makes it free).")
+    asks.append("**Instructions:** the VIP table's 8-byte key is compared with a `memcmp` call inside "
+                "rte_hash (16-byte keys get an inline SSE compare), the bulk lookup itself costs about as many "
+                "instructions as single lookups did, and routing + neighbour lookup take ~100 per packet; with "
+                "a NIC, `RTE_MBUF_F_RX_IP_CKSUM_GOOD` makes the header checksum check free.")
 if big and big.get("newconn_mpps") and big["newconn_mpps"] < 1:
     asks.append(f"**New connections:** {big['newconn_ns']:.0f} ns each at {n_human(big['flows'])} flows "
-                "(target >= 1M/s/core, i.e. <= 1000 ns): `ConnTable::insert` probes both keys with "
-                "`rte_hash_lookup` before adding them (so a new flow hashes its forward key three times and its "
-                "reply key twice); with signatures computed once and `rte_hash_lookup_with_hash` / "
-                "`rte_hash_add_key_with_hash_data` the pre-check stays and the hashing halves. The cost grows "
-                f"from {one.get('newconn_ns', 0):.0f} ns at 1k flows to {big['newconn_ns']:.0f} ns: the same "
-                "dependent misses as item 1, twice (two keys), so the bulk/prefetch staging applies here too.")
+                "(target >= 1M/s/core, i.e. <= 1000 ns): a new flow still adds two keys to the connection hash "
+                "one after the other (`rte_hash_add_key_with_hash_data`, its bucket search and cuckoo moves), "
+                f"which is where it goes from {one.get('newconn_ns', 0):.0f} ns at 1k flows to "
+                f"{big['newconn_ns']:.0f} ns.")
 if hund and one and hund.get("est_ns") and one.get("est_ns") and hund["est_ns"] > one["est_ns"] * 1.1:
     c1, c100 = cg_by.get((1, 1000)), cg_by.get((100000, 1000))
     same_ir = ""
@@ -583,13 +562,12 @@ if hund and one and hund.get("est_ns") and one.get("est_ns") and hund["est_ns"] 
         same_ir = (f" The instruction count is the same ({c1['est_ir_per_pkt']:.0f} vs "
                    f"{c100['est_ir_per_pkt']:.0f} per packet), so the difference is cache misses, not work.")
     asks.append(f"**Services should be flat:** 100k services cost {hund['est_ns']:.0f} ns against "
-                f"{one['est_ns']:.0f} ns for 1 (1k flows).{same_ir} The VIP hash (100k entries: buckets "
-                "and key store) no longer fits in L1/L2, and every established packet looks it up before its "
-                "connection, although a conn hit only needs to know that the destination is a VIP (the Service "
-                "object itself is read only for a new flow): look up the connection first and the VIP table "
-                "only on a miss, or look the VIPs of the whole burst up in bulk with prefetching (item 1). "
-                "Replies would gain most: they miss in the VIP hash and scan the 16 local addresses linearly "
-                "before their connection lookup (see the *reply* column of section 5).")
+                f"{one['est_ns']:.0f} ns for 1 (1k flows).{same_ir} The VIP table is already looked up in "
+                "bulk with prefetching; what still grows with services is the working set (VIP buckets and "
+                "keys, `DestCounters` of 4 destinations per service). Looking the connection up first and the "
+                "VIP table only on a miss would remove the VIP lookup from established packets, but changes "
+                "what a removed service does to its open connections (they would keep forwarding until their "
+                "destinations expire): a semantic decision, not only a speed-up.")
 hv = [r for r in pipe if bool(r.get("hugepages")) != bool(machine.get("hugepages"))]
 if hv and big and hv[0].get("est_ns"):
     h = hv[0]
@@ -621,6 +599,7 @@ elif cpr:
                 "time independent of the table size. The initial 10k-service list takes "
                 f"{cpr['initial_total_ms']:.0f} ms (one rte_zmalloc and one rte_hash add per service, "
                 "std::map bookkeeping): fine for start-up.")
+asks.extend(report_kernel.asks(res_dir, n_human))
 for i, a in enumerate(asks, 1):
     A(f"{i}. {a}")
 A("")
