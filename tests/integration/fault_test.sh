@@ -23,7 +23,8 @@
 #     fixed -> a change is programmed;
 #   - kill -9 of vipd under load with the mh scheduler, then a restart: established
 #     keep-alive connections keep getting answers from their pod, new connections
-#     during the outage complete once vipd is back;
+#     during the outage complete once vipd is back (a one-shot request whose answer
+#     was in flight at the kill may be lost: at most one);
 #   - a backend whose server stops answering (SIGSTOP): its flows expire by the
 #     (short, configured) FIN timeout while its endpoint is still listed; once the
 #     endpoint is removed, new flows avoid it.
@@ -423,8 +424,14 @@ if [ -n "$outage" ]; then
   d=$(judge "$ka" 'r["conns"] == 8 and r["failed"] == 0 and r["broken_conns"] == 0 and r["conns_one_pod"] == 8 and len(pods) == 1 and all(c["ok_after_mark"] >= 5 for c in r["per_conn"])')
   if [ -z "$d" ]; then pass kill9-mh-connections-survive
   else fail kill9-mh-connections-survive "want 8 connections, none broken, each on one pod and >= 5 answers after the restart: $d"; fi
-  d=$(judge "$r" 'r["failed"] == 0 and r["ok"] >= 10')
-  if [ -z "$d" ]; then pass kill9-new-flows; else fail kill9-new-flows "want 0 failed (20 s per request covers the SYN retransmissions): $d"; fi
+  # Connections opened while vipd was down complete once it is back (20 s per
+  # request covers the SYN retransmissions). The one request whose answer was
+  # on its way through vipd at the instant of the kill may be lost: the pod's
+  # retransmissions reach a vipd without the flow, which is recreated only from
+  # the client's side (mh), and that client has nothing more to send. So at
+  # most one failure, and only a timeout (seen once in about ten runs).
+  d=$(judge "$r" 'r["failed"] <= 1 and set(r["errors"]) <= {"TimeoutError"} and r["ok"] >= 10')
+  if [ -z "$d" ]; then pass kill9-new-flows; else fail kill9-new-flows "want at most the one request in flight at the kill lost, as a timeout: $d"; fi
 fi
 
 # ---- a backend that stops answering ---------------------------------------------------------

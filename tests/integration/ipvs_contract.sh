@@ -10,7 +10,7 @@
 # console, progress) goes to stderr.
 # Exit status: 0 with the outcome printed; 1 when the guest produced none;
 # 77 with "SKIPPED: reason" on stderr when the guest cannot run here (not root,
-# no qemu, no guest kernel, binaries under /tmp or /run).
+# no qemu, no guest kernel, binaries outside the checkout under /tmp or /run).
 # Env: VIPD_BUILD_DIR (default build), VIPD_BIN, VIPCTL_BIN, KERNEL_VM_CACHE.
 set -uo pipefail
 
@@ -62,7 +62,12 @@ find_bin() { local b; for b in "$B/$1" "$B/cmd/$1"; do [ -x "$b" ] && { echo "$(
 VIPD=${VIPD_BIN:-$(find_bin vipd)}
 VIPCTL=${VIPCTL_BIN:-$(find_bin vipctl)}
 [ -n "$VIPD" ] && [ -n "$VIPCTL" ] || { echo "ipvs_contract: vipd/vipctl not found under $B/" >&2; exit 1; }
-case "$VIPD $VIPCTL" in *"/tmp/"*|*"/run/"*) skip "the binaries are under /tmp or /run, which the guest replaces" ;; esac
+for bin in "$VIPD" "$VIPCTL"; do
+  case $bin in
+    "$ROOT"/*) ;;   # the checkout stays visible in the guest, even under /tmp (kernel-vm.sh)
+    /tmp/*|/var/tmp/*|/run/*) skip "$bin is under /tmp or /run, which the guest replaces (build inside the checkout)" ;;
+  esac
+done
 scripts/kernel-vm.sh fetch >&2 || skip "no guest kernel (apt-get download failed and nothing is cached)"
 S=$(mktemp -d /tmp/vipd-ipvs-contract.XXXXXX)
 trap 'rm -rf "$S"' EXIT
