@@ -477,8 +477,12 @@ else
   eps=$(backends_of 10.96.0.104 8080)
   note "pod3 flows gone ${zero_ms:-never (within $((FIN_TIMEOUT + 5)) s)} ms after the last request (FIN timeout ${FIN_TIMEOUT} s); endpoint still listed: $eps; generation $G -> $(generation)"
   read -r a i flows3 <<<"${at_end:-0 0 -1}"
-  # Every failed request is a flow vipd sent to the stopped pod, and no other.
-  d=$(judge "$r" 'r["failed"] >= 1 and r["failed"] == '"${flows3:--1}"' and r["ok"] + r["failed"] == 16 and set(r["errors"]) == {"TimeoutError"} and n("pod3") == 0')
+  # Every failed request is a flow vipd sent to the stopped pod: at least one
+  # fails, no more than vipd sent there, none is answered by pod3. (Not exactly
+  # as many: a clean-clone CI run saw 4 flows to pod3 and 3 failures, pod1
+  # answering one more than its share: a connection first scheduled to pod3
+  # was scheduled again by its retransmitted SYN, as described above.)
+  d=$(judge "$r" '1 <= r["failed"] <= '"${flows3:--1}"' and r["ok"] + r["failed"] == 16 and set(r["errors"]) == {"TimeoutError"} and n("pod3") == 0')
   # Expiry is by timeout: the endpoint is still in the table when the count drops.
   # Bound: the FIN timeout plus 3 s for the test's own polling (each poll runs
   # vipctl and python, about 0.3 s on a loaded 2-core machine; measured 3.5 to
