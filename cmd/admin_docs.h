@@ -5,11 +5,14 @@
 // options, and the StatsSource of the kernel modes.
 #pragma once
 
+#include <unistd.h>
+
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "common/privileges.h"
 #include "controlplane/config/options.h"
 #include "controlplane/kube/kube_source.h"
 #include "controlplane/metrics/observability.h"
@@ -28,6 +31,26 @@ inline nlohmann::ordered_json table_doc(const cp::SyncLoop& sync) {
   return j;
 }
 
+// /v1/status "privileges": who the process runs as now, and how many of its
+// threads still hold uid 0 or a capability (read from /proc/self/task, so a
+// thread the drop missed shows up here).
+inline nlohmann::json privileges_doc(const config::Options& opt) {
+  std::string err;
+  const auto threads = thread_credentials(&err);
+  size_t privileged = 0, no_new_privs = 0;
+  for (const auto& t : threads) {
+    if (t.privileged()) ++privileged;
+    if (t.no_new_privs == 1) ++no_new_privs;
+  }
+  nlohmann::json j{{"user", opt.user.empty() ? std::string("root") : opt.user},
+                   {"uid", static_cast<uint64_t>(geteuid())},
+                   {"threads", threads.size()},
+                   {"privileged_threads", privileged},
+                   {"no_new_privs_threads", no_new_privs}};
+  if (!err.empty()) j["error"] = err;
+  return j;
+}
+
 // /v1/status: mode and sync state; `config` holds the options every mode has
 // (the caller adds its own: workers, ports, ...).
 inline nlohmann::json status_doc(const cp::SyncLoop& sync, const config::Options& opt, const char* fwd) {
@@ -43,6 +66,7 @@ inline nlohmann::json status_doc(const cp::SyncLoop& sync, const config::Options
                         {"last_change_to_applied_ms", s.last_change_to_applied_ms},
                         {"last_error", s.last_error},
                         {"source_errors", s.source_errors},
+                        {"privileges", privileges_doc(opt)},
                         {"config", {{"config_file", opt.config_file},
                                     {"manifests_dir", opt.manifests_dir},
                                     {"admin_socket", opt.admin_socket},

@@ -336,6 +336,13 @@ std::string format_status(const json& doc, int64_t now_unix_ns) {
   const json& errs = arr(doc, "source_errors");
   out += field_line("Source errors", errs.empty() ? "none" : std::to_string(errs.size()));
   for (const auto& e : errs) out += "  " + scalar_text(e) + "\n";
+  if (const json& pr = field(doc, "privileges"); pr.is_object()) {
+    const std::string user = str(pr, "user");
+    std::string line = (user == "root" ? std::string("root (no --user)") : "user " + user) + ", uid " +
+                       std::to_string(u64(pr, "uid")) + "; " + std::to_string(u64(pr, "privileged_threads")) +
+                       " of " + std::to_string(u64(pr, "threads")) + " threads keep root or a capability";
+    out += field_line("Privileges", line);
+  }
   const json& cfg = field(doc, "config");
   if (cfg.is_object() && !cfg.empty()) {
     out += "Config:\n";

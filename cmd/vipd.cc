@@ -1,9 +1,12 @@
 // Thread: main (the control thread). The vipd daemon: parse configuration,
 // dry-run or start the dataplane, then run the sync loop until SIGINT/SIGTERM.
 #include <signal.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <thread>
 
@@ -11,6 +14,7 @@
 #include "cmd/vipd_iptables.h"
 #include "cmd/vipd_ipvs.h"
 #include "common/log.h"
+#include "common/privileges.h"
 #include "controlplane/backends/dpdk_backend.h"
 #include "controlplane/config/options.h"
 #include "controlplane/metrics/admin_server.h"
@@ -120,6 +124,47 @@ static vipd::cp::SyncOptions sync_options(const vipd::config::Options& opt) {
   return so;
 }
 
+// True when DPDK maps all of its memory at start (--no-huge, --legacy-mem),
+// so that it never needs root to grow it later.
+bool eal_memory_is_fixed(const std::vector<std::string>& eal_args) {
+  for (const auto& a : eal_args)
+    if (a == "--no-huge" || a == "--legacy-mem") return true;
+  return false;
+}
+
+// The drop itself, then what the new user must still be able to do: read the
+// manifests directory. Every thread is checked from /proc afterwards. false
+// (after one log line) means the caller must exit: the process may be half
+// dropped.
+bool drop_privileges(const vipd::UserIdentity& user, const vipd::config::Options& opt) {
+  using namespace vipd;
+  std::string why;
+  if (!drop_to(user, &why)) {
+    log_error("vipd: --user: " + why);
+    return false;
+  }
+  if (!opt.manifests_dir.empty() && opt.source == config::SourceKind::kManifests &&
+      ::access(opt.manifests_dir.c_str(), R_OK | X_OK) != 0) {
+    log_error("vipd: --user " + user.name + ": cannot read --manifests-dir " + opt.manifests_dir + ": " +
+              std::strerror(errno) + " (make it readable by that user, or leave --user out)");
+    return false;
+  }
+  const auto threads = thread_credentials(&why);
+  size_t privileged = 0;
+  for (const auto& t : threads)
+    if (t.privileged()) {
+      ++privileged;
+      log_error("vipd: --user: thread " + std::to_string(t.tid) + " (" + t.name + ") kept root or a capability");
+    }
+  if (threads.empty() || privileged > 0) {
+    log_error("vipd: --user: " + (threads.empty() ? why : std::to_string(privileged) + " thread(s) not dropped"));
+    return false;
+  }
+  log_info("vipd: dropped privileges: now " + user.name + " (uid " + std::to_string(user.uid) + ", gid " +
+           std::to_string(user.gid) + "), no capabilities in any of " + std::to_string(threads.size()) + " threads");
+  return true;
+}
+
 int main(int argc, char** argv) {
   using namespace vipd;
   std::optional<config::Options> parsed;
@@ -132,6 +177,27 @@ int main(int argc, char** argv) {
   if (!parsed) return 0;  // --help / --version
   const config::Options& opt = *parsed;
   set_log_level(severity(opt.log_level));
+
+  // --user: resolve the user now (a typo is a config error before anything
+  // starts) and set no_new_privs before any thread exists (the source's, DPDK's), so that
+  // every thread inherits it (common/privileges.h).
+  std::optional<UserIdentity> drop_user;
+  if (!opt.user.empty() && !opt.dry_run) {
+    std::string why;
+    drop_user = lookup_user(opt.user, &why);
+    if (!drop_user) {
+      std::cerr << "config: --user '" << opt.user << "': " << why << "\n";
+      return 2;
+    }
+    if (!prepare_drop(&why)) {
+      log_error("vipd: --user: " + why);
+      return 1;
+    }
+    if (!eal_memory_is_fixed(opt.eal_args))
+      log_warn("vipd: --user " + opt.user +
+               ": DPDK maps more hugepage memory only while root; add --legacy-mem (or --no-huge) to "
+               "--eal-args so that all of it is mapped at start (docs/security.md)");
+  }
 
   // Desired state: a manifests directory or the Kubernetes API (docs/kubernetes.md).
   std::string source_err;
@@ -251,6 +317,16 @@ int main(int argc, char** argv) {
     admin.stop();
     dataplane->stop();
     return 1;
+  }
+  if (drop_user) {
+    if (!drop_privileges(*drop_user, opt)) {
+      observability.stop();
+      admin.stop();
+      dataplane->stop();
+      return 1;
+    }
+  } else {
+    log_info("vipd: running as root: every thread keeps root's capabilities (--user NAME drops them once started)");
   }
   sync.run(g_stop);
   log_info("vipd: stopping");

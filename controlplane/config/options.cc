@@ -60,6 +60,7 @@ constexpr OptSpec kSpecs[] = {
     {"metrics-max-backend-series", "N", "10000", "at most N backends get per-backend series (0..10000000)", true, false},
     {"metrics-max-service-series", "N", "10000", "at most N services get per-service series (0..10000000)", true, false},
     {"log-level", "LEVEL", "info", "debug | info | warn | error", true, false},
+    {"user", "NAME", "none (keep root)", "dpdk mode: once the ports run and the sockets are bound, switch every thread to this unprivileged user and its groups, keeping no capability (docs/security.md)", true, false},
     {"scheduler", "NAME", "rr", "default scheduler for services without a vipd.io/scheduler annotation: rr | wrr | lc | wlc | sed | nq | sh | dh | lblc | lblcr | mh", true, false},
     {"mh-table-size", "N", "65537", "Maglev (mh) lookup table size per service, a prime (251..1000003)", true, false},
     {"expire-quiescent-template", "BOOL", "true", "persistence templates pointing at a weight-0 (terminating) backend expire at once (kube-proxy's net.ipv4.vs.expire_quiescent_template=1)", true, false},
@@ -440,6 +441,10 @@ std::optional<Options> parse(int argc, const char* const argv[], std::ostream& o
     o.metrics_max_service_series = parse_number("metrics-max-service-series", *v, 0, 10000000);
   if (!o.metrics_address.empty() && o.metrics_address == o.health_address)
     fail("health-address", o.health_address, "is also the --metrics-address");
+  if (auto v = get("user")) {
+    o.user = trim(*v);
+    if (o.user.empty()) fail("user", *v, "must not be empty (leave --user out to keep root)");
+  }
   if (auto v = get("log-level")) {
     const std::string l = trim(*v);
     if (l == "debug") o.log_level = LogLevel::kDebug;
@@ -513,6 +518,9 @@ std::optional<Options> parse(int argc, const char* const argv[], std::ostream& o
   if (!std::filesystem::exists(o.manifests_dir, ec)) fail("manifests-dir", o.manifests_dir, "no such directory");
   if (!std::filesystem::is_directory(o.manifests_dir, ec)) fail("manifests-dir", o.manifests_dir, "not a directory");
   }
+  if (!o.user.empty() && o.mode != Mode::kDpdk && !o.dry_run)
+    fail("user", o.user, std::string("only dpdk mode drops privileges; ") + mode_name(o.mode) +
+                             " mode programs the kernel on every sync and needs CAP_NET_ADMIN (docs/security.md)");
   if (o.mode == Mode::kDpdk && !o.dry_run) {
     if (o.ports.empty()) fail_missing("port", "at least one port is required in dpdk mode (or use --dry-run)");
     if (o.forward_method == ForwardMethod::kFnat && o.fnat_local_addrs.empty())

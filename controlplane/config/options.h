@@ -46,6 +46,7 @@ struct Options {
   uint32_t metrics_max_backend_series = 10000;          // --metrics-max-backend-series
   uint32_t metrics_max_service_series = 10000;          // --metrics-max-service-series
   LogLevel log_level = LogLevel::kInfo;                 // --log-level
+  std::string user;  // --user (dpdk mode: every thread switches to this user after start; "" = keep root)
   std::string default_scheduler = "rr";                 // --scheduler rr|wrr
   uint32_t conn_table_size = 262144;  // --conn-table-size (per worker, entries)
   uint32_t tcp_established_timeout_s = 900;  // --tcp-timeout

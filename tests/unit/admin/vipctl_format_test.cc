@@ -211,6 +211,17 @@ TEST(VipctlFormat, StatusNeverSynced) {
             "Source errors:             none\n");
 }
 
+TEST(VipctlFormat, StatusPrivileges) {
+  json doc = json::parse(R"({"mode":"dpdk","generation":1,"last_sync_unix_ns":0,"source_errors":[],
+    "privileges":{"user":"vipd","uid":998,"threads":11,"privileged_threads":0,"no_new_privs_threads":11}})");
+  EXPECT_NE(format_status(doc, 5).find("Privileges:                user vipd, uid 998; 0 of 11 threads keep root or a capability\n"),
+            std::string::npos)
+      << format_status(doc, 5);
+  doc["privileges"] = json::parse(R"({"user":"root","uid":0,"threads":9,"privileged_threads":9})");
+  EXPECT_NE(format_status(doc, 5).find("Privileges:                root (no --user), uid 0; 9 of 9 threads"),
+            std::string::npos);
+}
+
 TEST(VipctlFormat, Age) {
   EXPECT_EQ(format_age(0.04), "0.0s");
   EXPECT_EQ(format_age(-3), "0.0s");

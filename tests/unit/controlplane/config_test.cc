@@ -72,6 +72,7 @@ TEST_F(ConfigTest, DefaultsMatchTheStruct) {
   EXPECT_EQ(o.mbuf_count, 8191u);
   EXPECT_EQ(o.sync_min_interval_ms, 0u);
   EXPECT_EQ(o.worker_idle_sleep_us, 0u);
+  EXPECT_EQ(o.user, "");  // keep root unless asked
 }
 
 TEST_F(ConfigTest, HelpListsEveryOptionWithDefault) {
@@ -83,7 +84,7 @@ TEST_F(ConfigTest, HelpListsEveryOptionWithDefault) {
         "--forward-method", "--fnat-local-addrs", "--manifests-dir", "--admin-socket",
         "--metrics-address", "--log-level", "--scheduler", "--conn-table-size", "--tcp-timeout",
         "--tcp-fin-timeout", "--udp-timeout", "--neighbor-timeout", "--mbufs",
-        "--sync-min-interval-ms", "--worker-idle-sleep-us", "--help", "--version"})
+        "--sync-min-interval-ms", "--worker-idle-sleep-us", "--user", "--help", "--version"})
     EXPECT_THAT(h, HasSubstr(name));
   EXPECT_THAT(h, HasSubstr("(default: 262144)"));
   EXPECT_THAT(h, HasSubstr("(default: 127.0.0.1:10249)"));
@@ -317,6 +318,19 @@ TEST_F(ConfigTest, NumbersOutOfRange) {
             "config: --worker-idle-sleep-us '100001': must be between 0 and 100000");
 }
 
+TEST_F(ConfigTest, UserIsDpdkModeOnly) {
+  EXPECT_EQ(ok({"--user", "vipd"}).user, "vipd");
+  EXPECT_EQ(ok({"--user", " vipd "}).user, "vipd");
+  EXPECT_EQ(error({"--user", " "}), "config: --user ' ': must not be empty (leave --user out to keep root)");
+  const std::string d = dir_.path();
+  EXPECT_THAT(error({"--manifests-dir", d, "--mode", "iptables", "--user", "vipd"}, false),
+              StartsWith("config: --user 'vipd': only dpdk mode drops privileges; iptables mode programs"));
+  EXPECT_THAT(error({"--manifests-dir", d, "--mode", "ipvs", "--user", "vipd"}, false),
+              HasSubstr("ipvs mode programs the kernel"));
+  // A dry run starts nothing, so a shared config file's user does not matter there.
+  EXPECT_EQ(ok({"--mode", "iptables", "--dry-run", "--user", "vipd"}).user, "vipd");
+}
+
 TEST_F(ConfigTest, OtherValues) {
   EXPECT_EQ(error({"--log-level", "trace"}), "config: --log-level 'trace': expected debug, info, warn or error");
   EXPECT_EQ(ok({"--scheduler", "mh"}).default_scheduler, "mh");
@@ -377,7 +391,7 @@ TEST_F(ConfigTest, ExampleFileCoversEveryOptionAndParses) {
                            "forward-method", "fnat-local-addrs", "manifests-dir", "admin-socket",
                            "metrics-address", "log-level", "scheduler", "conn-table-size", "tcp-timeout",
                            "tcp-fin-timeout", "udp-timeout", "neighbor-timeout", "mbufs",
-                           "sync-min-interval-ms", "worker-idle-sleep-us"})
+                           "sync-min-interval-ms", "worker-idle-sleep-us", "user"})
     EXPECT_TRUE(names.count(name)) << name << " missing from config/vipd.conf.example";
   const std::string f = dir_.write("all.conf", uncommented);
   const auto o = run({"--config", f});
