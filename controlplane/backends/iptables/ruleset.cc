@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <map>
 #include <sstream>
+#include <string_view>
+#include <unordered_map>
 
 #include "controlplane/backends/iptables/chain_names.h"
 
@@ -238,10 +240,15 @@ Payload render_partial(const Ruleset& next, const Ruleset& prev, const ExistingC
   Payload p;
   std::ostringstream out;
   for (Table t : {Table::kFilter, Table::kNat}) {
+    // An index of the previous chains: Ruleset::find is a linear scan, and
+    // 10k services have 50k nat chains (a quadratic compare took seconds).
+    std::unordered_map<std::string_view, const Chain*> old_chains;
+    old_chains.reserve(prev.chains(t).size());
+    for (const auto& c : prev.chains(t)) old_chains.emplace(c.name, &c);
     std::vector<const Chain*> write;
     for (const auto& c : next.chains(t)) {
-      const Chain* old = prev.find(t, c.name);
-      if (!old || old->rules != c.rules) write.push_back(&c);
+      const auto old = old_chains.find(c.name);
+      if (old == old_chains.end() || old->second->rules != c.rules) write.push_back(&c);
     }
     std::set<std::string> gone = prev.names(t);
     gone.insert(existing.of(t).begin(), existing.of(t).end());
