@@ -84,6 +84,7 @@ int run_ipt(const Args& a) {
 
   cp::ipt::IptablesOptions o;
   o.command_timeout_ms = static_cast<int>(a.num("timeout-s", 300) * 1000);
+  o.restore_timeout_ms_per_mib = 0;  // --timeout-s bounds every command, whatever the payload
   o.lock_wait_s = 30;
   if (variant == "legacy") {
     o.restore_cmd = "iptables-legacy-restore";

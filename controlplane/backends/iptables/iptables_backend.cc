@@ -1,6 +1,7 @@
 // Thread: control (apply); stats() from any thread.
 #include "controlplane/backends/iptables/iptables_backend.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "common/log.h"
@@ -67,6 +68,11 @@ bool IptablesBackend::ensure_jumps(std::string* error) {
   return true;
 }
 
+int restore_timeout_ms(const IptablesOptions& o, size_t bytes) {
+  const double extra = static_cast<double>(o.restore_timeout_ms_per_mib) * static_cast<double>(bytes) / (1024.0 * 1024.0);
+  return static_cast<int>(std::min<double>(o.command_timeout_ms + extra, 3600.0 * 1000));
+}
+
 bool IptablesBackend::apply(const ServiceTable& next, const TableDiff& /*diff*/, bool full, std::string* error) {
   // The TableDiff is not needed: partial syncs compare rendered chains, which also
   // catches changes that do not show in the diff (e.g. a renamed chain).
@@ -112,7 +118,7 @@ bool IptablesBackend::apply(const ServiceTable& next, const TableDiff& /*diff*/,
   last_payload_ = payload.text;
   const auto t0 = std::chrono::steady_clock::now();
   RunResult r = run_command({opts_.restore_cmd, "--noflush", "-w", std::to_string(opts_.lock_wait_s)},
-                            payload.text, opts_.command_timeout_ms);
+                            payload.text, restore_timeout_ms(opts_, payload.text.size()));
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (!r.ok()) return fail(restore_failure(r, payload.text));
   // The chains exist now, so the jumps into them can be added.

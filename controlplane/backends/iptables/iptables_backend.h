@@ -33,7 +33,14 @@ struct IptablesOptions {
   std::string iptables_cmd = "iptables";
   unsigned lock_wait_s = 5;           // -w: wait for the xtables lock
   int command_timeout_ms = 30000;     // a command still running after this is killed
+  // iptables-restore gets this much more per MiB of payload: a full load of
+  // 10k services is about 20 MiB, and nf_tables' iptables-restore needed more
+  // than 120 s for it on the benchmark VM (docs/benchmarks.md, 3a).
+  int restore_timeout_ms_per_mib = 10000;
 };
+
+// The time limit of one iptables-restore run with a payload of `bytes`.
+int restore_timeout_ms(const IptablesOptions& o, size_t bytes);
 
 struct IptablesStats {
   uint64_t full_syncs = 0;

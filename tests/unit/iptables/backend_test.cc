@@ -228,6 +228,15 @@ TEST(IptablesBackend, MissingToolsAndBadInputAreErrorsNotCrashes) {
   EXPECT_EQ(f.payloads(), 0);
 }
 
+TEST(IptablesBackend, RestoreTimeoutGrowsWithThePayload) {
+  IptablesOptions o;
+  EXPECT_EQ(restore_timeout_ms(o, 0), 30000);
+  EXPECT_EQ(restore_timeout_ms(o, 20u << 20), 30000 + 200000);  // 10k services, full load
+  EXPECT_EQ(restore_timeout_ms(o, size_t{1} << 40), 3600 * 1000);  // capped at an hour
+  o.restore_timeout_ms_per_mib = 0;
+  EXPECT_EQ(restore_timeout_ms(o, 20u << 20), 30000);
+}
+
 TEST(IptablesBackend, HungRestoreIsKilled) {
   FakeIptables f;
   f.touch("restore-hang");
