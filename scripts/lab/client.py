@@ -5,7 +5,8 @@
   client.py connect HOST:PORT [--timeout S]
   client.py ping HOST [--count N] [--timeout S]
   client.py hold HOST:PORT --conns N --go FILE [--timeout S] [--max-time S]
-  client.py keepalive HOST:PORT --conns N --max-time S [--stop FILE] [--mark FILE] [--interval S] [--timeout S]
+  client.py keepalive HOST:PORT --conns N --max-time S [--stop FILE] [--mark FILE] [--until-after-mark N]
+                      [--interval S] [--timeout S]
 
 Lab traffic generator; runs inside the client network namespace.
 
@@ -31,6 +32,12 @@ keepalive: opens N TCP connections (prints "open N"), then sends GET /keepalive
          "ok_after_mark":N,"by_pod":{...},"errors":{...},
          "per_conn":[{"ok":N,"ok_after_mark":N,"pods":[...],"error":E},...]};
          "ok_after_mark" counts answers to requests sent once the --mark FILE existed.
+         --until-after-mark N: also stop once the mark exists and every connection
+         has N answers after it or has failed. For the timeline of a failure:
+         "mark_s" (when the mark was first seen, s since the start, or null) and
+         per connection "error_s" (when it failed, s since the start) and
+         "idle_s" (how long before the failure its last answer came, or since
+         it opened), both null while it has not failed.
 
 Everything is bounded: --count <= 100000 and --max-time (default 120 s) caps the
 whole run; requests not attempted before the limit count as failed with error
@@ -214,16 +221,22 @@ def keepalive(args):
     for _ in range(args.conns):
         s = socket.create_connection((host, port), timeout=args.timeout)
         s.settimeout(args.timeout)
-        conns.append({"sock": s, "buf": b"", "ok": 0, "after": 0, "pods": [], "error": None})
+        conns.append({"sock": s, "buf": b"", "ok": 0, "after": 0, "pods": [], "error": None,
+                      "last": time.monotonic(), "error_s": None, "idle_s": None})
     print("open %d" % len(conns), flush=True)
     req = b"GET /keepalive HTTP/1.1\r\nHost: vip\r\nConnection: keep-alive\r\n\r\n"
     res = {"conns": len(conns), "requests": 0, "ok": 0, "failed": 0, "by_pod": {}, "errors": {}}
     max_lat = 0.0
+    mark_t = None
     while time.monotonic() < deadline and not (args.stop and os.path.exists(args.stop)):
         live = [c for c in conns if c["error"] is None]
         if not live:
             break
         marked = bool(args.mark) and os.path.exists(args.mark)
+        if marked and mark_t is None:
+            mark_t = time.monotonic()
+        if marked and args.until_after_mark and all(c["after"] >= args.until_after_mark for c in live):
+            break
         for c in live:
             t0 = time.monotonic()
             res["requests"] += 1
@@ -234,12 +247,16 @@ def keepalive(args):
                 res["ok"] += 1
                 c["ok"] += 1
                 c["after"] += 1 if marked else 0
+                c["last"] = time.monotonic()
                 res["by_pod"][pod] = res["by_pod"].get(pod, 0) + 1
                 if pod not in c["pods"]:
                     c["pods"].append(pod)
             except (OSError, BadResponse, ValueError) as e:
                 res["failed"] += 1
                 c["error"] = err_name(e)
+                now = time.monotonic()
+                c["error_s"] = round(now - start, 3)
+                c["idle_s"] = round(now - c["last"], 3)
                 res["errors"][c["error"]] = res["errors"].get(c["error"], 0) + 1
                 c["sock"].close()
             max_lat = max(max_lat, time.monotonic() - t0)
@@ -253,7 +270,9 @@ def keepalive(args):
     res["max_latency_s"] = round(max_lat, 3)
     res["ok_after_mark"] = sum(c["after"] for c in conns)
     res["by_pod"] = dict(sorted(res["by_pod"].items()))
-    res["per_conn"] = [{"ok": c["ok"], "ok_after_mark": c["after"], "pods": c["pods"], "error": c["error"]}
+    res["mark_s"] = None if mark_t is None else round(mark_t - start, 3)
+    res["per_conn"] = [{"ok": c["ok"], "ok_after_mark": c["after"], "pods": c["pods"], "error": c["error"],
+                        "error_s": c["error_s"], "idle_s": c["idle_s"]}
                        for c in conns]
     res["elapsed_s"] = round(time.monotonic() - start, 3)
     print(json.dumps(res), flush=True)
@@ -346,6 +365,8 @@ def main():
     k.add_argument("--conns", type=count_arg, required=True)
     k.add_argument("--stop", help="stop once this file exists")
     k.add_argument("--mark", help="count answers to requests sent once this file exists")
+    k.add_argument("--until-after-mark", type=count_arg, default=0,
+                   help="stop once every live connection has this many answers after the mark")
     k.add_argument("--interval", type=pos_float, default=0.1, help="pause after each round, s")
     k.add_argument("--timeout", type=pos_float, default=10.0, help="per request, s")
     k.add_argument("--max-time", type=pos_float, default=60.0)

@@ -6,6 +6,9 @@ A lab "pod": runs inside a pod network namespace (scripts/lab.sh starts it).
   connection is closed after the response (Connection: close), except for
   GET /keepalive, which keeps it open for the next request (client.py keepalive).
 - UDP echo on --udp-port: every datagram is answered with "NAME\\n".
+- A connection idle for 10 s (waiting for the next request) is closed; the
+  environment variable LAB_POD_IDLE_TIMEOUT_S (seconds, > 0) changes that for
+  the pods a test starts (scripts/lab.sh passes its environment on).
 Standard library only; one thread per TCP connection, so many short
 connections are fine. The pid file is written after both sockets are bound,
 so its existence means "ready". SIGTERM/SIGINT stop the server cleanly.
@@ -23,7 +26,7 @@ import threading
 class Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "podserver/1"
-    timeout = 10  # seconds a client may idle before we drop it
+    timeout = 10.0  # seconds a client may idle before we drop it (main() may change it)
 
     def do_GET(self):  # noqa: N802 (stdlib naming)
         body = (self.server.pod_name + "\n").encode()
@@ -71,6 +74,14 @@ def main():
     ap.add_argument("--udp-port", type=int, default=9053)
     ap.add_argument("--pidfile")
     args = ap.parse_args()
+    idle = os.environ.get("LAB_POD_IDLE_TIMEOUT_S")
+    if idle:
+        try:
+            Handler.timeout = float(idle)
+        except ValueError:
+            ap.error("LAB_POD_IDLE_TIMEOUT_S must be a number of seconds, got %r" % idle)
+        if not Handler.timeout > 0:
+            ap.error("LAB_POD_IDLE_TIMEOUT_S must be above 0, got %r" % idle)
 
     httpd = HTTPServer(("0.0.0.0", args.http_port), Handler)
     httpd.pod_name = args.name

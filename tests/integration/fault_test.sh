@@ -24,12 +24,19 @@
 #   - kill -9 of vipd under load with the mh scheduler, then a restart: established
 #     keep-alive connections keep getting answers from their pod, new connections
 #     during the outage complete once vipd is back (a one-shot request whose answer
-#     was in flight at the kill may be lost: at most one);
+#     was in flight at the kill may be lost: at most one, and likewise at most one
+#     keep-alive connection, as a timeout); the pods here keep an
+#     idle connection for 60 s (LAB_POD_IDLE_TIMEOUT_S, not the lab's usual 10 s:
+#     see the kill -9 step), so a slow restart on a loaded machine is not taken
+#     for a lost connection;
 #   - a backend whose server stops answering (SIGSTOP): its flows expire by the
 #     (short, configured) FIN timeout while its endpoint is still listed; once the
 #     endpoint is removed, new flows avoid it.
 # Prints PASS:/FAIL:/SKIP: lines; exit 0 all passed, 1 any failed, 77 cannot run.
-# Env: VIPD_BUILD_DIR (default build), PYTHON.
+# Env: VIPD_BUILD_DIR (default build), PYTHON; for investigating the kill -9
+# step: FAULT_KILL9_RESTART_DELAY_S (default 0: a pause between the kill and the
+# restart, as a slow restart on a loaded machine) and LAB_POD_IDLE_TIMEOUT_S
+# (default here 60; scripts/lab/podserver.py).
 set -uo pipefail
 NAME=fault_test
 CHECKS=(api-server-starts vipd-starts-kube api-outage-during-traffic api-410-relists api-change-after-outage
@@ -45,11 +52,13 @@ command -v curl >/dev/null 2>&1 || skip_all "curl not installed"
 require_vipd
 
 export LAB_PREFIX="vf$$-"
+# The pods (scripts/lab/podserver.py, started by lab_up) drop a keep-alive
+# connection idle this long; the kill -9 step needs more than the default 10 s.
+export LAB_POD_IDLE_TIMEOUT_S=${LAB_POD_IDLE_TIMEOUT_S:-60}
 P=$LAB_PREFIX
 TMP=$(mktemp -d /tmp/vipd-fault.XXXXXX)
-API_PID=
-API_PORT=$((20000 + $$ % 20000))
-CTL_PORT=$((API_PORT + 1))
+api_init                # the test API server: API_PORT, CTL_PORT, API_PID (lib.sh)
+API_TOKEN=fault-test-token
 CONF=config/demo/vipd.conf
 EAL=$(sed -n 's/^[[:space:]]*eal-args[[:space:]]*=[[:space:]]*//p' "$CONF" | tail -n 1)
 FIN_TIMEOUT=3
@@ -66,27 +75,6 @@ cleanup_extra() {
 }
 lib_traps
 
-ctl() { inlb curl -s -m 10 -X POST --data-binary "${2:-{\}}" "http://127.0.0.1:$CTL_PORT/$1"; }
-api_stats() { inlb curl -s -m 5 "http://127.0.0.1:$CTL_PORT/stats"; }
-api_stat() { json_field "$(api_stats)" "$1"; }
-api_ge() { local v; v=$(api_stat "$1") && [ -n "$v" ] && [ "$v" -ge "$2" ]; }  # FIELD N
-start_api() {
-  ip netns exec "${P}lb" "$PYTHON" tests/kube/fake_apiserver.py --port "$API_PORT" --ctl-port "$CTL_PORT" \
-    --cert "$TMP/pki/server.crt" --key "$TMP/pki/server.key" --client-ca "$TMP/pki/ca.crt" \
-    --token fault-test-token --state "$TMP/api-state.json" --bookmark-s 2 "$@" >>"$TMP/api.log" 2>&1 &
-  API_PID=$!
-  for _ in $(seq 1 100); do api_stats 2>/dev/null | grep -q '"rv"' && return 0; sleep 0.1; done
-  return 1
-}
-slice_json() {  # NAME SERVICE ADDRESS... : an EndpointSlice of the lab pods
-  "$PYTHON" - "$@" <<'PY'
-import json, sys
-print(json.dumps({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-  "metadata": {"name": sys.argv[1], "namespace": "default", "labels": {"kubernetes.io/service-name": sys.argv[2]}},
-  "addressType": "IPv4", "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
-  "endpoints": [{"addresses": [a], "conditions": {"ready": True}, "nodeName": "lab-node"} for a in sys.argv[3:]]}))
-PY
-}
 svc_json() {  # NAME CLUSTERIP PORT-VALUE : a Service (PORT-VALUE is raw JSON, may be garbage)
   echo "{\"apiVersion\":\"v1\",\"kind\":\"Service\",\"metadata\":{\"name\":\"$1\",\"namespace\":\"default\"},\"spec\":{\"type\":\"ClusterIP\",\"clusterIP\":\"$2\",\"ports\":[{\"name\":\"http\",\"port\":$3,\"protocol\":\"TCP\"}]}}"
 }
@@ -186,24 +174,7 @@ tests/kube/gen_certs.sh "$TMP/pki" >/dev/null 2>&1 || { fail api-server-starts "
 } >"$TMP/objects.json"
 if start_api --load "$TMP/objects.json"; then pass api-server-starts
 else fail api-server-starts "no answer on the control port: $(tail -n 3 "$TMP/api.log")"; exit 1; fi
-cat >"$TMP/kubeconfig" <<EOF
-apiVersion: v1
-kind: Config
-current-context: lab
-contexts:
-- name: lab
-  context: {cluster: lab, user: vipd}
-clusters:
-- name: lab
-  cluster:
-    server: https://127.0.0.1:$API_PORT
-    certificate-authority: pki/ca.crt
-users:
-- name: vipd
-  user:
-    client-certificate: pki/client.crt
-    client-key: pki/client.key
-EOF
+api_kubeconfig "$TMP/kubeconfig"
 KUBE_ARGS=(--kubeconfig "$TMP/kubeconfig" --node-name lab-node --api-backoff-initial-ms 100 --api-backoff-max-ms 1000)
 if start_vipd "${KUBE_ARGS[@]}"; then pass vipd-starts-kube
 else fail vipd-starts-kube "no generation >= 1 within 30 s: $(tail -n 2 "$TMP/vipd.log" | tr '\n' ' ')"; exit 1; fi
@@ -397,23 +368,67 @@ if [ -n "$caught" ] && [ -z "$d" ] && [ "$errs_left" = "[]" ]; then pass manifes
 else fail manifests-fixed-programmed "generation advanced: ${caught:-no}; traffic to the new service: ${d:-ok}; source errors: $errs_left"; fi
 
 # ---- kill -9 under load, mh: established connections survive -----------------------------
+# The keep-alive client (8 connections, one request at a time, in turn) has
+# usually one request in flight at the kill:
+#  - if the request itself was lost, the client's TCP retransmits it with
+#    exponential backoff (RTO >= 0.2 s, doubling: at about 0.2, 0.6, 1.4, 3,
+#    6.2, 12.6, 25.4 s after the kill), so it reaches the restarted vipd, which
+#    picks the flow up (mh), at the first retransmission after the restart: up
+#    to about twice the outage after the kill. Until then the client waits on
+#    that connection and its other 7 connections sit idle on the pod. So the
+#    pods' idle timeout (LAB_POD_IDLE_TIMEOUT_S, 60 s here) and the client's
+#    per-request timeout (40 s: outages up to about 19 s; start_vipd allows
+#    30 s) must outlast that wait. With the lab's default 10 s idle timeout, a
+#    restart slower than about 6 s on a loaded machine made the pod close all 8
+#    connections meanwhile; its FINs were lost (no_service drops of the new
+#    vipd) and the client's next data got a RST from the pod (pod AbortOnData),
+#    not from vipd (rst_sent 0): all 8 ConnectionResetError.
+#  - if the pod had already ACKed the request (it does so at once, before its
+#    answer) and the answer was lost, the client has nothing to retransmit and
+#    the pod's retransmissions reach a vipd without the flow, which is re-created
+#    only from the client's side (as for kill9-new-flows below): that
+#    connection hangs until the client's timeout (measured: 1 run in 5). At
+#    most that one connection may fail, only as a TimeoutError, only with
+#    no_service drops in the new vipd; the other 7 must keep their answers.
+# Answers after the restart are awaited (3 s, then until each live connection
+# has 20 answers after the mark, at most max(2 x outage, 40 s) + 15 s).
+# tcp_counters NS: "OutRsts=N AbortOnData=N" of that namespace's TCP stack
+# (/proc/net is per network namespace; absolute values).
+tcp_counters() {
+  ip netns exec "$1" awk '
+    $1 == "Tcp:" && !t { for (i = 2; i <= NF; i++) col[$i] = i; t = 1; next }
+    $1 == "Tcp:" && t { o = $col["OutRsts"] }
+    $1 == "TcpExt:" && !x { for (i = 2; i <= NF; i++) xcol[$i] = i; x = 1; next }
+    $1 == "TcpExt:" && x { a = $xcol["TCPAbortOnData"] }
+    END { printf "OutRsts=%s AbortOnData=%s", o, a }' /proc/net/snmp /proc/net/netstat 2>/dev/null
+}
+pods_tcp_counters() { local n; for n in 1 2 3 4; do printf 'pod%s %s; ' "$n" "$(tcp_counters "${P}pod$n")"; done; }
+KA_TIMEOUT=40
 rm -f "$TMP/ka.stop" "$TMP/ka.mark"
-client keepalive 10.96.0.100:8080 --conns 8 --interval 0.05 --timeout 20 --max-time 80 \
-  --stop "$TMP/ka.stop" --mark "$TMP/ka.mark" >"$TMP/ka.out" 2>&1 &
+client keepalive 10.96.0.100:8080 --conns 8 --interval 0.05 --timeout "$KA_TIMEOUT" --max-time 120 \
+  --stop "$TMP/ka.stop" --mark "$TMP/ka.mark" --until-after-mark 20 >"$TMP/ka.out" 2>&1 &
 KA=$!
 BG+=("$KA")
 wait_cond 100 grep -q '^open 8' "$TMP/ka.out" || note "keepalive client: $(head -c 200 "$TMP/ka.out")"
 load k9 http://10.96.0.100:8080/ 20   # SYN retransmissions at 1, 3, 7, 15 s cover an outage of up to ~15 s
 sleep 1.5
 flows_before=$(vipctl stats --json 2>/dev/null | "$PYTHON" -c 'import json,sys; print(sum(w["conn_entries"] for w in json.load(sys.stdin)["workers"]))' 2>/dev/null)
+pods_before=$(pods_tcp_counters)
 kill -KILL "$VIPD_PID" 2>/dev/null; { wait "$VIPD_PID"; } 2>/dev/null
 t_kill=$(date +%s%N)
 VIPD_PID=
 rm -f "$TMP/admin.sock"
+k9_stats=
+sleep "${FAULT_KILL9_RESTART_DELAY_S:-0}"
 if start_vipd "${MAN_ARGS[@]}"; then
   outage=$(( ($(date +%s%N) - t_kill) / 1000000 ))
   touch "$TMP/ka.mark"
+  # 3 s of traffic at least; then the client ends by itself once every live
+  # connection has its answers (it prints its result line then).
   sleep 3
+  wait_s=$(( 2 * outage / 1000 > KA_TIMEOUT ? 2 * outage / 1000 : KA_TIMEOUT ))
+  wait_cond $(( (wait_s + 15) * 10 )) grep -q '^{' "$TMP/ka.out"
+  k9_stats=$(vipctl stats --json 2>/dev/null)
 else
   outage=
   fail kill9-mh-connections-survive "vipd did not come back: $(tail -n 2 "$TMP/vipd.log" | tr '\n' ' ')"
@@ -422,13 +437,30 @@ touch "$TMP/ka.stop"
 wait "$KA" 2>/dev/null
 ka=$(tail -n 1 "$TMP/ka.out")
 load_end k9; r=$R
+k9_rst=$("$PYTHON" -c 'import json,sys; print(sum(w["rst_sent"] for w in json.loads(sys.argv[1])["workers"]))' "$k9_stats" 2>/dev/null)
+k9_drops=$(drop_reasons "$k9_stats")
+k9_no_service=$(json_field "${k9_drops:-{\}}" no_service)
 note "kill -9 with $flows_before conn entries; restarted and programmed in ${outage:-?} ms"
 note "keep-alive connections: $(cut -c1-400 <<<"$ka")"
 note "new connections across the kill: ${r:-no result: $(head -c 300 "$TMP/k9.out")}"
 if [ -n "$outage" ]; then
-  d=$(judge "$ka" 'r["conns"] == 8 and r["failed"] == 0 and r["broken_conns"] == 0 and r["conns_one_pod"] == 8 and len(pods) == 1 and all(c["ok_after_mark"] >= 5 for c in r["per_conn"])')
-  if [ -z "$d" ]; then pass kill9-mh-connections-survive
-  else fail kill9-mh-connections-survive "want 8 connections, none broken, each on one pod and >= 5 answers after the restart: $d"; fi
+  d=$(judge "$ka" '(r["conns"] == 8 and r["conns_one_pod"] == 8 and len(pods) == 1 and
+    all(c["ok_after_mark"] >= 5 for c in r["per_conn"] if c["error"] is None) and
+    (r["broken_conns"] == 0 or (r["broken_conns"] == 1 and r["failed"] == 1 and set(r["errors"]) == {"TimeoutError"} and '"${k9_no_service:-0}"' > 0)))')
+  if [ -z "$d" ]; then
+    pass kill9-mh-connections-survive
+    if [ -n "$("$PYTHON" -c 'import json,sys; print(json.loads(sys.argv[1])["broken_conns"] or "")' "$ka" 2>/dev/null)" ]; then
+      note "tolerated: 1 connection hung (TimeoutError after ${KA_TIMEOUT} s), its answer in flight at the kill: the pod's retransmissions reached the new vipd without a flow (no_service drops ${k9_no_service}); vipd re-creates mh flows only from the client's packets"
+    fi
+  else
+    # Who broke them: vipd (rst_sent, drop reasons) or a pod (its TCP stack's
+    # RSTs; AbortOnData: data for a connection its server had closed).
+    fail kill9-mh-connections-survive "want 8 connections on one pod, each live one with >= 5 answers after the restart, none broken (or only one, by a timeout: its answer in flight at the kill): $d"
+    note "restarted vipd: rst_sent ${k9_rst:-?}, drops (non-zero) $("$PYTHON" -c 'import json,sys; print({k: v for k, v in json.loads(sys.argv[1]).items() if v})' "$k9_drops" 2>/dev/null || echo ?)"
+    note "pods' TCP counters before the kill: $pods_before"
+    note "pods' TCP counters now:            $(pods_tcp_counters)"
+    note "outage ${outage} ms: a retransmitted request reaches the new vipd up to ~$((2 * outage)) ms after the kill; pod idle timeout ${LAB_POD_IDLE_TIMEOUT_S} s, client timeout ${KA_TIMEOUT} s"
+  fi
   # Connections opened while vipd was down complete once it is back (20 s per
   # request covers the SYN retransmissions). The one request whose answer was
   # on its way through vipd at the instant of the kill may be lost: the pod's

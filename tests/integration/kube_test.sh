@@ -28,43 +28,21 @@ require_vipd
 export LAB_PREFIX="vk$$-"
 P=$LAB_PREFIX
 TMP=$(mktemp -d /tmp/vipd-kube.XXXXXX)
-API_PID=
-API_PORT=$((20000 + $$ % 20000))
-CTL_PORT=$((API_PORT + 1))
+api_init                # the test API server: API_PORT, CTL_PORT, API_PID (lib.sh)
+API_TOKEN=kube-test-token
 CONF=config/demo/vipd.conf
 
 cleanup_extra() { stop_pid "$VIPD_PID"; stop_pid "$API_PID"; }
 lib_traps
 
-ctl() { inlb curl -s -m 10 -X POST --data-binary "${2:-{\}}" "http://127.0.0.1:$CTL_PORT/$1"; }
-api_stats() { inlb curl -s -m 5 "http://127.0.0.1:$CTL_PORT/stats"; }
-slice_json() {  # the db EndpointSlice with the given pod addresses
-  "$PYTHON" - "$@" <<'PY'
-import json, sys
-print(json.dumps({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-  "metadata": {"name": "db-abc12", "namespace": "default", "labels": {"kubernetes.io/service-name": "db"}},
-  "addressType": "IPv4",
-  "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}, {"name": "dns", "port": 9053, "protocol": "UDP"}],
-  "endpoints": [{"addresses": [a], "conditions": {"ready": True}, "nodeName": "lab-node"} for a in sys.argv[1:]]}))
-PY
-}
-start_api() {
-  # Not through the inlb function: $! must be the server itself (ip netns exec execs it).
-  ip netns exec "${P}lb" "$PYTHON" tests/kube/fake_apiserver.py --port "$API_PORT" --ctl-port "$CTL_PORT" \
-    --cert "$TMP/pki/server.crt" --key "$TMP/pki/server.key" --client-ca "$TMP/pki/ca.crt" \
-    --token kube-test-token --state "$TMP/api-state.json" --bookmark-s 2 "$@" \
-    >>"$TMP/api.log" 2>&1 &
-  API_PID=$!
-  for _ in $(seq 1 100); do api_stats 2>/dev/null | grep -q '"rv"' && return 0; sleep 0.1; done
-  return 1
-}
+db_slice() { slice_json --dns db-abc12 db "$@"; }  # the db EndpointSlice with the given pod addresses
 
 # ---- lab, PKI, API server ----------------------------------------------------------
 note "API https://127.0.0.1:$API_PORT in ${P}lb"
 lab_up
 ip -n "${P}lb" link set dev lo up
 tests/kube/gen_certs.sh "$TMP/pki" || { fail api-server-starts "gen_certs.sh failed"; exit 1; }
-"$PYTHON" - "$TMP/objects.json" "$(slice_json 10.244.1.15 10.244.2.88 10.244.3.12 10.244.3.44)" <<'PY'
+"$PYTHON" - "$TMP/objects.json" "$(db_slice 10.244.1.15 10.244.2.88 10.244.3.12 10.244.3.44)" <<'PY'
 import json, sys
 svc = lambda name, ip, ports: {"apiVersion": "v1", "kind": "Service",
     "metadata": {"name": name, "namespace": "default"},
@@ -77,24 +55,7 @@ json.dump({"items": items}, open(sys.argv[1], "w"))
 PY
 if start_api --load "$TMP/objects.json"; then pass api-server-starts
 else fail api-server-starts "no answer on the control port: $(tail -n 3 "$TMP/api.log")"; exit 1; fi
-cat >"$TMP/kubeconfig" <<EOF2
-apiVersion: v1
-kind: Config
-current-context: lab
-contexts:
-- name: lab
-  context: {cluster: lab, user: vipd}
-clusters:
-- name: lab
-  cluster:
-    server: https://127.0.0.1:$API_PORT
-    certificate-authority: pki/ca.crt
-users:
-- name: vipd
-  user:
-    client-certificate: pki/client.crt
-    client-key: pki/client.key
-EOF2
+api_kubeconfig "$TMP/kubeconfig"
 
 # ---- vipd ---------------------------------------------------------------------------
 EAL=$(sed -n 's/^[[:space:]]*eal-args[[:space:]]*=[[:space:]]*//p' "$CONF" | tail -n 1)
@@ -124,7 +85,7 @@ if [ -z "$d" ] && [ -n "$r" ]; then pass http-four-pods-even; else fail http-fou
 # ---- EndpointSlice MODIFIED: pod4 removed ---------------------------------------------
 gen_before=$(generation_of "$(status_json)")
 t0=${EPOCHREALTIME/./}
-ctl apply "$(slice_json 10.244.1.15 10.244.2.88 10.244.3.12)" >/dev/null
+ctl apply "$(db_slice 10.244.1.15 10.244.2.88 10.244.3.12)" >/dev/null
 gen_after=
 for _ in $(seq 1 2000); do
   st=$(status_json) && g=$(generation_of "$st") && [ -n "$g" ] && [ "$g" -gt "$gen_before" ] && { gen_after=$g; break; }
@@ -186,7 +147,7 @@ else fail gone-410-during-traffic "traffic: ${d:-ok}; 410 sent: ${gone:-?}; serv
 
 # ---- after all that, changes still flow ---------------------------------------------------
 scripts/lab.sh start-pod 4 >/dev/null 2>&1
-ctl apply "$(slice_json 10.244.1.15 10.244.2.88 10.244.3.12 10.244.3.44)" >/dev/null
+ctl apply "$(db_slice 10.244.1.15 10.244.2.88 10.244.3.12 10.244.3.44)" >/dev/null
 sleep 0.5
 r=$(client http http://10.96.0.100:8080/ --count 200 --timeout 2 --max-time 30)
 d=$(judge "$r" 'r["failed"] == 0 and n("pod4") > 0')
@@ -195,7 +156,7 @@ if [ -z "$d" ] && [ -n "$r" ]; then pass api-change-after-recovery; else fail ap
 # ---- fidelity: kubectl and python3-kubernetes against the test server ----------------------
 if command -v kubectl >/dev/null 2>&1; then
   out=$(inlb timeout 9 kubectl --kubeconfig "$TMP/kubeconfig" get endpointslices -A -w 2>/dev/null &
-        sleep 4; ctl apply "$(slice_json 10.244.1.15 10.244.2.88)" >/dev/null; wait)
+        sleep 4; ctl apply "$(db_slice 10.244.1.15 10.244.2.88)" >/dev/null; wait)
   if grep -q 'db-abc12' <<<"$out" && [ "$(grep -c 'db-abc12' <<<"$out")" -ge 2 ]; then pass kubectl-watch
   else fail kubectl-watch "kubectl get endpointslices -w: $(tr '\n' ' ' <<<"$out" | cut -c1-300)"; fi
 else skip kubectl-watch "kubectl not installed"; fi

@@ -58,9 +58,8 @@ if [ "$TOOL" = asan ]; then ROUNDS=${LEAK_ROUNDS:-48}; BULK=1000; else ROUNDS=${
 P="vl$$-"
 NS="${P}leak"
 TMP=$(mktemp -d /tmp/vipd-leak.XXXXXX)
-API_PID=
-API_PORT=$((20000 + $$ % 20000))
-CTL_PORT=$((API_PORT + 1))
+api_init "$NS"          # the test API server: API_PORT, CTL_PORT, API_PID (lib.sh)
+API_BOOKMARK_S=1
 cleanup_extra() {
   stop_pid "$API_PID"
   ip netns del "$NS" 2>/dev/null
@@ -152,35 +151,8 @@ EOF
 ); then
   skip_all "iptables-restore does not work inside a network namespace here: $probe"
 fi
-ctl() { ns curl -s -m 10 -X POST --data-binary "${2:-{\}}" "http://127.0.0.1:$CTL_PORT/$1"; }
-api_stats() { ns curl -s -m 5 "http://127.0.0.1:$CTL_PORT/stats"; }
-start_api() {
-  ip netns exec "$NS" "$PYTHON" tests/kube/fake_apiserver.py --port "$API_PORT" --ctl-port "$CTL_PORT" \
-    --cert "$TMP/pki/server.crt" --key "$TMP/pki/server.key" --client-ca "$TMP/pki/ca.crt" \
-    --state "$TMP/api-state.json" --bookmark-s 1 "$@" >>"$TMP/api.log" 2>&1 &
-  API_PID=$!
-  for _ in $(seq 1 100); do api_stats 2>/dev/null | grep -q '"rv"' && return 0; sleep 0.1; done
-  return 1
-}
 tests/kube/gen_certs.sh "$TMP/pki" >/dev/null 2>&1 || { fail setup "gen_certs.sh failed"; exit 1; }
-cat >"$TMP/kubeconfig" <<EOF
-apiVersion: v1
-kind: Config
-current-context: lab
-contexts:
-- name: lab
-  context: {cluster: lab, user: vipd}
-clusters:
-- name: lab
-  cluster:
-    server: https://127.0.0.1:$API_PORT
-    certificate-authority: pki/ca.crt
-users:
-- name: vipd
-  user:
-    client-certificate: pki/client.crt
-    client-key: pki/client.key
-EOF
+api_kubeconfig "$TMP/kubeconfig"
 echo '{"items": []}' >"$TMP/objects.json"
 start_api --load "$TMP/objects.json" || { fail setup "the API server did not start: $(tail -n 3 "$TMP/api.log")"; exit 1; }
 

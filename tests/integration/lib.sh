@@ -30,6 +30,28 @@
 #                             with address IP, atomically; prints the rename time (µs)
 #                             (scripts/lab/slice_without.py)
 #   drop_reasons JSON         per-reason drop totals of `vipctl stats --json`, as JSON
+# The test API server (tests/kube/fake_apiserver.py), for the scripts that drive
+# vipd's Kubernetes source (fault_test, kube_test, leak_test):
+#   api_init [NS]             sets API_NS (the namespace it runs in; default ${P}lb),
+#                             API_PORT (HTTPS, 20000 + $$ % 20000), CTL_PORT (its
+#                             control port, API_PORT + 1) and API_PID= (stop it in
+#                             cleanup_extra: stop_pid "$API_PID")
+#   start_api ARGS...         starts it in $API_NS on 127.0.0.1 with the PKI of
+#                             tests/kube/gen_certs.sh in $TMP/pki, state $TMP/api-state.json,
+#                             log $TMP/api.log, --bookmark-s ${API_BOOKMARK_S:-2},
+#                             --token $API_TOKEN if set, then ARGS; sets API_PID;
+#                             0 once the control port answers, 1 after 10 s
+#   ctl PATH [JSON]           POST JSON (default {}) to the control port's /PATH
+#   api_stats / api_stat FIELD / api_ge FIELD N
+#                             the control port's /stats; one field of it; 0 if that
+#                             field is >= N
+#   api_kubeconfig FILE       writes a kubeconfig for that server (client certificate
+#                             auth; paths relative to FILE's directory, so FILE is
+#                             $TMP/something)
+#   slice_json [--dns] NAME SERVICE ADDRESS...
+#                             an EndpointSlice (JSON) of SERVICE in namespace default
+#                             with the ready endpoints ADDRESS... on node lab-node,
+#                             port http 8080/TCP (--dns: also dns 9053/UDP)
 #   lib_cleanup               the EXIT trap: vipd log tail on failure, cleanup_extra
 #                             (if the script defines it), vipd stopped, lab down,
 #                             $TMP removed, the summary line, exit 1 on any failure
@@ -167,6 +189,62 @@ tot = collections.Counter()
 for w in json.loads(sys.argv[1])["workers"]:
     tot.update(w["drop_reasons"])
 print(json.dumps(dict(tot)))' "$1" 2>/dev/null
+}
+
+api_init() {
+  API_NS=${1:-${P}lb}
+  API_PORT=$((20000 + $$ % 20000))
+  CTL_PORT=$((API_PORT + 1))
+  API_PID=
+}
+ctl() { ip netns exec "$API_NS" curl -s -m 10 -X POST --data-binary "${2:-{\}}" "http://127.0.0.1:$CTL_PORT/$1"; }
+api_stats() { ip netns exec "$API_NS" curl -s -m 5 "http://127.0.0.1:$CTL_PORT/stats"; }
+api_stat() { json_field "$(api_stats)" "$1"; }
+api_ge() { local v; v=$(api_stat "$1") && [ -n "$v" ] && [ "$v" -ge "$2" ]; }
+start_api() {
+  local _
+  # Not through a function: $! must be the server itself (ip netns exec execs it).
+  ip netns exec "$API_NS" "$PYTHON" tests/kube/fake_apiserver.py --port "$API_PORT" --ctl-port "$CTL_PORT" \
+    --cert "$TMP/pki/server.crt" --key "$TMP/pki/server.key" --client-ca "$TMP/pki/ca.crt" \
+    ${API_TOKEN:+--token "$API_TOKEN"} --state "$TMP/api-state.json" --bookmark-s "${API_BOOKMARK_S:-2}" "$@" \
+    >>"$TMP/api.log" 2>&1 &
+  API_PID=$!
+  for _ in $(seq 1 100); do api_stats 2>/dev/null | grep -q '"rv"' && return 0; sleep 0.1; done
+  return 1
+}
+api_kubeconfig() {
+  cat >"$1" <<EOF
+apiVersion: v1
+kind: Config
+current-context: lab
+contexts:
+- name: lab
+  context: {cluster: lab, user: vipd}
+clusters:
+- name: lab
+  cluster:
+    server: https://127.0.0.1:$API_PORT
+    certificate-authority: pki/ca.crt
+users:
+- name: vipd
+  user:
+    client-certificate: pki/client.crt
+    client-key: pki/client.key
+EOF
+}
+slice_json() {
+  local dns=0
+  if [ "${1:-}" = --dns ]; then dns=1; shift; fi
+  "$PYTHON" - "$dns" "$@" <<'PY'
+import json, sys
+ports = [{"name": "http", "port": 8080, "protocol": "TCP"}]
+if sys.argv[1] == "1":
+    ports.append({"name": "dns", "port": 9053, "protocol": "UDP"})
+print(json.dumps({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+  "metadata": {"name": sys.argv[2], "namespace": "default", "labels": {"kubernetes.io/service-name": sys.argv[3]}},
+  "addressType": "IPv4", "ports": ports,
+  "endpoints": [{"addresses": [a], "conditions": {"ready": True}, "nodeName": "lab-node"} for a in sys.argv[4:]]}))
+PY
 }
 
 lib_cleanup() {
