@@ -216,6 +216,11 @@ class Reflector {
     size_t vanished = 0;
     {
       std::lock_guard<std::mutex> g(mu_);
+      // An object that is listed but invalid keeps its last good version, as
+      // it does when a watch event brings the invalid version: a bad edit must
+      // not delete a working service. Only objects missing from the list go.
+      for (const auto& [k, why_invalid] : invalid)
+        if (auto good = cache_.find(k); good != cache_.end()) fresh.emplace(k, good->second);
       for (const auto& [k, v] : cache_)
         if (!fresh.count(k)) ++vanished;
       for (const auto& [k, why_invalid] : invalid)

@@ -311,6 +311,35 @@ TEST_F(KubeSourceTest, InvalidObjectIsSkippedWithReason) {
   api_->ctl("delete", R"({"resource":"services","namespace":"default","name":"bad"})");
 }
 
+// A relist that finds a broken version of a working Service keeps the last good
+// version (as a watch event does), instead of deleting the service.
+TEST_F(KubeSourceTest, RelistKeepsTheLastGoodVersionOfAnInvalidObject) {
+  auto s = source(api_->kubeconfig(ca_data(), "    token: sekret\n"));
+  ASSERT_TRUE(s->wait_ready(5000));
+  api_->ctl("apply", R"({"apiVersion":"v1","kind":"Service","metadata":{"name":"flip","namespace":"default"},"spec":{"clusterIP":"10.96.0.202","ports":[{"port":80}]}})");
+  ASSERT_TRUE(eventually(*s, [&](const LoadResult& r) { return has(r, "10.96.0.202"); }));
+  // The broken version arrives while the watches are away, and the history is
+  // compacted: the resumed watch gets 410 and the relist brings it.
+  api_->ctl("fault", R"({"fail": 1000})");
+  api_->ctl("drop");
+  api_->ctl("apply", R"({"apiVersion":"v1","kind":"Service","metadata":{"name":"flip","namespace":"default"},"spec":{"clusterIP":"banana","ports":[{"port":80}]}})");
+  api_->ctl("compact");
+  const uint64_t lists = s->stats().services.lists;
+  api_->ctl("fault", R"({"fail": 0})");
+  for (int i = 0; i < 200 && s->stats().services.lists < lists + 1; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_GE(s->stats().services.lists, lists + 1);
+  EXPECT_TRUE(eventually(*s, [&](const LoadResult& r) {
+    for (const auto& e : r.errors)
+      if (e.object == "Service default/flip") return true;
+    return false;
+  }));
+  EXPECT_TRUE(has(s->load(), "10.96.0.202"));
+  // Deleting it for real still removes it.
+  api_->ctl("delete", R"({"resource":"services","namespace":"default","name":"flip"})");
+  EXPECT_TRUE(eventually(*s, [&](const LoadResult& r) { return !has(r, "10.96.0.202"); }));
+}
+
 TEST_F(KubeSourceTest, NotReadyWhileTheApiFails) {
   api_->ctl("fault", R"({"fail": 1000})");
   auto s = source(api_->kubeconfig(ca_data(), "    token: sekret\n"));
