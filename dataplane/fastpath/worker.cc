@@ -93,7 +93,18 @@ void output(Worker& w, rte_mbuf* m, uint32_t dst) {
   uint32_t nh;
   if (!route(sh, dst, &pidx, &nh)) return drop(w, m, kNoRoute);
   uint8_t mac[6];
+  if (w.nh_valid && w.nh_ip == nh) {
+    uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
+    std::memcpy(f, w.nh_mac, 6);
+    std::memcpy(f + 6, sh.ports[pidx].mac, 6);
+    return tx_enqueue(w, pidx, m);
+  }
   NeighState st = sh.neigh.lookup(nh, mac, w.now);
+  if (st == NeighState::kReachable) {
+    w.nh_ip = nh;
+    std::memcpy(w.nh_mac, mac, 6);
+    w.nh_valid = true;
+  }
   if (st == NeighState::kMissing) {
     if (w.n_pending >= kPendingMax) return drop(w, m, kNeighQueueFull);
     w.pending[w.n_pending++] = PendingPkt{m, nh, pidx, w.now};
@@ -136,6 +147,7 @@ void send_port_unreachable(Worker& w, rte_mbuf* m, const Parsed& p) {
 
 void handle_arp(Worker& w, rte_mbuf* m) {
   Shared& sh = *w.sh;
+  w.nh_valid = false;  // what it learns must count from the next packet on
   uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
   ArpInfo a;
   if (!parse_arp(f, rte_pktmbuf_data_len(m), &a)) return drop(w, m, kArpIgnored);
@@ -282,6 +294,10 @@ void new_flow(Worker& w, rte_mbuf* m, const Parsed& p, const Service& svc, uint3
   if (idx < 0) idx = svc.n_weighted ? sched_pick(svc, w.sched[svc.id], ctx) : -1;
   if (idx < 0) {
     if (svc.drop_when_empty) return drop(w, m, kNoEndpointsDrop);
+    // Only a SYN is refused: a mid-flow packet (mh picks flows up) of a
+    // service without endpoints may belong to a connection that lives on once
+    // they are back, e.g. after a restart that synced before they were listed.
+    if (!syn) return drop(w, m, kNoConn);
     if (p.proto == kProtoTcp) return send_rst(w, m, p);
     return send_port_unreachable(w, m, p);
   }
@@ -471,6 +487,7 @@ void process_one(Worker& w, rte_mbuf* m, const PktInfo& pi, bool from_ring) {
 void process_burst(Worker& w, rte_mbuf** pkts, uint16_t n, bool from_ring) noexcept {
   // Up to kBurst packets at a time: parse, hash, bulk lookups and prefetch
   // for all of them (burst.h), then each packet's own stage, in order.
+  w.nh_valid = false;  // a neighbour entry may have changed since the last burst
   for (uint16_t off = 0; off < n; off += kBurst) {
     const uint16_t k = static_cast<uint16_t>(n - off < int{kBurst} ? n - off : int{kBurst});
     prepare_burst(w, pkts + off, k, w.burst);

@@ -124,6 +124,12 @@ struct Worker {
   rte_mbuf* txbuf[kMaxPorts][kBurst * 2];
   uint16_t n_tx[kMaxPorts]{};
   uint64_t now = 0;
+  // The last next hop output() found reachable, valid for one burst
+  // (process_burst forgets it; so does this worker's own ARP handling): the
+  // packets of a burst mostly share their next hop.
+  uint32_t nh_ip = 0;
+  bool nh_valid = false;
+  uint8_t nh_mac[6]{};
   PktInfo burst[kBurst];  // what prepare_burst found for the burst in hand
   WorkerCounters counters;
   Mailbox mailbox;

@@ -536,6 +536,27 @@ TEST_F(WorkerTest, WhenEmptyDropDropsSilently) {
   EXPECT_EQ(w().counters.rst_sent.load(), 0u);
 }
 
+// A mid-flow packet of an mh service without endpoints (a restarted vipd
+// whose first sync came before the endpoints were listed): dropped, not reset,
+// so the connection lives on once they are back; a SYN is still refused.
+TEST_F(WorkerTest, MhMidFlowWithoutEndpointsIsDroppedNotReset) {
+  build(Forward::kNat);
+  if (HasFatalFailure()) return;
+  cp::ServiceTable next = table_;
+  put(next, vsvc(kVipEmpty, 8090, Protocol::kTcp, {}, "mh"));
+  const cp::TableDiff d = cp::TableDiff::compute(table_, next);
+  std::string err;
+  ASSERT_TRUE(pub_->apply(next, d, false, &err)) << err;
+  rx(build_frame(from_client(48000, kTcpAck | kTcpPsh, kVipEmpty, 8090)), 0);
+  expect_nothing_out("mid-flow packet, no endpoints");
+  EXPECT_EQ(drops(kNoConn), 1u) << drop_summary();
+  EXPECT_EQ(w().counters.rst_sent.load(), 0u);
+  const Frame r = one_out(build_frame(from_client(48001, kTcpSyn, kVipEmpty, 8090)), 0, 0);
+  ASSERT_FALSE(r.empty()) << drop_summary();
+  EXPECT_EQ(tcp_flags(r.data()) & kTcpRst, kTcpRst);
+  EXPECT_EQ(w().counters.rst_sent.load(), 1u);
+}
+
 TEST_F(WorkerTest, RemovedBackendMidFlowGetsRst) {
   build(Forward::kFnat);
   if (HasFatalFailure()) return;
@@ -1282,6 +1303,67 @@ TEST_F(WorkerBurstTest, PortReuseAfterCloseWithinOneBurst) {
   ASSERT_NE(c, nullptr);
   EXPECT_EQ(c->state, ConnState::kEstablished);
   (void)first;
+}
+
+// A connection removed by an earlier packet of the burst, and its entry taken
+// by another flow's new connection right after (the free list hands the same
+// entry back), must not be used by a later packet of the removed flow: the
+// burst's lookup for that packet named the entry, the change log sends it to
+// a fresh lookup, which finds nothing (as one packet at a time would).
+TEST_F(WorkerBurstTest, EntryReusedByAnotherFlowWithinOneBurst) {
+  build(Forward::kFnat);
+  if (HasFatalFailure()) return;
+  const Frame a = one_out(build_frame(from_client(46000, kTcpSyn)), 0, 1);
+  ASSERT_FALSE(a.empty());
+  ASSERT_EQ(ip_dst(a.data()), kB1);
+  one_out(build_frame(from_client(46000, kTcpAck)), 0, 1);
+  bool reply = false;
+  const Conn* ca = w().conns.lookup(make_key(kClient, 46000, kVip, 8080, kProtoTcp), &reply);
+  ASSERT_NE(ca, nullptr);
+  // The control plane removes B1: the flow's next packet expires it.
+  cp::ServiceTable next = table_;
+  put(next, vsvc(kVip, 8080, Protocol::kTcp, {rs(kB2, 80)}));
+  const cp::TableDiff d = cp::TableDiff::compute(table_, next);
+  std::string err;
+  ASSERT_TRUE(pub_->apply(next, d, false, &err)) << err;
+  // One burst: A mid-flow (expired: RST), a new flow B (takes A's entry), A
+  // again (no connection any more: dropped, not sent on B's connection).
+  std::vector<rte_mbuf*> ms{mbuf_of(build_frame(from_client(46000, kTcpAck)), 0),
+                            mbuf_of(build_frame(from_client(46001, kTcpSyn)), 0),
+                            mbuf_of(build_frame(from_client(46000, kTcpAck | kTcpPsh)), 0)};
+  process_burst(w(), ms.data(), static_cast<uint16_t>(ms.size()), false);
+  flush_tx(w());
+  const Conn* cb = w().conns.lookup(make_key(kClient, 46001, kVip, 8080, kProtoTcp), &reply);
+  ASSERT_NE(cb, nullptr);
+  EXPECT_EQ(cb, ca) << "the test needs B to reuse A's entry";
+  const auto to_client = tx(0), to_backends = tx(1);
+  ASSERT_EQ(to_client.size(), 1u) << drop_summary();
+  EXPECT_EQ(tcp_flags(to_client[0].data()), kTcpRst);
+  ASSERT_EQ(to_backends.size(), 1u) << drop_summary();
+  EXPECT_EQ(l4_sport(to_backends[0].data()), cb->lport) << "only B's SYN went to a backend";
+  EXPECT_EQ(ip_dst(to_backends[0].data()), kB2);
+  EXPECT_EQ(drops(kNoConn), 1u) << drop_summary();
+  EXPECT_EQ(w().conns.size(), 1u);
+}
+
+// output() keeps the last reachable next hop for the rest of the burst; an
+// ARP reply that moves that neighbour to a new MAC in the middle of a burst
+// counts from the next packet on, as it would one packet at a time.
+TEST_F(WorkerBurstTest, NeighbourMacChangeWithinOneBurst) {
+  build(Forward::kFnat);
+  if (HasFatalFailure()) return;
+  one_out(build_frame(from_client(47000, kTcpSyn)), 0, 1);  // to B1 (rr starts there)
+  const MacAddr moved{0x02, 0xb0, 0, 0, 0, 0x99};
+  std::vector<rte_mbuf*> ms{mbuf_of(build_frame(from_client(47000, kTcpAck)), 0),
+                            mbuf_of(build_arp(2, moved, kB1, kPortMac[1], kPort1Ip, kPortMac[1]), 1),
+                            mbuf_of(build_frame(from_client(47000, kTcpAck | kTcpPsh)), 0)};
+  process_burst(w(), ms.data(), static_cast<uint16_t>(ms.size()), false);
+  flush_tx(w());
+  const auto out = tx(1);
+  ASSERT_EQ(out.size(), 2u) << drop_summary();
+  EXPECT_TRUE(mac_is(out[0].data(), kB1Mac));
+  EXPECT_TRUE(mac_is(out[1].data(), moved)) << "the MAC learned in the burst";
+  EXPECT_EQ(total_drops(), 0u) << drop_summary();
 }
 
 }  // namespace
