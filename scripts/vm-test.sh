@@ -149,36 +149,15 @@ if ! ip -n "$probe" tuntap add dev t0 mode tap multi_queue vnet_hdr 2>/dev/null;
   skip_all "cannot create multi-queue tap devices in a namespace"
 fi
 ip netns del "$probe"
-# The guest kernel and busybox: downloaded once into the cache (apt-get download).
-if ! fetch_out=$(scripts/kernel-vm.sh fetch 2>&1); then
-  echo "$fetch_out" | sed 's/^/    /'
-  skip_all "no guest kernel: Debian's linux-image/busybox-static could not be downloaded and none is cached (${KERNEL_VM_CACHE:-.cache/vm})"
-fi
-grep -v 'guest kernel ' <<<"$fetch_out" | sed 's/^/    /'   # download progress, if any
-
 NPASS=0
 NFAIL=0
 pass() { echo "PASS: $1"; NPASS=$((NPASS + 1)); }
 fail() { echo "FAIL: $1: $2"; NFAIL=$((NFAIL + 1)); }
 note() { echo "    $*"; }
 
-B=${VIPD_BUILD_DIR:-build}
-find_bin() { local b; for b in "$B/$1" "$B/cmd/$1"; do [ -x "$b" ] && { echo "$(cd "$(dirname "$b")" && pwd)/$1"; return 0; }; done; return 1; }
-VIPD=${VIPD_BIN:-$(find_bin vipd)}
-VIPCTL=${VIPCTL_BIN:-$(find_bin vipctl)}
-if [ -z "$VIPD" ] || [ -z "$VIPCTL" ]; then
-  fail build "vipd/vipctl binaries not found under $B/ (run: meson setup $B && ninja -C $B)"
-  exit 1
-fi
-# The guest has its own /tmp, /var/tmp and /run; only this checkout stays visible
-# there (scripts/kernel-vm.sh keeps the working directory), so a build outside
-# it must not be under those.
-for bin in "$VIPD" "$VIPCTL"; do
-  case $bin in
-    "$ROOT"/*) ;;
-    /tmp/*|/var/tmp/*|/run/*) fail build "$bin: the guest has its own /tmp, /var/tmp and /run; build inside the checkout or elsewhere"; exit 1 ;;
-  esac
-done
+. scripts/kernel-vm-host.sh
+vm_fetch_kernel
+vm_guest_bins
 
 export LAB_PREFIX="vm$$-"
 P=$LAB_PREFIX

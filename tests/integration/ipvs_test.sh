@@ -80,31 +80,15 @@ command -v qemu-system-x86_64 >/dev/null 2>&1 ||
 for t in ipvsadm iptables iptables-restore ip ss; do
   command -v "$t" >/dev/null 2>&1 || skip_all "'$t' not installed (scripts/bootstrap.sh)"
 done
-if ! fetch_out=$(scripts/kernel-vm.sh fetch 2>&1); then
-  echo "$fetch_out" | sed 's/^/    /'
-  skip_all "no guest kernel: Debian's linux-image/busybox-static could not be downloaded and none is cached (${KERNEL_VM_CACHE:-.cache/vm})"
-fi
-
 NPASS=0
 NFAIL=0
 pass() { echo "PASS: $1"; NPASS=$((NPASS + 1)); }
 fail() { echo "FAIL: $1: $2"; NFAIL=$((NFAIL + 1)); }
 note() { echo "    $*"; }
 
-B=${VIPD_BUILD_DIR:-build}
-find_bin() { local b; for b in "$B/$1" "$B/cmd/$1"; do [ -x "$b" ] && { echo "$(cd "$(dirname "$b")" && pwd)/$1"; return 0; }; done; return 1; }
-VIPD=${VIPD_BIN:-$(find_bin vipd)}
-VIPCTL=${VIPCTL_BIN:-$(find_bin vipctl)}
-if [ -z "$VIPD" ] || [ -z "$VIPCTL" ]; then
-  fail build "vipd/vipctl binaries not found under $B/ (run: meson setup $B && ninja -C $B)"
-  exit 1
-fi
-for bin in "$VIPD" "$VIPCTL"; do
-  case $bin in
-    "$ROOT"/*) ;;   # the checkout stays visible in the guest, even under /tmp (kernel-vm.sh)
-    /tmp/*|/var/tmp/*|/run/*) fail build "$bin: the guest has its own /tmp, /var/tmp and /run; build inside the checkout"; exit 1 ;;
-  esac
-done
+. scripts/kernel-vm-host.sh
+vm_fetch_kernel
+vm_guest_bins
 
 TMP=$(mktemp -d /tmp/vipd-ipvstest.XXXXXX)
 S=$TMP/share
