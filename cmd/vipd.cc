@@ -132,14 +132,14 @@ bool eal_memory_is_fixed(const std::vector<std::string>& eal_args) {
   return false;
 }
 
-// The drop itself, then what the new user must still be able to do: read the
-// manifests directory. Every thread is checked from /proc afterwards. false
-// (after one log line) means the caller must exit: the process may be half
-// dropped.
+// The drop itself (which checks every thread), then what the new user must
+// still be able to do: read the manifests directory. false (after one log
+// line) means the caller must exit: the process may be half dropped.
 bool drop_privileges(const vipd::UserIdentity& user, const vipd::config::Options& opt) {
   using namespace vipd;
   std::string why;
-  if (!drop_to(user, &why)) {
+  size_t threads = 0;
+  if (!drop_to(user, &why, &threads)) {
     log_error("vipd: --user: " + why);
     return false;
   }
@@ -149,19 +149,8 @@ bool drop_privileges(const vipd::UserIdentity& user, const vipd::config::Options
               std::strerror(errno) + " (make it readable by that user, or leave --user out)");
     return false;
   }
-  const auto threads = thread_credentials(&why);
-  size_t privileged = 0;
-  for (const auto& t : threads)
-    if (t.privileged()) {
-      ++privileged;
-      log_error("vipd: --user: thread " + std::to_string(t.tid) + " (" + t.name + ") kept root or a capability");
-    }
-  if (threads.empty() || privileged > 0) {
-    log_error("vipd: --user: " + (threads.empty() ? why : std::to_string(privileged) + " thread(s) not dropped"));
-    return false;
-  }
   log_info("vipd: dropped privileges: now " + user.name + " (uid " + std::to_string(user.uid) + ", gid " +
-           std::to_string(user.gid) + "), no capabilities in any of " + std::to_string(threads.size()) + " threads");
+           std::to_string(user.gid) + "), no capabilities in any of " + std::to_string(threads) + " threads");
   return true;
 }
 

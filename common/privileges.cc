@@ -68,7 +68,7 @@ bool prepare_drop(std::string* error) {
   return true;
 }
 
-bool drop_to(const UserIdentity& id, std::string* error) {
+bool drop_to(const UserIdentity& id, std::string* error, size_t* threads_checked) {
   const std::string who = id.name + " (uid " + std::to_string(id.uid) + ", gid " + std::to_string(id.gid) + ")";
   // glibc applies setgroups, setresgid and setresuid to every thread.
   if (initgroups(id.name.c_str(), id.gid) != 0) {
@@ -94,16 +94,21 @@ bool drop_to(const UserIdentity& id, std::string* error) {
     *error = "after the switch to " + who + " setuid(0) still succeeds";
     return false;
   }
-  std::string text;
-  ThreadCredentials self;
-  if (!read_text("/proc/thread-self/status", &text) || !parse_thread_status(text, &self)) {
-    *error = "after the switch to " + who + ": cannot read /proc/thread-self/status to check capabilities";
+  // Every thread, this one included: a thread the broadcast missed shows here.
+  std::string why;
+  const auto threads = thread_credentials(&why);
+  if (threads.empty()) {
+    *error = "after the switch to " + who + ": cannot check the threads: " + why;
     return false;
   }
-  if (self.privileged()) {
-    *error = "after the switch to " + who + " this thread still holds capabilities";
+  std::string kept;
+  for (const auto& t : threads)
+    if (t.privileged()) kept += (kept.empty() ? "" : ", ") + std::to_string(t.tid) + " (" + t.name + ")";
+  if (!kept.empty()) {
+    *error = "after the switch to " + who + " these threads kept root or a capability: " + kept;
     return false;
   }
+  if (threads_checked) *threads_checked = threads.size();
   return true;
 }
 

@@ -39,11 +39,13 @@ std::optional<UserIdentity> lookup_user(const std::string& name, std::string* er
 bool prepare_drop(std::string* error);
 
 // Switches every thread to `id` (supplementary groups from /etc/group, the
-// primary group, the uid) and then checks the result in this thread: all
-// three uids and gids are the target's, no capability is left, and setuid(0)
-// fails. false and `error` otherwise; a failure after setresgid leaves the
-// process half-dropped, so the caller must exit.
-bool drop_to(const UserIdentity& id, std::string* error);
+// primary group, the uid) and then checks the result: in this thread, all
+// three uids and gids are the target's and setuid(0) fails; in every thread
+// (thread_credentials), no uid 0 and no capability is left. true and the
+// number of threads checked in `threads_checked` (if given); false and
+// `error` otherwise: a failure after setresgid leaves the process
+// half-dropped, so the caller must exit.
+bool drop_to(const UserIdentity& id, std::string* error, size_t* threads_checked = nullptr);
 
 // One thread's credentials, from /proc/self/task/TID/status.
 struct ThreadCredentials {
