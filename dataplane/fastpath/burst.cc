@@ -54,25 +54,26 @@ void prepare_burst(Worker& w, rte_mbuf* const* pkts, uint16_t n, PktInfo* info) 
   for (uint16_t i = 0; i < n; ++i) rte_prefetch0(rte_pktmbuf_mtod(pkts[i], const void*));
   VipKey vkeys[kBurst];
   FlowKey fkeys[kBurst];
-  const void* vptr[kBurst];
   const void* fptr[kBurst];
-  uint32_t vsig[kBurst], fsig[kBurst];
+  uint32_t fsig[kBurst];
   uint8_t which[kBurst];  // packet index of lookup j
   uint32_t nl = 0;
   for (uint16_t i = 0; i < n; ++i) {
     PktInfo& pi = info[i];
     pi.p = check_and_parse(sh, pkts[i]);
     pi.looked = false;
+    pi.svc_looked = false;
+    pi.svc = nullptr;
+    pi.conn = nullptr;
+    pi.reply = false;
     const Parsed& p = pi.p;
     if (p.kind != FrameKind::kIpv4 || (p.proto != kProtoTcp && p.proto != kProtoUdp)) continue;
     if (rte_pktmbuf_mtod(pkts[i], const uint8_t*)[0] & 1) continue;  // dropped: group MAC
-    // Stage 2: the keys, each hashed once (the same signatures the tables
-    // compute: flow_hash.h).
+    // Stage 2: the keys; the flow key hashed once (the same signature the
+    // table computes: flow_hash.h).
     vkeys[nl] = VipKey{p.dst, p.dport, p.proto, 0};
     fkeys[nl] = make_key(p.src, p.sport, p.dst, p.dport, p.proto);
-    vsig[nl] = vip_hash(vkeys[nl]);
     fsig[nl] = conn_hash(fkeys[nl]);
-    vptr[nl] = &vkeys[nl];
     fptr[nl] = &fkeys[nl];
     which[nl] = static_cast<uint8_t>(i);
     pi.looked = true;
@@ -81,18 +82,22 @@ void prepare_burst(Worker& w, rte_mbuf* const* pkts, uint16_t n, PktInfo* info) 
   }
   w.conns.begin_burst();
   if (nl == 0) return;
-  // Stage 3: both tables in bulk (DPDK prefetches the buckets and keys of
-  // all of them before comparing any).
-  void* vdata[kBurst];
+  // Stage 3: the connection table in bulk (DPDK prefetches the buckets and
+  // keys of all of them before comparing any). A packet of a known flow in
+  // the client's direction needs nothing else: the VIP table is looked up,
+  // again in bulk, only for the others (a new flow, or a key that matched a
+  // reply direction), so an established flow's cost does not grow with the
+  // number of services. The per-packet stage looks the Service of a
+  // connection hit up by itself in the rare cases that need it.
   void* fdata[kBurst];
-  uint64_t vhits = 0;
-  if (rte_hash_lookup_with_hash_bulk_data(sh.vip_table, vptr, vsig, nl, &vhits, vdata) < 0) vhits = 0;
   const uint64_t fhits = w.conns.lookup_bulk(fptr, fsig, nl, fdata);
-  // Stage 4: prefetch what the per-packet stage reads: the connection entry
-  // (48 bytes: it may straddle two lines), and for a new flow the Service.
+  const void* vptr[kBurst];
+  uint32_t vsig[kBurst];
+  uint8_t vwhich[kBurst];  // lookup j of the VIP table is for packet vwhich[j]
+  uint32_t nv = 0;
   for (uint32_t j = 0; j < nl; ++j) {
     PktInfo& pi = info[which[j]];
-    pi.svc = (vhits >> j) & 1 ? static_cast<const Service*>(vdata[j]) : nullptr;
+    pi.svc = nullptr;
     if ((fhits >> j) & 1) {
       pi.conn = w.conns.decode(fdata[j], &pi.reply);
       rte_prefetch0(pi.conn);
@@ -100,7 +105,23 @@ void prepare_burst(Worker& w, rte_mbuf* const* pkts, uint16_t n, PktInfo* info) 
     } else {
       pi.conn = nullptr;
       pi.reply = false;
-      if (pi.svc) rte_prefetch0(pi.svc);
+    }
+    pi.svc_looked = pi.conn == nullptr || pi.reply;
+    if (!pi.svc_looked) continue;
+    vptr[nv] = &vkeys[j];
+    vsig[nv] = vip_hash(vkeys[j]);
+    vwhich[nv++] = which[j];
+  }
+  // Stage 4: the VIP table for those, and the Service of a new flow.
+  if (nv) {
+    void* vdata[kBurst];
+    uint64_t vhits = 0;
+    if (rte_hash_lookup_with_hash_bulk_data(sh.vip_table, vptr, vsig, nv, &vhits, vdata) < 0) vhits = 0;
+    for (uint32_t j = 0; j < nv; ++j) {
+      if (!((vhits >> j) & 1)) continue;
+      PktInfo& pi = info[vwhich[j]];
+      pi.svc = static_cast<const Service*>(vdata[j]);
+      if (!pi.conn) rte_prefetch0(pi.svc);
     }
   }
   // Stage 5: the connections' destination generation and counters (reads

@@ -1,8 +1,10 @@
 // Thread: worker. The first stages of process_burst (worker.cc): every frame
 // of a burst is checked and parsed, the VIP and connection keys of its TCP/UDP
-// packets are hashed once and looked up in bulk (rte_hash_*_with_hash_bulk),
-// and what the per-packet stage will touch next (connection entries, their
-// destination slot and counters, the Service of a new flow) is prefetched.
+// packets are hashed once and looked up in bulk (rte_hash_*_with_hash_bulk):
+// the connection table for all of them, the VIP table only for those that are
+// not a known flow's client-to-VIP packet. What the per-packet stage will
+// touch next (connection entries, their destination slot and counters, the
+// Service of a new flow) is prefetched.
 // These stages only read: every effect (drops, replies, new connections,
 // counters) stays in the per-packet stage, in packet order, so that a burst
 // behaves exactly like its packets one by one. A connection lookup made here
@@ -25,11 +27,13 @@ struct Conn;
 // What the first stages learned about one packet.
 struct PktInfo {
   Parsed p;                // kind kDrop (with the reason) when a check failed
-  const Service* svc;      // VIP:port:proto hit, else nullptr (valid if looked)
+  const Service* svc;      // VIP:port:proto hit, else nullptr (valid if svc_looked)
   Conn* conn;              // connection hit, else nullptr (valid if looked)
   uint32_t conn_sig;       // conn_hash of the packet's flow key (valid if looked)
   bool reply;              // conn was found under its reply key
   bool looked;             // an IPv4 TCP/UDP packet to our MAC: looked up
+  bool svc_looked;         // the VIP table was looked up too: not done for a
+                           // connection hit in the client's direction
 };
 
 // Fills info[0..n) for pkts[0..n), n <= kBurst (worker.h). Starts

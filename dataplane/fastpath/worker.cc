@@ -11,6 +11,7 @@
 
 #include <cstring>
 
+#include "dataplane/fastpath/flow_hash.h"
 #include "dataplane/fastpath/icmp_error.h"
 #include "dataplane/fastpath/packet.h"
 #include "dataplane/fastpath/tcp_state.h"
@@ -375,36 +376,58 @@ inline Conn* burst_conn(Worker& w, const PktInfo& pi, bool* reply) {
   return w.conns.lookup(make_key(p.src, p.sport, p.dst, p.dport, p.proto), pi.conn_sig, reply);
 }
 
-void from_client(Worker& w, rte_mbuf* m, const PktInfo& pi, const Service& svc) {
+// The packet's Service: what prepare_burst found, or (a connection hit in the
+// client's direction, for which it did not look) looked up now.
+const Service* service_of(const Worker& w, const PktInfo& pi) {
+  if (pi.svc_looked) return pi.svc;
+  const VipKey key{pi.p.dst, pi.p.dport, pi.p.proto, 0};
+  void* data = nullptr;
+  if (rte_hash_lookup_with_hash_data(w.sh->vip_table, &key, vip_hash(key), &data) < 0) return nullptr;
+  return static_cast<const Service*>(data);
+}
+
+// A client -> VIP packet: a VIP table hit, or a connection hit in the client's
+// direction. False (nothing done) when it needs its Service and that is gone:
+// the caller treats it as a packet to no service.
+bool from_client(Worker& w, rte_mbuf* m, const PktInfo& pi) {
   const Parsed& p = pi.p;
   bool reply = false;
   Conn* c = burst_conn(w, pi, &reply);
-  if (c && !reply) {
-    const bool syn = p.proto == kProtoTcp && (p.tcp_flags & (kTcpSyn | kTcpAck)) == kTcpSyn;
-    if (!dest_alive(*w.sh, *c)) {
-      // expire_nodest_conn: the destination is gone. TCP mid-flow gets a RST
-      // so the client retries; a new SYN or UDP is scheduled afresh.
-      expire_conn(w, c);
-      if (p.proto == kProtoTcp && !syn) {
-        if (p.tcp_flags & kTcpRst) return drop(w, m, kDestExpired);
-        return send_rst(w, m, p);
-      }
-      return new_flow(w, m, p, svc, pi.conn_sig, true);
-    }
-    if (syn && tcp_state_closing(c->state)) {
-      expire_conn(w, c);  // port reuse after close: a new connection
-      return new_flow(w, m, p, svc, pi.conn_sig, true);
-    }
+  const bool syn = p.proto == kProtoTcp && (p.tcp_flags & (kTcpSyn | kTcpAck)) == kTcpSyn;
+  const bool alive = c && !reply && dest_alive(*w.sh, *c);
+  if (alive && !(syn && tcp_state_closing(c->state))) {
+    // An established flow: the entry says where it goes. Its Service is read
+    // only to refresh a persistence template.
     track(w, *c, p.tcp_flags, true);
-    // (c->tmpl first: no read of the Service for flows without persistence)
-    if (c->tmpl && svc.persistence_s) refresh_template(w, *c, svc.persistence_s);
+    if (c->tmpl) {
+      const Service* svc = service_of(w, pi);
+      if (svc && svc->persistence_s) refresh_template(w, *c, svc->persistence_s);
+    }
     DestCounters& dc = w.dest_counters[c->dest_slot];
     dc.inpkts++;
     dc.inbytes += p.ip_total_len;
     rewrite_l3l4(rte_pktmbuf_mtod(m, uint8_t*), p, c->laddr, c->lport, c->daddr, c->dport);
-    return output(w, m, c->daddr);
+    output(w, m, c->daddr);
+    return true;
   }
-  new_flow(w, m, p, svc, pi.conn_sig, c == nullptr);  // a reply key in the way: insert refuses
+  const Service* svc = service_of(w, pi);
+  if (!svc) return false;
+  if (c && !reply) {
+    // expire_nodest_conn (the destination is gone), or port reuse after a
+    // close (a SYN on a closing entry): the entry goes. TCP mid-flow to a
+    // gone destination gets a RST so the client retries; a new SYN or UDP is
+    // scheduled afresh.
+    expire_conn(w, c);
+    if (!alive && p.proto == kProtoTcp && !syn) {
+      if (p.tcp_flags & kTcpRst) drop(w, m, kDestExpired);
+      else send_rst(w, m, p);
+      return true;
+    }
+    new_flow(w, m, p, *svc, pi.conn_sig, true);
+    return true;
+  }
+  new_flow(w, m, p, *svc, pi.conn_sig, c == nullptr);  // a reply key in the way: insert refuses
+  return true;
 }
 
 void from_dest(Worker& w, rte_mbuf* m, const PktInfo& pi) {
@@ -444,10 +467,11 @@ void process_one(Worker& w, rte_mbuf* m, const PktInfo& pi, bool from_ring) {
   if (p.kind == FrameKind::kArp) return handle_arp(w, m);
   if (f[0] & 1) return drop(w, m, kNotForUs);  // IP to a broadcast/multicast MAC
   if (p.proto == kProtoTcp || p.proto == kProtoUdp) {
-    if (pi.svc) {  // the VIP table, looked up in bulk
+    if (pi.svc || (pi.conn && !pi.reply)) {  // a VIP or a known flow's client side
       if (p.ttl <= 1) return drop(w, m, kTtlExceeded);
       if (!from_ring && redirect(w, m, flow_owner(p.src, p.sport, sh.n_workers))) return;
-      return from_client(w, m, pi, *pi.svc);
+      if (from_client(w, m, pi)) return;
+      // the connection's Service was removed: as if no connection matched
     }
     if (sh.forward == Forward::kFnat) {
       if (local_addr_index(sh, p.dst) >= 0) {

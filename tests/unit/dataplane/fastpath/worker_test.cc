@@ -637,6 +637,46 @@ TEST_F(WorkerTest, ReplyFromRemovedBackendIsDropped) {
   EXPECT_EQ(w().counters.active_flows.load(), 0u);
 }
 
+// An established flow's packets do not look its Service up (burst.h), except
+// to refresh a persistence template: the refresh must still happen.
+TEST_F(WorkerTest, EstablishedFlowRefreshesItsPersistenceTemplate) {
+  build(Forward::kFnat);
+  if (HasFatalFailure()) return;
+  cp::ServiceTable next = table_;
+  cp::VirtualService v = vsvc(kVipEmpty, 8443, Protocol::kTcp, {rs(kB1, 443), rs(kB2, 443)});
+  v.persistence_timeout_s = 100;
+  put(next, v);
+  std::string err;
+  ASSERT_TRUE(pub_->apply(next, cp::TableDiff::compute(table_, next), false, &err)) << err;
+  ASSERT_FALSE(one_out(build_frame(from_client(47000, kTcpSyn, kVipEmpty, 8443)), 0, 1).empty());
+  Template* t = w().tmpls.lookup(TemplateKey{kVipEmpty, kClient, 8443, kProtoTcp, 0});
+  ASSERT_NE(t, nullptr) << "the SYN made a template";
+  EXPECT_EQ(t->expires, kT0 + 100 * sh().tsc_hz);
+  w().now = kT0 + 60 * sh().tsc_hz;
+  ASSERT_FALSE(one_out(build_frame(from_client(47000, kTcpAck, kVipEmpty, 8443)), 0, 1).empty());
+  EXPECT_EQ(t->expires, kT0 + 160 * sh().tsc_hz) << "refreshed by the established flow's packet";
+  EXPECT_EQ(total_drops(), 0u) << drop_summary();
+}
+
+// A connection whose Service was removed: its next packet is one to no
+// service (the VIP still has other ports here), and the entry stays for the
+// sweep, as before the Service was removed.
+TEST_F(WorkerTest, EstablishedFlowOfARemovedServiceIsDropped) {
+  build(Forward::kFnat);
+  if (HasFatalFailure()) return;
+  ASSERT_FALSE(one_out(build_frame(from_client(47100, kTcpSyn)), 0, 1).empty());
+  ASSERT_FALSE(one_out(build_frame(from_client(47100, kTcpAck)), 0, 1).empty());
+  cp::ServiceTable next = table_;
+  next.services.erase(cp::ServiceKey{kVip, 8080, Protocol::kTcp});
+  std::string err;
+  ASSERT_TRUE(pub_->apply(next, cp::TableDiff::compute(table_, next), false, &err)) << err;
+  rx(build_frame(from_client(47100, kTcpAck | kTcpPsh)), 0);
+  expect_nothing_out("packet of a removed service");
+  EXPECT_EQ(drops(kVipNoPort), 1u) << drop_summary();
+  EXPECT_EQ(w().counters.rst_sent.load(), 0u);
+  EXPECT_EQ(w().conns.size(), 1u) << "left to the sweep";
+}
+
 // A connection whose destination was removed stays until its next packet
 // (which gets a RST) or, at the latest, for t_dead; then the sweep frees it.
 TEST_F(WorkerTest, SweepReclaimsConnectionsOfRemovedDestAfterGrace) {
