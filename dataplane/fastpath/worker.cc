@@ -206,6 +206,11 @@ inline uint64_t timeout_for(const Shared& sh, ConnState s) {
 }
 
 void track(Worker& w, Conn& c, uint8_t flags, bool from_client) {
+  // Most packets: an established TCP flow stays so unless FIN or RST.
+  if (c.state == ConnState::kEstablished && !(flags & (kTcpFin | kTcpRst))) {
+    c.expires = w.now + w.sh->t_est;
+    return;
+  }
   if (c.proto == kProtoTcp) set_state(w, c, tcp_next_state(c.state, flags, from_client));
   c.expires = w.now + timeout_for(*w.sh, c.state);
 }
@@ -621,6 +626,26 @@ void sweep_conns(Worker& w, uint32_t budget) noexcept {
   });
 }
 
+uint32_t sweep_conns_paced(Worker& w) noexcept {
+  const uint32_t cap = w.conns.capacity();
+  if (cap == 0) return 0;
+  uint64_t per_entry = w.sh->tsc_hz * kSweepPeriodS / cap;  // TSC ticks per entry visited
+  if (per_entry == 0) per_entry = 1;
+  if (w.sweep_last == 0 || w.now < w.sweep_last) {
+    w.sweep_last = w.now;  // first call, or the clock went back (a test)
+    return 0;
+  }
+  const uint64_t owed = (w.now - w.sweep_last) / per_entry;
+  if (owed == 0) return 0;
+  const uint32_t n = owed > kSweepMaxSlice ? kSweepMaxSlice : static_cast<uint32_t>(owed);
+  sweep_conns(w, n);
+  // Credit what was done; more than one period behind: forget the rest.
+  w.sweep_last += n * per_entry;
+  const uint64_t period = w.sh->tsc_hz * kSweepPeriodS;
+  if (w.now - w.sweep_last > period) w.sweep_last = w.now - period;
+  return n;
+}
+
 int worker_main(void* arg) {
   Worker& w = *static_cast<Worker*>(arg);
   Shared& sh = *w.sh;
@@ -649,7 +674,7 @@ int worker_main(void* arg) {
     if (w.n_pending) service_pending(w);
     serve_mailbox(w);
     flush_tx(w);
-    sweep_conns(w, 64);
+    sweep_conns_paced(w);
     w.tmpls.sweep(w.now, 16);
     rte_rcu_qsbr_quiescent(sh.qsbr, w.index);
     bump(w.counters.polls);

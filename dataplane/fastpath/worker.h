@@ -124,6 +124,7 @@ struct Worker {
   rte_mbuf* txbuf[kMaxPorts][kBurst * 2];
   uint16_t n_tx[kMaxPorts]{};
   uint64_t now = 0;
+  uint64_t sweep_last = 0;  // TSC up to which the paced sweep has done its share
   // The last next hop output() found reachable, valid for one burst
   // (process_burst forgets it; so does this worker's own ARP handling): the
   // packets of a burst mostly share their next hop.
@@ -160,6 +161,15 @@ void service_pending(Worker& w) noexcept;
 void serve_mailbox(Worker& w) noexcept;
 // Expires up to `budget` connections.
 void sweep_conns(Worker& w, uint32_t budget) noexcept;
+// The poll loop's sweep: visits the whole connection table once per
+// kSweepPeriodS whatever the packet rate, a slice per call sized by the time
+// since the last one (at most kSweepMaxSlice entries: a long pause is made up
+// over the following calls). An expired connection lives on at most that
+// long; a busy worker spends a fraction of an entry per packet on it.
+// Returns the number of entries visited.
+constexpr uint64_t kSweepPeriodS = 1;
+constexpr uint32_t kSweepMaxSlice = 256;
+uint32_t sweep_conns_paced(Worker& w) noexcept;
 // The lcore entry point (arg: Worker*). Polls until sh->stop.
 int worker_main(void* arg);
 

@@ -1078,6 +1078,43 @@ TEST_F(WorkerTest, ConnTableFull) {
   EXPECT_EQ(w().counters.active_flows.load(), 16u);
 }
 
+// The poll loop's sweep visits the whole table once per kSweepPeriodS, in
+// slices sized by the time since its last call, whatever the packet rate.
+TEST_F(WorkerTest, PacedSweepVisitsTheTableOncePerPeriod) {
+  build(Forward::kNat, 1, 1000);
+  if (HasFatalFailure()) return;
+  const uint32_t cap = w().conns.capacity();
+  for (uint32_t k = 0; k < cap; ++k) rx(build_frame(from_client(static_cast<uint16_t>(20000 + k), kTcpSyn)), 0);
+  drain_all();
+  ASSERT_EQ(w().conns.size(), cap) << "every entry in use, so each one visited is one reclaimed;" << drop_summary();
+  const uint64_t period = sh().tsc_hz * kSweepPeriodS;
+  uint64_t t = kT0 + 61 * sh().tsc_hz;  // past every entry's SYN_RECV timeout (60 s)
+  w().now = t;
+  sweep_conns_paced(w());  // the first call starts the clock
+  EXPECT_EQ(w().conns.size(), cap);
+  for (int i = 0; i < 100; ++i) {  // a tenth of the period, in 1 ms steps
+    t += period / 1000;
+    w().now = t;
+    sweep_conns_paced(w());
+  }
+  const uint32_t tenth = cap - w().conns.size();
+  EXPECT_GE(tenth, cap / 10 - 2);
+  EXPECT_LE(tenth, cap / 10 + 2);
+  // A pause of ten periods: one call visits at most a slice.
+  t += 10 * period;
+  w().now = t;
+  sweep_conns_paced(w());
+  EXPECT_EQ(cap - w().conns.size(), tenth + std::min(kSweepMaxSlice, cap - tenth));
+  // Within one period in all, every entry was visited.
+  for (int i = 0; i < 1000 && w().conns.size() > 0; ++i) {
+    t += period / 1000;
+    w().now = t;
+    sweep_conns_paced(w());
+  }
+  EXPECT_EQ(w().conns.size(), 0u);
+  EXPECT_EQ(w().counters.active_flows.load(), 0u);
+}
+
 TEST_F(WorkerTest, FnatPortsExhausted) {
   build(Forward::kFnat);
   if (HasFatalFailure()) return;
