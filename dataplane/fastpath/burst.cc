@@ -84,10 +84,10 @@ void prepare_burst(Worker& w, rte_mbuf* const* pkts, uint16_t n, PktInfo* info) 
   if (nl == 0) return;
   // Stage 3: the connection table in bulk (DPDK prefetches the buckets and
   // keys of all of them before comparing any). A packet of a known flow in
-  // the client's direction needs nothing else: the VIP table is looked up,
-  // again in bulk, only for the others (a new flow, or a key that matched a
-  // reply direction), so an established flow's cost does not grow with the
-  // number of services. The per-packet stage looks the Service of a
+  // the client's direction, or a full-NAT reply, needs nothing else: the VIP
+  // table is looked up, again in bulk, only for the others (a new flow, a NAT
+  // reply), so an established flow's cost does not grow with the number of
+  // services. The per-packet stage looks the Service of a
   // connection hit up by itself in the rare cases that need it.
   void* fdata[kBurst];
   const uint64_t fhits = w.conns.lookup_bulk(fptr, fsig, nl, fdata);
@@ -106,7 +106,9 @@ void prepare_burst(Worker& w, rte_mbuf* const* pkts, uint16_t n, PktInfo* info) 
       pi.conn = nullptr;
       pi.reply = false;
     }
-    pi.svc_looked = pi.conn == nullptr || pi.reply;
+    // Full NAT: a reply-direction key ends at one of our local addresses and
+    // port, so its packet is a reply whatever the VIP table says.
+    pi.svc_looked = pi.conn == nullptr || (pi.reply && sh.forward != Forward::kFnat);
     if (!pi.svc_looked) continue;
     vptr[nv] = &vkeys[j];
     vsig[nv] = vip_hash(vkeys[j]);

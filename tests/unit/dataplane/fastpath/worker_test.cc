@@ -677,6 +677,30 @@ TEST_F(WorkerTest, EstablishedFlowOfARemovedServiceIsDropped) {
   EXPECT_EQ(w().conns.size(), 1u) << "left to the sweep";
 }
 
+// Full NAT: a packet to a local address and port that match a connection's
+// reply direction is that connection's reply, even when a Service claims the
+// same address and port (a misconfiguration): full-NAT replies do not consult
+// the VIP table.
+TEST_F(WorkerTest, FnatReplyWinsOverAServiceOnTheLocalAddress) {
+  build(Forward::kFnat);
+  if (HasFatalFailure()) return;
+  const Frame a = one_out(build_frame(from_client(47200, kTcpSyn)), 0, 1);
+  ASSERT_FALSE(a.empty());
+  const uint16_t lport = l4_sport(a.data());
+  const uint32_t b = ip_dst(a.data());
+  cp::ServiceTable next = table_;
+  put(next, vsvc(kLocal, lport, Protocol::kTcp, {rs(kB3, 80)}));
+  std::string err;
+  ASSERT_TRUE(pub_->apply(next, cp::TableDiff::compute(table_, next), false, &err)) << err;
+  const Frame r = one_out(build_frame(from_backend(b, b == kB1 ? kB1Mac : kB2Mac, 80, kLocal, lport, kTcpSyn | kTcpAck)), 1, 0);
+  ASSERT_FALSE(r.empty()) << drop_summary();
+  EXPECT_EQ(ip_src(r.data()), kVip);
+  EXPECT_EQ(l4_sport(r.data()), 8080);
+  EXPECT_EQ(ip_dst(r.data()), kClient);
+  EXPECT_EQ(l4_dport(r.data()), 47200);
+  EXPECT_EQ(total_drops(), 0u) << drop_summary();
+}
+
 // A connection whose destination was removed stays until its next packet
 // (which gets a RST) or, at the latest, for t_dead; then the sweep frees it.
 TEST_F(WorkerTest, SweepReclaimsConnectionsOfRemovedDestAfterGrace) {
