@@ -71,6 +71,39 @@ snmp() {
 c0_rx() { ip -n "${P}lb" -s -j link show c0 | "$PYTHON" -c 'import json,sys; print(json.load(sys.stdin)[0]["stats64"]["rx"]["packets"])'; }
 pods_snmp() { local s=0 i; for i in 1 2 3 4; do s=$((s + $(snmp "${P}pod$i" "$1" "$2"))); done; echo "$s"; }
 stats() { vipctl stats --json 2>/dev/null; }
+# Where a packet can vanish without a vipd drop reason: the DPDK ports' own
+# counters, the lab links' kernel drops, the softnet backlog. One JSON object;
+# losses_delta BEFORE AFTER prints what changed (evidence for a failed check).
+losses() {
+  local ns links=""
+  for ns in lb client pod1 pod2 pod3 pod4; do
+    links+="$ns $(ip -n "${P}$ns" -s -j link show 2>/dev/null | tr -d '\n')"$'\n'
+  done
+  "$PYTHON" - "$(stats)" "$links" <<'PY'
+import json, sys
+out = {}
+try:
+    for i, p in enumerate(json.loads(sys.argv[1]).get("ports", [])):
+        for k in ("ipackets", "opackets", "ierrors", "oerrors", "imissed"):
+            out["port%d.%s" % (i, k)] = p.get(k, 0)
+except Exception:
+    pass
+for line in sys.argv[2].splitlines():
+    ns, _, doc = line.partition(" ")
+    try:
+        for l in json.loads(doc):
+            st = l.get("stats64", {})
+            for d in ("rx", "tx"):
+                out["%s/%s.%s_dropped" % (ns, l["ifname"], d)] = st.get(d, {}).get("dropped", 0)
+    except Exception:
+        pass
+out["softnet.dropped"] = sum(int(l.split()[1], 16) for l in open("/proc/net/softnet_stat"))
+print(json.dumps(out))
+PY
+}
+losses_delta() {
+  "$PYTHON" -c 'import json,sys; b,a=json.loads(sys.argv[1]),json.loads(sys.argv[2]); print({k: a[k]-b.get(k,0) for k in a if a[k]-b.get(k,0)})' "$1" "$2" 2>&1
+}
 # jq-like: a Python expression over the stats document(s) s (and t).
 py() { "$PYTHON" -c "import json,sys; s=json.loads(sys.argv[1]); t=json.loads(sys.argv[2]) if len(sys.argv)>2 else None; print($1)" "${@:2}"; }
 
@@ -139,6 +172,7 @@ else
   done
   [ -n "$quoted" ] || note "vipctl explain gave no connection: $(head -c 300 <<<"$ex")"
   note "flow $CLIENT_IP:$cport -> $VIP:9053 reached $pod ($POD_IP) from ${quoted:-?}"
+  l_before=$(losses)
   hostile "$POD_NS" icmp-pod-fragneeded "$POD_IP" "$quoted" 9053 --mtu 1200 >"$TMP/fragneeded.out" 2>&1
   touch "$TMP/go"
   for _ in $(seq 1 100); do grep -q '^closed' "$TMP/icmpc.out" && break; sleep 0.05; done
@@ -158,7 +192,11 @@ bad = ["%s=%s (want %s)" % (k, e.get(k), v) for k, v in want.items() if e.get(k)
 print("; ".join(bad))
 PY
 )
-  if [ -z "$d" ]; then pass icmp-frag-needed-translated; else fail icmp-frag-needed-translated "$d"; fi
+  if [ -z "$d" ]; then pass icmp-frag-needed-translated; else
+    note "counters that changed meanwhile (ports, lab links, softnet): $(losses_delta "$l_before" "$(losses)")"
+    note "vipd drop reasons: $(py '{r: n for w in s["workers"] for r, n in w["drop_reasons"].items() if n}' "$(stats)" 2>&1)"
+    fail icmp-frag-needed-translated "$d"
+  fi
   route=$(ip -n "${P}client" route get "$VIP" 2>&1 | tr '\n' ' ')
   mtu=$(py 's["ip_mtu"]' "$res" 2>/dev/null)
   note "client: IP_MTU of the socket $mtu; ip route get $VIP: $route"
@@ -189,6 +227,7 @@ stop_pid "$ICMPC_PID"
 
 # ---- 2. hostile frames from the client and from a pod --------------------------------
 b_stats=$(stats)
+l_before=$(losses)
 b_reasm=$(snmp "${P}lb" Ip ReasmReqds)
 b_tcpcs=$(pods_snmp Tcp InCsumErrors)
 b_udpcs=$(pods_snmp Udp InCsumErrors)
@@ -249,7 +288,11 @@ if [ "$d" = fragmented_udp ] && [ "${fragd:-0}" -ge 3 ]; then
   d=
 fi
 if [ -z "$d" ] && [ "$(py 'len(s["answered"])' "$verdict" 2>/dev/null)" = 4 ]; then pass hostile-answered
-else fail hostile-answered "not answered: ${d:-no result}"; fi
+else
+  note "counters that changed meanwhile (ports, lab links, softnet): $(losses_delta "$l_before" "$(losses)")"
+  note "client saw (hostile.py): $(head -c 600 <<<"$hc")"
+  fail hostile-answered "not answered: ${d:-no result}"
+fi
 if [ "$(py 's["te"]' "$verdict" 2>/dev/null)" = 0 ]; then pass ttl1-dropped-silently
 else fail ttl1-dropped-silently "ICMP time exceeded seen by the client: $(py 's["te"]' "$verdict" 2>&1)"; fi
 
