@@ -44,8 +44,8 @@ int main(int argc, char** argv) {
   std::vector<std::string> args{"dp_unit_tests", "--no-huge", "-m", "256", "--no-shconf", "--no-pci",
                                 "--no-telemetry", "--log-level=*:error"};
   for (auto& a : lcore_args()) args.push_back(a);
-  // net_ring0/1: worker_test.cc; net_ring2/3: icmp_error_test.cc (each suite
-  // configures its own pair once per process).
+  // net_ring0/1: the worker_*_test.cc suites; net_ring2/3: icmp_error_test.cc
+  // (worker_fixture.h: each suite configures its pair once per process).
   for (const char* v : {"net_ring0", "net_ring1", "net_ring2", "net_ring3"}) {
     args.push_back("--vdev");
     args.push_back(v);

@@ -9,118 +9,56 @@
 #include "dataplane/fastpath/icmp_error.h"
 
 #include <gtest/gtest.h>
-#include <rte_ethdev.h>
-#include <rte_mbuf.h>
-#include <rte_mempool.h>
-#include <rte_ring.h>
 
 #include <algorithm>
+#include <string>
 
-#include "dataplane/fastpath/worker.h"
-#include "dataplane/publish/publisher.h"
-#include "tests/unit/dataplane/shared_fixture.h"
+#include "tests/unit/dataplane/worker_fixture.h"
 
 namespace vipd::dp {
 namespace {
 
 using namespace test;
 using cp::Protocol;
-using Frame = std::vector<uint8_t>;
 
-// Port 0 faces clients (10.0.0.1/24), port 1 backends (10.1.0.1/24); fnat
-// local address 10.1.0.100; a router on each side.
-const uint32_t kPort0Ip = ip4(10, 0, 0, 1), kPort1Ip = ip4(10, 1, 0, 1);
-const uint32_t kLocal = ip4(10, 1, 0, 100);
+// Port 0 faces clients, port 1 backends (worker_fixture.h); a router on each
+// side.
 const uint32_t kClient = ip4(10, 0, 0, 10), kClientRouter = ip4(10, 0, 0, 254);
 const uint32_t kVip = ip4(10, 96, 0, 100);
 const uint32_t kB1 = ip4(10, 1, 0, 11), kPodRouter = ip4(10, 1, 0, 254);
-const MacAddr kPortMac[2] = {{0x02, 0x00, 0x00, 0x00, 0xb0, 0x00}, {0x02, 0x00, 0x00, 0x00, 0xb1, 0x00}};
 const MacAddr kClientMac{0x02, 0xc1, 0, 0, 0, 0x10}, kB1Mac{0x02, 0xb0, 0, 0, 0, 0x11};
-constexpr uint16_t kQueues = 2;
-constexpr unsigned kPoolSize = 1023;
-constexpr uint64_t kT0 = 1'000'000'000'000ull;
 
-class IcmpErrorTest : public ::testing::TestWithParam<Forward> {
+}  // namespace
+
+namespace test {
+// The net_ring2/3 pair (main.cc): this suite's own ports and mempool.
+struct IcmpRings {
+  static constexpr const char* kPorts[2] = {"net_ring2", "net_ring3"};
+  static constexpr const char* kPool = "icmpt_pool";
+  static constexpr unsigned kPoolSize = 1023;
+  static constexpr uint16_t kRingSize = 256;
+  static inline const MacAddr kMac[2] = {{{0x02, 0x00, 0x00, 0x00, 0xb0, 0x00}}, {{0x02, 0x00, 0x00, 0x00, 0xb1, 0x00}}};
+};
+}  // namespace test
+
+namespace {
+
+const MacAddr (&kPortMac)[2] = IcmpRings::kMac;
+
+class IcmpErrorTest : public WorkerFixture<IcmpRings>, public ::testing::WithParamInterface<Forward> {
  protected:
-  static void SetUpTestSuite() {
-    if (!g_eal_ok || ports_ok_ || pool_) return;
-    pool_ = rte_pktmbuf_pool_create("icmpt_pool", kPoolSize, 0, 0, RTE_MBUF_DEFAULT_BUF_SIZE, 0);
-    if (!pool_) {
-      suite_error_ = std::string("rte_pktmbuf_pool_create: ") + rte_strerror(rte_errno);
-      return;
-    }
-    const char* names[2] = {"net_ring2", "net_ring3"};
-    for (int i = 0; i < 2; ++i) {
-      if (rte_eth_dev_get_port_by_name(names[i], &pid_[i]) != 0) {
-        suite_error_ = std::string("no ethdev ") + names[i];
-        return;
-      }
-      rte_eth_conf conf{};
-      int rc = rte_eth_dev_configure(pid_[i], kQueues, kQueues, &conf);
-      for (uint16_t q = 0; rc == 0 && q < kQueues; ++q) {
-        rc = rte_eth_rx_queue_setup(pid_[i], q, 256, 0, nullptr, pool_);
-        if (rc == 0) rc = rte_eth_tx_queue_setup(pid_[i], q, 256, 0, nullptr);
-      }
-      if (rc == 0) rc = rte_eth_dev_start(pid_[i]);
-      if (rc != 0) {
-        suite_error_ = std::string("port setup of ") + names[i] + ": " + rte_strerror(-rc);
-        return;
-      }
-    }
-    ports_ok_ = true;
-  }
-
   void SetUp() override {
-    VIPD_REQUIRE_EAL();
-    if (!ports_ok_) GTEST_SKIP() << "ports unavailable: " << suite_error_;
-    drain();
-    ASSERT_EQ(rte_mempool_avail_count(pool_), kPoolSize) << "mbufs leaked by an earlier test";
+    WorkerFixture::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    serve_rings_ = true;  // rx(): the owning worker handles a redirected packet at once
     build(GetParam(), 1);
   }
 
   void build(Forward fwd, uint32_t n_workers) {
-    workers_.clear();
-    pub_.reset();
-    holder_ = std::make_unique<SharedHolder>();
+    build_workers(fwd, n_workers, 1024, 1024, 8, 16, 256);
+    if (HasFatalFailure()) return;
+    Shared& s = sh();
     std::string err;
-    ASSERT_TRUE(holder_->init(8, 16, n_workers, &err)) << err;
-    Shared& s = holder_->sh;
-    for (int i = 0; i < 2; ++i) {
-      s.ports[i].port_id = pid_[i];
-      std::copy(kPortMac[i].begin(), kPortMac[i].end(), s.ports[i].mac);
-      s.ports[i].ip = i == 0 ? kPort0Ip : kPort1Ip;
-      s.ports[i].mask = 0xffffff00u;
-    }
-    s.n_ports = 2;
-    s.forward = fwd;
-    s.n_local_addrs = fwd == Forward::kFnat ? 1 : 0;
-    s.local_addrs[0] = kLocal;
-    for (uint32_t i = 0; i < n_workers; ++i) {
-      auto w = std::make_unique<Worker>();
-      w->index = i;
-      w->sh = &s;
-      w->pool = pool_;
-      ASSERT_TRUE(w->conns.init(uniq("icconns_"), 1024, 0, &err)) << err;
-      ASSERT_TRUE(w->tmpls.init(uniq("ictmpl_"), 1024, 0, &err)) << err;
-      w->sched = static_cast<SchedState*>(rte_zmalloc("ic_sched", sizeof(SchedState) * s.max_services, 64));
-      w->dest_counters = static_cast<DestCounters*>(rte_zmalloc("ic_dctr", sizeof(DestCounters) * s.max_dests, 64));
-      ASSERT_TRUE(w->sched && w->dest_counters);
-      for (uint32_t a = 0; a < s.n_local_addrs; ++a) {
-        FnatPool& fp = w->fnat[a];
-        fp.ports = static_cast<uint16_t*>(rte_zmalloc("ic_fnat", sizeof(uint16_t) * 65536, 64));
-        ASSERT_NE(fp.ports, nullptr);
-        for (uint32_t port = 65535; port >= 1024; --port)
-          if (port % n_workers == i) fp.ports[fp.top++] = static_cast<uint16_t>(port);
-      }
-      if (n_workers > 1) {
-        s.rings[i] = rte_ring_create(uniq("icredir_").c_str(), 256, 0, RING_F_SC_DEQ);
-        ASSERT_NE(s.rings[i], nullptr);
-      }
-      w->now = kT0;
-      workers_.push_back(std::move(w));
-    }
-    pub_ = std::make_unique<Publisher>(s);
-    table_ = cp::ServiceTable{};
     put(table_, vsvc(kVip, 8080, Protocol::kTcp, {rs(kB1, 80)}));
     put(table_, vsvc(kVip, 5353, Protocol::kUdp, {rs(kB1, 53)}));
     ASSERT_TRUE(pub_->apply(table_, cp::TableDiff{}, true, &err)) << err;
@@ -128,82 +66,9 @@ class IcmpErrorTest : public ::testing::TestWithParam<Forward> {
     s.neigh.update(kB1, kB1Mac.data(), kT0);
   }
 
-  void TearDown() override {
-    for (auto& w : workers_) {
-      for (uint32_t i = 0; i < w->n_pending; ++i) rte_pktmbuf_free(w->pending[i].m);
-      for (uint16_t p = 0; p < kMaxPorts; ++p)
-        for (uint16_t k = 0; k < w->n_tx[p]; ++k) rte_pktmbuf_free(w->txbuf[p][k]);
-      rte_free(w->sched);
-      rte_free(w->dest_counters);
-      for (auto& fp : w->fnat) rte_free(fp.ports);
-    }
-    if (holder_) {
-      for (auto* r : holder_->sh.rings) {
-        if (!r) continue;
-        void* m;
-        while (rte_ring_dequeue(r, &m) == 0) rte_pktmbuf_free(static_cast<rte_mbuf*>(m));
-        rte_ring_free(r);
-      }
-    }
-    if (ports_ok_) {
-      drain();
-      EXPECT_EQ(rte_mempool_avail_count(pool_), kPoolSize) << "mbufs leaked (neither sent nor freed)";
-    }
-    pub_.reset();
-    workers_.clear();
-    holder_.reset();
-  }
-
   bool fnat() const { return GetParam() == Forward::kFnat; }
-  Worker& w(unsigned i = 0) { return *workers_[i]; }
-  uint64_t drops(DropReason r, unsigned wi = 0) { return w(wi).counters.drops[r].load(); }
-  uint64_t total_drops() {
-    uint64_t n = 0;
-    for (auto& wk : workers_)
-      for (unsigned r = 0; r < kNumDropReasons; ++r) n += wk->counters.drops[r].load();
-    return n;
-  }
+  uint64_t total_drops() { return drops_of_all_workers(); }
 
-  // Receives `f` on a port through worker `wi`; then lets every worker serve
-  // its redirect ring, and flushes.
-  void rx(const Frame& f, uint16_t port_index, unsigned wi = 0) {
-    rte_mbuf* m = rte_pktmbuf_alloc(pool_);
-    ASSERT_NE(m, nullptr);
-    std::memcpy(rte_pktmbuf_append(m, static_cast<uint16_t>(f.size())), f.data(), f.size());
-    m->port = pid_[port_index];
-    process_burst(w(wi), &m, 1, false);
-    for (auto& wk : workers_) {
-      if (wk->sh->n_workers > 1) {
-        rte_mbuf* b[8];
-        unsigned n = rte_ring_sc_dequeue_burst(wk->sh->rings[wk->index], reinterpret_cast<void**>(b), 8, nullptr);
-        if (n) process_burst(*wk, b, static_cast<uint16_t>(n), true);
-      }
-      flush_tx(*wk);
-    }
-  }
-  std::vector<Frame> tx(uint16_t port_index) {
-    std::vector<Frame> out;
-    for (uint16_t q = 0; q < kQueues; ++q) {
-      rte_mbuf* b[32];
-      uint16_t n;
-      while ((n = rte_eth_rx_burst(pid_[port_index], q, b, 32)) > 0) {
-        for (uint16_t i = 0; i < n; ++i) {
-          const uint8_t* d = rte_pktmbuf_mtod(b[i], const uint8_t*);
-          out.emplace_back(d, d + rte_pktmbuf_data_len(b[i]));
-          rte_pktmbuf_free(b[i]);
-        }
-      }
-    }
-    return out;
-  }
-  void drain() { tx(0), tx(1); }
-  Frame one_out(const Frame& f, uint16_t in_port, uint16_t out_port, unsigned wi = 0) {
-    rx(f, in_port, wi);
-    auto a = tx(out_port), b = tx(static_cast<uint16_t>(1 - out_port));
-    EXPECT_EQ(a.size(), 1u) << "frames out on port " << out_port;
-    EXPECT_EQ(b.size(), 0u) << "frames out on port " << 1 - out_port;
-    return a.empty() ? Frame{} : a[0];
-  }
   void none_out(const Frame& f, uint16_t in_port, DropReason want, const char* what) {
     const uint64_t before = drops(want);
     rx(f, in_port);
@@ -288,14 +153,6 @@ class IcmpErrorTest : public ::testing::TestWithParam<Forward> {
     EXPECT_EQ(p.kind, FrameKind::kIpv4) << what;
   }
 
-  static inline rte_mempool* pool_ = nullptr;
-  static inline uint16_t pid_[2] = {0, 0};
-  static inline bool ports_ok_ = false;
-  static inline std::string suite_error_ = "EAL not initialised";
-  std::unique_ptr<SharedHolder> holder_;
-  std::vector<std::unique_ptr<Worker>> workers_;
-  std::unique_ptr<Publisher> pub_;
-  cp::ServiceTable table_;
 };
 
 // Where errors about packets sent to the backend are addressed: the source

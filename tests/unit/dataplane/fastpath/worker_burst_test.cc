@@ -1,0 +1,153 @@
+// Bursts through the per-packet pipeline (worker_test_fixture.h): more packets
+// than the tx buffer, and packets of one burst that change what a later packet
+// of the same burst must see (burst.h).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "tests/unit/dataplane/fastpath/worker_test_fixture.h"
+
+namespace vipd::dp {
+namespace {
+
+using namespace test;
+
+TEST_F(WorkerTest, BurstOfManyPacketsAndTxBufferFlushes) {
+  build(Forward::kFnat);
+  if (HasFatalFailure()) return;
+  // More packets than the tx buffer holds (kBurst * 2) in one burst.
+  std::vector<rte_mbuf*> ms;
+  for (uint16_t k = 0; k < 100; ++k) ms.push_back(mbuf_of(build_frame(from_client(58000 + k, kTcpSyn)), 0));
+  for (size_t off = 0; off < ms.size(); off += kBurst) {
+    const uint16_t n = static_cast<uint16_t>(std::min<size_t>(kBurst, ms.size() - off));
+    process_burst(w(), ms.data() + off, n, false);
+  }
+  flush_tx(w());
+  auto out = tx(1);
+  EXPECT_EQ(out.size(), 100u) << drop_summary();
+  for (const auto& f : out) {
+    expect_valid_ipv4(f, "burst");
+    if (HasFailure()) break;
+  }
+  EXPECT_EQ(w().counters.tx.load(), 100u);
+  EXPECT_EQ(w().conns.size(), 100u);
+}
+
+// process_burst looks the whole burst up first (burst.h): a packet whose flow
+// an earlier packet of the same burst created, or removed and created again,
+// must see that, exactly as if the packets came one by one.
+class WorkerBurstTest : public WorkerTest {
+ protected:
+  // Runs the frames through worker 0 as one burst; returns what left on port 1.
+  std::vector<Frame> one_burst(const std::vector<Frame>& in) {
+    std::vector<rte_mbuf*> ms;
+    for (const auto& f : in) ms.push_back(mbuf_of(f, 0));
+    process_burst(w(), ms.data(), static_cast<uint16_t>(ms.size()), false);
+    flush_tx(w());
+    return tx(1);
+  }
+  static std::vector<uint8_t> tuple_of(const Frame& f) { return Frame(f.begin() + 26, f.begin() + 38); }
+};
+
+TEST_F(WorkerBurstTest, PacketsOfANewFlowInOneBurstShareItsConnection) {
+  build(Forward::kFnat);
+  if (HasFatalFailure()) return;
+  // SYN, its retransmission, the handshake's ACK and data: one connection.
+  const auto out = one_burst({build_frame(from_client(52000, kTcpSyn)), build_frame(from_client(52000, kTcpSyn)),
+                              build_frame(from_client(52000, kTcpAck)),
+                              build_frame(from_client(52000, kTcpAck | kTcpPsh)),
+                              build_frame(from_client(52001, kTcpSyn))});
+  ASSERT_EQ(out.size(), 5u) << drop_summary();
+  EXPECT_EQ(total_drops(), 0u) << drop_summary();
+  EXPECT_EQ(w().conns.size(), 2u);
+  for (size_t i = 1; i < 4; ++i) EXPECT_EQ(tuple_of(out[i]), tuple_of(out[0])) << "packet " << i;
+  EXPECT_NE(tuple_of(out[4]), tuple_of(out[0]));
+  for (const auto& f : out) expect_valid_ipv4(f, "burst");
+}
+
+TEST_F(WorkerBurstTest, PortReuseAfterCloseWithinOneBurst) {
+  build(Forward::kFnat);
+  if (HasFatalFailure()) return;
+  const Frame first = one_out(build_frame(from_client(52100, kTcpSyn)), 0, 1);
+  one_out(build_frame(from_client(52100, kTcpRst)), 0, 1);  // closed
+  // A new SYN on the same port replaces the closed connection; the ACK right
+  // behind it in the same burst must follow the new one.
+  const auto out = one_burst({build_frame(from_client(52100, kTcpSyn)), build_frame(from_client(52100, kTcpAck))});
+  ASSERT_EQ(out.size(), 2u) << drop_summary();
+  EXPECT_EQ(total_drops(), 0u) << drop_summary();
+  EXPECT_EQ(tuple_of(out[1]), tuple_of(out[0]));
+  EXPECT_EQ(w().conns.size(), 1u);
+  bool reply = false;
+  const Conn* c = w().conns.lookup(make_key(kClient, 52100, kVip, 8080, kProtoTcp), &reply);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->state, ConnState::kEstablished);
+  (void)first;
+}
+
+// A connection removed by an earlier packet of the burst, and its entry taken
+// by another flow's new connection right after (the free list hands the same
+// entry back), must not be used by a later packet of the removed flow: the
+// burst's lookup for that packet named the entry, the change log sends it to
+// a fresh lookup, which finds nothing (as one packet at a time would).
+TEST_F(WorkerBurstTest, EntryReusedByAnotherFlowWithinOneBurst) {
+  build(Forward::kFnat);
+  if (HasFatalFailure()) return;
+  const Frame a = one_out(build_frame(from_client(46000, kTcpSyn)), 0, 1);
+  ASSERT_FALSE(a.empty());
+  ASSERT_EQ(ip_dst(a.data()), kB1);
+  one_out(build_frame(from_client(46000, kTcpAck)), 0, 1);
+  bool reply = false;
+  const Conn* ca = w().conns.lookup(make_key(kClient, 46000, kVip, 8080, kProtoTcp), &reply);
+  ASSERT_NE(ca, nullptr);
+  // The control plane removes B1: the flow's next packet expires it.
+  cp::ServiceTable next = table_;
+  put(next, vsvc(kVip, 8080, Protocol::kTcp, {rs(kB2, 80)}));
+  const cp::TableDiff d = cp::TableDiff::compute(table_, next);
+  std::string err;
+  ASSERT_TRUE(pub_->apply(next, d, false, &err)) << err;
+  // One burst: A mid-flow (expired: RST), a new flow B (takes A's entry), A
+  // again (no connection any more: dropped, not sent on B's connection).
+  std::vector<rte_mbuf*> ms{mbuf_of(build_frame(from_client(46000, kTcpAck)), 0),
+                            mbuf_of(build_frame(from_client(46001, kTcpSyn)), 0),
+                            mbuf_of(build_frame(from_client(46000, kTcpAck | kTcpPsh)), 0)};
+  process_burst(w(), ms.data(), static_cast<uint16_t>(ms.size()), false);
+  flush_tx(w());
+  const Conn* cb = w().conns.lookup(make_key(kClient, 46001, kVip, 8080, kProtoTcp), &reply);
+  ASSERT_NE(cb, nullptr);
+  EXPECT_EQ(cb, ca) << "the test needs B to reuse A's entry";
+  const auto to_client = tx(0), to_backends = tx(1);
+  ASSERT_EQ(to_client.size(), 1u) << drop_summary();
+  EXPECT_EQ(tcp_flags(to_client[0].data()), kTcpRst);
+  ASSERT_EQ(to_backends.size(), 1u) << drop_summary();
+  EXPECT_EQ(l4_sport(to_backends[0].data()), cb->lport) << "only B's SYN went to a backend";
+  EXPECT_EQ(ip_dst(to_backends[0].data()), kB2);
+  EXPECT_EQ(drops(kNoConn), 1u) << drop_summary();
+  EXPECT_EQ(w().conns.size(), 1u);
+}
+
+// output() keeps the last reachable next hop for the rest of the burst; an
+// ARP reply that moves that neighbour to a new MAC in the middle of a burst
+// counts from the next packet on, as it would one packet at a time.
+TEST_F(WorkerBurstTest, NeighbourMacChangeWithinOneBurst) {
+  build(Forward::kFnat);
+  if (HasFatalFailure()) return;
+  one_out(build_frame(from_client(47000, kTcpSyn)), 0, 1);  // to B1 (rr starts there)
+  const MacAddr moved{0x02, 0xb0, 0, 0, 0, 0x99};
+  std::vector<rte_mbuf*> ms{mbuf_of(build_frame(from_client(47000, kTcpAck)), 0),
+                            mbuf_of(build_arp(2, moved, kB1, kPortMac[1], kPort1Ip, kPortMac[1]), 1),
+                            mbuf_of(build_frame(from_client(47000, kTcpAck | kTcpPsh)), 0)};
+  process_burst(w(), ms.data(), static_cast<uint16_t>(ms.size()), false);
+  flush_tx(w());
+  const auto out = tx(1);
+  ASSERT_EQ(out.size(), 2u) << drop_summary();
+  EXPECT_TRUE(mac_is(out[0].data(), kB1Mac));
+  EXPECT_TRUE(mac_is(out[1].data(), moved)) << "the MAC learned in the burst";
+  EXPECT_EQ(total_drops(), 0u) << drop_summary();
+}
+
+}  // namespace
+}  // namespace vipd::dp
