@@ -637,7 +637,11 @@ uint32_t sweep_conns_paced(Worker& w) noexcept {
   }
   const uint64_t owed = (w.now - w.sweep_last) / per_entry;
   if (owed == 0) return 0;
-  const uint32_t n = owed > kSweepMaxSlice ? kSweepMaxSlice : static_cast<uint32_t>(owed);
+  // A slice is bounded (latency of this poll) but grows with the table, so
+  // that a worker that polls rarely (--worker-idle-sleep-us) still covers a
+  // large table within seconds.
+  const uint32_t max_slice = cap / 64 > kSweepMaxSlice ? cap / 64 : kSweepMaxSlice;
+  const uint32_t n = owed > max_slice ? max_slice : static_cast<uint32_t>(owed);
   sweep_conns(w, n);
   // Credit what was done; more than one period behind: forget the rest.
   w.sweep_last += n * per_entry;

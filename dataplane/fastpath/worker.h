@@ -163,9 +163,10 @@ void serve_mailbox(Worker& w) noexcept;
 void sweep_conns(Worker& w, uint32_t budget) noexcept;
 // The poll loop's sweep: visits the whole connection table once per
 // kSweepPeriodS whatever the packet rate, a slice per call sized by the time
-// since the last one (at most kSweepMaxSlice entries: a long pause is made up
-// over the following calls). An expired connection lives on at most that
-// long; a busy worker spends a fraction of an entry per packet on it.
+// since the last one (at most the larger of kSweepMaxSlice entries and 1/64
+// of the table: a long pause is made up over the following calls). An expired
+// connection lives on about that long at most; a busy worker spends a
+// fraction of an entry per packet on it.
 // Returns the number of entries visited.
 constexpr uint64_t kSweepPeriodS = 1;
 constexpr uint32_t kSweepMaxSlice = 256;
