@@ -18,6 +18,7 @@ PKGS=(
   iproute2 ethtool iptables ipvsadm procps kmod
   python3 curl openssl python3-kubernetes
   python3-scapy  # tests/integration/hostile_test.sh (scripts/lab/hostile.py)
+  libpcap0.8  # scapy compiles its sniffers' kernel (BPF) filters with it
   prometheus
   qemu-system-x86 cpio busybox-static
 )

@@ -75,8 +75,13 @@ def l2sock(iface):
     return s, s.getsockname()[4][:6]
 
 
-def sniffer(iface, lfilter):
-    sn = AsyncSniffer(iface=iface, store=True, lfilter=lfilter)
+def sniffer(iface, lfilter, bpf):
+    """Captures what lfilter accepts. bpf (a pcap filter, applied in the kernel)
+    keeps the lab's other traffic out of the socket: the Python sniffer, on a
+    loaded machine, cannot keep up with the legitimate traffic running beside
+    the checks, and its socket buffer would overflow and lose the very answers
+    a check waits for (seen: answers the client's kernel got, missing here)."""
+    sn = AsyncSniffer(iface=iface, store=True, lfilter=lfilter, filter=bpf)
     sn.start()
     for _ in range(50):  # until its socket is open
         if getattr(sn, "running", False) and getattr(sn, "stop_cb", None):
@@ -136,7 +141,10 @@ def client_set(a):
         probes[name] = p
         return p
 
-    sn = sniffer(a.iface, lambda p: IP in p and p[IP].dst == src and p[IP].src in (vip, a.port_ip))
+    # Answers to the probes (sent from ports 61000-61999), ICMP from vipd.
+    bpf = "ip and dst host %s and (src host %s or src host %s) and (icmp or dst portrange 61000-61999)" % (
+        src, vip, a.port_ip)
+    sn = sniffer(a.iface, lambda p: IP in p and p[IP].dst == src and p[IP].src in (vip, a.port_ip), bpf)
     syn = lambda **kw: bytearray(ipv4_bytes(tcp(src, vip, nxt(), 8080, **kw)))
     # -- truncated frames and headers
     s.send("truncated", s.eth(0x0800, b""))                       # Ethernet header only
@@ -214,14 +222,42 @@ def client_set(a):
         s.ip("icmp_error_no_conn", bytes(IP(src=src, dst=a.local_addr) / ICMP(type=3, code=4, nexthopmtu=1000) / q))
     time.sleep(3.0)  # answers (the machine may be loaded)
     got = sn.stop() or []
-    answered = {}
-    for name, p in probes.items():
+
+    def answered_in(frames, p):
         l4 = UDP if UDP in p else TCP
-        answered[name] = any(l4 in r and r[l4].dport == p[l4].sport and r[IP].src == vip for r in got)
+        return any(l4 in r and r[l4].dport == p[l4].sport and r[IP].src == vip for r in frames)
+
+    answered = {name: answered_in(got, p) for name, p in probes.items()}
+    # The lab's links can lose a packet under load (seen: one probe's answer
+    # missing, with no vipd drop reason): an unanswered probe is sent once
+    # more, from a new port, and "resent" names it. A vipd that does not
+    # forward such packets fails both times.
+    resent = sorted(n for n, ok in answered.items() if not ok)
+    if resent:
+        sn2 = sniffer(a.iface, lambda p: IP in p and p[IP].dst == src and p[IP].src in (vip, a.port_ip), bpf)
+        again = {}
+        for name in resent:
+            p = probes[name].copy()
+            l4 = UDP if UDP in p else TCP
+            p[l4].sport = nxt()
+            del p[IP].chksum
+            del p[l4].chksum
+            again[name] = p
+            if name == "fragmented_udp":
+                p[IP].id = 4245
+                for f in fragment(p, fragsize=32):
+                    s.ip("@resent", bytes(f))
+            else:
+                s.ip("@resent", bytes(p))
+        time.sleep(3.0)
+        got2 = sn2.stop() or []
+        for name, p in again.items():
+            answered[name] = answered_in(got2, p)
+        got = list(got) + list(got2)
     te = sum(1 for r in got if ICMP in r and r[ICMP].type == 11)
     bad_echo = sum(1 for r in got if ICMP in r and r[ICMP].type == 0 and r[ICMP].id == 0x7777 and
                    csum(bytes(r[ICMP])) != 0)
-    print(json.dumps({"sent": s.sent, "answered": answered, "time_exceeded_seen": te,
+    print(json.dumps({"sent": s.sent, "answered": answered, "resent": resent, "time_exceeded_seen": te,
                       "bad_echo_reply_seen": bad_echo}), flush=True)
     return 0
 
@@ -272,7 +308,8 @@ def parse_icmp_error(raw):
 
 def icmp_client(a):
     host, port = a.target
-    sn = sniffer("eth0", lambda p: IP in p and (ICMP in p or (UDP in p and p[UDP].dport == port)))
+    sn = sniffer("eth0", lambda p: IP in p and (ICMP in p or (UDP in p and p[UDP].dport == port)),
+                 "ip and (icmp or (udp and dst port %d))" % port)
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     s.settimeout(3)
     s.connect((host, port))
@@ -317,7 +354,8 @@ def icmp_pod_fragneeded(a):
 
 def icmp_pod_late_reply(a):
     qsrc, qport = a.quoted
-    sn = sniffer(a.iface, lambda p: IP in p and ICMP in p and p[IP].dst == a.pod_ip and p[ICMP].type in (3, 11, 12))
+    sn = sniffer(a.iface, lambda p: IP in p and ICMP in p and p[IP].dst == a.pod_ip and p[ICMP].type in (3, 11, 12),
+                 "icmp and dst host %s" % a.pod_ip)
     d = IP(src=a.pod_ip, dst=qsrc) / UDP(sport=a.port, dport=qport) / b"late\n"
     raw_send(bytes(d), qsrc)
     end = time.monotonic() + a.timeout

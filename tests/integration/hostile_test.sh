@@ -75,13 +75,32 @@ stats() { vipctl stats --json 2>/dev/null; }
 # counters, the lab links' kernel drops, the softnet backlog. One JSON object;
 # losses_delta BEFORE AFTER prints what changed (evidence for a failed check).
 losses() {
-  local ns links=""
+  local ns links="" kstats=""
   for ns in lb client pod1 pod2 pod3 pod4; do
     links+="$ns $(ip -n "${P}$ns" -s -j link show 2>/dev/null | tr -d '\n')"$'\n'
+    kstats+="@$ns"$'\n'"$(ip netns exec "${P}$ns" cat /proc/net/snmp /proc/net/netstat 2>/dev/null)"$'\n'
   done
-  "$PYTHON" - "$(stats)" "$links" <<'PY'
+  "$PYTHON" - "$(stats)" "$links" "$kstats" <<'PY'
 import json, sys
 out = {}
+# The namespaces' own drop counters (a full accept queue, a full socket buffer).
+want = {"TcpExt": ("ListenDrops", "ListenOverflows", "TCPBacklogDrop"), "Udp": ("RcvbufErrors", "InErrors"),
+        "Ip": ("InDiscards",)}
+ns, hdr = None, {}
+for line in sys.argv[3].splitlines():
+    if line.startswith("@"):
+        ns, hdr = line[1:], {}
+        continue
+    proto, _, rest = line.partition(":")
+    f = rest.split()
+    if proto not in want or not f:
+        continue
+    if proto not in hdr or not f[0].lstrip("-").isdigit():
+        hdr[proto] = f
+        continue
+    for k, v in zip(hdr.pop(proto), f):
+        if k in want[proto]:
+            out["%s.%s.%s" % (ns, proto, k)] = int(v)
 try:
     for i, p in enumerate(json.loads(sys.argv[1]).get("ports", [])):
         for k in ("ipackets", "opackets", "ierrors", "oerrors", "imissed"):
@@ -257,7 +276,7 @@ delta = {r: a[r] - b[r] for r in a}
 sent = collections.Counter(hc["sent"]) + collections.Counter(hp["sent"])
 rows, bad = [], []
 for k, n in sorted(sent.items()):
-    if k == "@answered":
+    if k in ("@answered", "@resent"):
         continue
     got = delta.get(k, 0) if not k.startswith("@") else ext.get(k, 0)
     if k == "@lb_reasm":
@@ -266,7 +285,8 @@ for k, n in sorted(sent.items()):
     if got < n:
         bad.append("%s: %d counted for %d sent" % (k, got, n))
 print(json.dumps({"bad": bad, "rows": rows, "total": sum(sent.values()),
-                  "answered": hc.get("answered", {}), "te": hc.get("time_exceeded_seen"),
+                  "answered": hc.get("answered", {}), "resent": hc.get("resent", []),
+                  "te": hc.get("time_exceeded_seen"),
                   "frag_drops": delta.get("ip_fragment", 0),
                   "nonzero": {r: d for r, d in delta.items() if d}}))
 PY
@@ -286,6 +306,10 @@ fragd=$(py 's["frag_drops"]' "$verdict" 2>/dev/null)
 if [ "$d" = fragmented_udp ] && [ "${fragd:-0}" -ge 3 ]; then
   note "the fragmented datagram reached vipd as fragments: dropped and counted (ip_fragment)"
   d=
+fi
+resent=$(py '", ".join(s["resent"])' "$verdict" 2>/dev/null)
+if [ -n "$resent" ]; then
+  note "answered only when sent a second time: $resent; counters that changed meanwhile: $(losses_delta "$l_before" "$(losses)")"
 fi
 if [ -z "$d" ] && [ "$(py 'len(s["answered"])' "$verdict" 2>/dev/null)" = 4 ]; then pass hostile-answered
 else
