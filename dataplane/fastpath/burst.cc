@@ -52,7 +52,6 @@ void prepare_burst(Worker& w, rte_mbuf* const* pkts, uint16_t n, PktInfo* info) 
   // Stage 1: headers. The frames were just received (in cache, or on their
   // way there): ask for all of them before parsing the first.
   for (uint16_t i = 0; i < n; ++i) rte_prefetch0(rte_pktmbuf_mtod(pkts[i], const void*));
-  VipKey vkeys[kBurst];
   FlowKey fkeys[kBurst];
   const void* fptr[kBurst];
   uint32_t fsig[kBurst];
@@ -69,9 +68,8 @@ void prepare_burst(Worker& w, rte_mbuf* const* pkts, uint16_t n, PktInfo* info) 
     const Parsed& p = pi.p;
     if (p.kind != FrameKind::kIpv4 || (p.proto != kProtoTcp && p.proto != kProtoUdp)) continue;
     if (rte_pktmbuf_mtod(pkts[i], const uint8_t*)[0] & 1) continue;  // dropped: group MAC
-    // Stage 2: the keys; the flow key hashed once (the same signature the
-    // table computes: flow_hash.h).
-    vkeys[nl] = VipKey{p.dst, p.dport, p.proto, 0};
+    // Stage 2: the flow key, hashed once (the same signature the table
+    // computes: flow_hash.h).
     fkeys[nl] = make_key(p.src, p.sport, p.dst, p.dport, p.proto);
     fsig[nl] = conn_hash(fkeys[nl]);
     fptr[nl] = &fkeys[nl];
@@ -91,27 +89,25 @@ void prepare_burst(Worker& w, rte_mbuf* const* pkts, uint16_t n, PktInfo* info) 
   // connection hit up by itself in the rare cases that need it.
   void* fdata[kBurst];
   const uint64_t fhits = w.conns.lookup_bulk(fptr, fsig, nl, fdata);
+  VipKey vkeys[kBurst];
   const void* vptr[kBurst];
   uint32_t vsig[kBurst];
   uint8_t vwhich[kBurst];  // lookup j of the VIP table is for packet vwhich[j]
   uint32_t nv = 0;
   for (uint32_t j = 0; j < nl; ++j) {
-    PktInfo& pi = info[which[j]];
-    pi.svc = nullptr;
+    PktInfo& pi = info[which[j]];  // svc, conn, reply: cleared in stage 1
     if ((fhits >> j) & 1) {
       pi.conn = w.conns.decode(fdata[j], &pi.reply);
       rte_prefetch0(pi.conn);
       rte_prefetch0(reinterpret_cast<const char*>(pi.conn) + sizeof(Conn) - 1);
-    } else {
-      pi.conn = nullptr;
-      pi.reply = false;
     }
     // Full NAT: a reply-direction key ends at one of our local addresses and
     // port, so its packet is a reply whatever the VIP table says.
     pi.svc_looked = pi.conn == nullptr || (pi.reply && sh.forward != Forward::kFnat);
     if (!pi.svc_looked) continue;
-    vptr[nv] = &vkeys[j];
-    vsig[nv] = vip_hash(vkeys[j]);
+    vkeys[nv] = VipKey{pi.p.dst, pi.p.dport, pi.p.proto, 0};
+    vptr[nv] = &vkeys[nv];
+    vsig[nv] = vip_hash(vkeys[nv]);
     vwhich[nv++] = which[j];
   }
   // Stage 4: the VIP table for those, and the Service of a new flow.

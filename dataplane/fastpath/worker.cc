@@ -629,7 +629,8 @@ void sweep_conns(Worker& w, uint32_t budget) noexcept {
 uint32_t sweep_conns_paced(Worker& w) noexcept {
   const uint32_t cap = w.conns.capacity();
   if (cap == 0) return 0;
-  uint64_t per_entry = w.sh->tsc_hz * kSweepPeriodS / cap;  // TSC ticks per entry visited
+  const uint64_t period = w.sh->tsc_hz * kSweepPeriodS;
+  uint64_t per_entry = period / cap;  // TSC ticks per entry visited
   if (per_entry == 0) per_entry = 1;
   if (w.sweep_last == 0 || w.now < w.sweep_last) {
     w.sweep_last = w.now;  // first call, or the clock went back (a test)
@@ -645,7 +646,6 @@ uint32_t sweep_conns_paced(Worker& w) noexcept {
   sweep_conns(w, n);
   // Credit what was done; more than one period behind: forget the rest.
   w.sweep_last += n * per_entry;
-  const uint64_t period = w.sh->tsc_hz * kSweepPeriodS;
   if (w.now - w.sweep_last > period) w.sweep_last = w.now - period;
   return n;
 }
