@@ -144,7 +144,8 @@ def client_set(a):
     # Answers to the probes (sent from ports 61000-61999), ICMP from vipd.
     bpf = "ip and dst host %s and (src host %s or src host %s) and (icmp or dst portrange 61000-61999)" % (
         src, vip, a.port_ip)
-    sn = sniffer(a.iface, lambda p: IP in p and p[IP].dst == src and p[IP].src in (vip, a.port_ip), bpf)
+    from_vipd = lambda p: IP in p and p[IP].dst == src and p[IP].src in (vip, a.port_ip)
+    sn = sniffer(a.iface, from_vipd, bpf)
     syn = lambda **kw: bytearray(ipv4_bytes(tcp(src, vip, nxt(), 8080, **kw)))
     # -- truncated frames and headers
     s.send("truncated", s.eth(0x0800, b""))                       # Ethernet header only
@@ -234,7 +235,7 @@ def client_set(a):
     # forward such packets fails both times.
     resent = sorted(n for n, ok in answered.items() if not ok)
     if resent:
-        sn2 = sniffer(a.iface, lambda p: IP in p and p[IP].dst == src and p[IP].src in (vip, a.port_ip), bpf)
+        sn2 = sniffer(a.iface, from_vipd, bpf)
         again = {}
         for name in resent:
             p = probes[name].copy()

@@ -123,6 +123,10 @@ PY
 losses_delta() {
   "$PYTHON" -c 'import json,sys; b,a=json.loads(sys.argv[1]),json.loads(sys.argv[2]); print({k: a[k]-b.get(k,0) for k in a if a[k]-b.get(k,0)})' "$1" "$2" 2>&1
 }
+# note_losses BEFORE: notes what changed since the losses() snapshot BEFORE.
+note_losses() {
+  note "loss counters that changed meanwhile (ports, lab links, softnet, sockets): $(losses_delta "$1" "$(losses)")"
+}
 # jq-like: a Python expression over the stats document(s) s (and t).
 py() { "$PYTHON" -c "import json,sys; s=json.loads(sys.argv[1]); t=json.loads(sys.argv[2]) if len(sys.argv)>2 else None; print($1)" "${@:2}"; }
 
@@ -212,7 +216,7 @@ print("; ".join(bad))
 PY
 )
   if [ -z "$d" ]; then pass icmp-frag-needed-translated; else
-    note "counters that changed meanwhile (ports, lab links, softnet): $(losses_delta "$l_before" "$(losses)")"
+    note_losses "$l_before"
     note "vipd drop reasons: $(py '{r: n for w in s["workers"] for r, n in w["drop_reasons"].items() if n}' "$(stats)" 2>&1)"
     fail icmp-frag-needed-translated "$d"
   fi
@@ -309,11 +313,12 @@ if [ "$d" = fragmented_udp ] && [ "${fragd:-0}" -ge 3 ]; then
 fi
 resent=$(py '", ".join(s["resent"])' "$verdict" 2>/dev/null)
 if [ -n "$resent" ]; then
-  note "answered only when sent a second time: $resent; counters that changed meanwhile: $(losses_delta "$l_before" "$(losses)")"
+  note "answered only when sent a second time: $resent"
+  note_losses "$l_before"
 fi
 if [ -z "$d" ] && [ "$(py 'len(s["answered"])' "$verdict" 2>/dev/null)" = 4 ]; then pass hostile-answered
 else
-  note "counters that changed meanwhile (ports, lab links, softnet): $(losses_delta "$l_before" "$(losses)")"
+  note_losses "$l_before"
   note "client saw (hostile.py): $(head -c 600 <<<"$hc")"
   fail hostile-answered "not answered: ${d:-no result}"
 fi
