@@ -8,6 +8,8 @@
 //   vipd_bench sync [--services N] [--endpoints N] [--changes N] [--baseline-changes N]
 //                   [--worker running|offline]
 //   vipd_bench decode [--mb N] [--endpoints N] [--reps N]
+//   vipd_bench memfloor [--services N] [--flows N] [--backends N] [--chain-mb N]
+//                       [--max-chain N] [--packets N] [--reps N] [--hugepages]
 //   vipd_bench ipt [--services N] [--endpoints N] [--changes N] [--full-reps N]
 //                  [--iptables legacy] [--timeout-s S]
 //                  (iptables mode; only inside a private network namespace)
@@ -25,6 +27,7 @@ int run_cp(const Args& a);
 int run_sync(const Args& a);
 int run_decode(const Args& a);
 int run_ipt(const Args& a);
+int run_memfloor(const Args& a);
 }  // namespace vipd::bench
 
 int main(int argc, char** argv) {
@@ -41,8 +44,10 @@ int main(int argc, char** argv) {
     rc = vipd::bench::run_decode(args);
   } else if (cmd == "ipt") {
     rc = vipd::bench::run_ipt(args);
+  } else if (cmd == "memfloor") {
+    rc = vipd::bench::run_memfloor(args);
   } else {
-    fprintf(stderr, "usage: vipd_bench pipeline|cp|sync|decode|ipt [--options] (see bench/vipd_bench.cc)\n");
+    fprintf(stderr, "usage: vipd_bench pipeline|cp|sync|decode|ipt|memfloor [--options] (see bench/vipd_bench.cc)\n");
     return 2;
   }
   vipd::bench::eal_stop();

@@ -5,7 +5,7 @@
 #   full (default)  about 5-10 minutes on a 2-core VM
 #   --quick         about 1-2 minutes: fewer cases, fewer packets
 # Writes raw results to DIR (default bench/results/full or bench/results/quick):
-#   machine.json, pipeline.jsonl, cp.jsonl, sync.jsonl, decode.jsonl, memory.jsonl, callgrind.jsonl,
+#   machine.json, pipeline.jsonl, memfloor.jsonl, cp.jsonl, sync.jsonl, decode.jsonl, memory.jsonl, callgrind.jsonl,
 #   ipt.jsonl, kernel.jsonl, callgrind_*.txt (per-function profiles), run.log
 # (the previous results of the same mode move to DIR.prev; the report shows
 # the change against them)
@@ -168,10 +168,13 @@ if [ $QUICK = 0 ]; then
   run "$OUT/pipeline.jsonl" 300 pipeline --services 1000 --flows 1000 --packets $PKTS --reps $REPS \
     --newconn-packets $NC --fwd nat "${HUGE_ARGS[@]}"
 fi
+# 1b. the memory floor of the largest case: its lines read, nothing else done
+last=${MATRIX##* }
+run "$OUT/memfloor.jsonl" 300 memfloor --services "${last%%:*}" --flows "${last##*:}" --reps 3 "${HUGE_ARGS[@]}"
 if [ $HVAR = 1 ] && [ $HUGE = 0 ]; then
-  last=${MATRIX##* }
   run "$OUT/pipeline.jsonl" 300 pipeline --services "${last%%:*}" --flows "${last##*:}" --packets $PKTS \
     --reps $REPS --newconn-packets $NC --huge-dir "$HUGE_MNT"
+  run "$OUT/memfloor.jsonl" 300 memfloor --services "${last%%:*}" --flows "${last##*:}" --reps 3 --huge-dir "$HUGE_MNT"
 fi
 
 # ---- 4. memory: RSS with the flows really touched (no prefault) ----

@@ -44,6 +44,9 @@ cpl = jsonl("cp.jsonl")
 syncl = jsonl("sync.jsonl")
 decl = jsonl("decode.jsonl")
 mem = jsonl("memory.jsonl")
+floor_all = jsonl("memfloor.jsonl")
+floor = [r for r in floor_all if not r.get("hugepages")] or floor_all
+floor_huge = [r for r in floor_all if r.get("hugepages") and r not in floor]
 cg_all = jsonl("callgrind.jsonl")
 cg = [r for r in cg_all if r.get("bench") != "cp"]
 cg_cp = sorted([r for r in cg_all if r.get("bench") == "cp"], key=lambda r: r["services"])
@@ -317,6 +320,63 @@ A("Every case checks its own counters: `drops` counts every packet the worker di
 A("forward in the timed phases (it must be 0, otherwise the case measured drops, not forwarding).")
 A("")
 
+# ---- 1b. memory floor
+for fl in floor:
+    pr = by.get((fl["services"], fl["flows"]), {})
+    A(f"### The memory floor at {n_human(fl['services'])} services / {n_human(fl['flows'])} flows")
+    A("")
+    A("`vipd_bench memfloor` (bench/memfloor_bench.cc) does nothing but read the random cache lines an "
+      "established packet must read, in the pipeline's own pattern (bursts of 32, one level at a time, every "
+      "line of a level prefetched for the whole burst before the first is read), over regions of the sizes the "
+      "real structures have in this case, on the same kind of pages. It is the part of the cost that no "
+      "instruction saving removes on this machine.")
+    A("")
+    mib = lambda b: f"{b / 1048576:.1f} MiB"
+    rows = [["established packet: primary + secondary rte_hash bucket (the secondary only prefetched), key slot, "
+             "`Conn` (written), `DestSlot` + `DestCounters` (written)", f"{fl.get('est_lines', 6)} / 4",
+             f"{mib(fl['est_bucket_bytes'])}, {mib(fl['est_key_bytes'])}, {mib(fl['est_conn_bytes'])}, "
+             f"{mib(fl['est_destslot_bytes'])} + {mib(fl['est_destcounters_bytes'])}",
+             fmt(fl.get("est_ns")), fmt(fl.get("est_ns_p10")), fmt(fl.get("est_ns_p90"))]]
+    n = 1
+    while f"chain{n}_ns" in fl:
+        rows.append([f"a chain of {n} dependent line{'s' if n > 1 else ''}", f"{n} / {n}",
+                     f"{n} x {mib(fl['chain_region_bytes'])}", fmt(fl[f"chain{n}_ns"]),
+                     fmt(fl.get(f"chain{n}_ns_p10")), fmt(fl.get(f"chain{n}_ns_p90"))])
+        n += 1
+    if fl.get("wide_ns"):
+        w = fl.get("wide_lines", 3)
+        rows.append([f"{w} lines with no dependency between them (one level)", f"{w} / 1",
+                     f"{w} x {mib(fl['chain_region_bytes'])}", fmt(fl["wide_ns"]), fmt(fl.get("wide_ns_p10")),
+                     fmt(fl.get("wide_ns_p90"))])
+    A(table(["reads per packet", "lines / levels", "regions", "ns/packet", "p10", "p90"], rows))
+    A("")
+    if pr.get("est_ns") and fl.get("est_ns"):
+        c1 = fl.get("chain1_ns")
+        wl = fl.get("wide_lines", 3)
+        wchain = fl.get(f"chain{wl}_ns")
+        A(f"The pipeline's established packet at this size took {pr['est_ns']:.0f} ns in the same run; reading "
+          f"its lines alone takes {fl['est_ns']:.0f} ns ({fl['est_ns'] / pr['est_ns'] * 100:.0f} %)"
+          + (f", about {c1:.0f} ns per random line" if c1 else "")
+          + (f"; {wl} lines with no dependency between them still take {fl['wide_ns']:.0f} ns against "
+             f"{wchain:.0f} ns chained: this machine is bound by how many random lines it fetches more than by "
+             "how long one fetch takes, so the number of lines a packet reads, more than their order, sets the "
+             "floor" if fl.get("wide_ns") and wchain else "")
+          + ". The target of 100 ns per packet leaves "
+          + (f"{100 - fl['est_ns']:.0f} ns" if fl["est_ns"] < 100 else "nothing")
+          + " for the work itself on this machine, which takes "
+          + (f"{one['est_ns']:.0f} ns with everything in cache (1 service / 1k flows)" if one and one.get("est_ns")
+             else "more than that with everything in cache")
+          + ". Each line a design saves is worth about the chain's step.")
+        A("")
+    for fh in floor_huge:
+        if (fh["services"], fh["flows"]) != (fl["services"], fl["flows"]):
+            continue
+        A(f"The same on 2 MiB hugepages (`--huge-variant`, same run): established packet {fmt(fh.get('est_ns'))} ns "
+          f"(against {fmt(fl.get('est_ns'))}), one line {fmt(fh.get('chain1_ns'))} ns (against "
+          f"{fmt(fl.get('chain1_ns'))}). The host may back this VM with 4 KiB pages, which would hide most of a "
+          "difference.")
+        A("")
+
 # ---- 2. control plane
 A("## 2. Control plane: ServiceTable change to published dataplane tables")
 A("")
@@ -553,8 +613,15 @@ if one and big and one.get("est_ns") and big.get("est_ns"):
                 "186 bytes per connection; 1034 -> 871 instructions per established packet and 213 -> 188 ns "
                 "interleaved at 100k / 1M, 172 ns in a full run, 159 ns on 2 MiB hugepages, all measured before "
                 "the connection-first change above). It replaces rte_hash, the DPDK library made for this job, "
-                "so it waits for that decision. On this VM random reads are throughput-bound (~19 ns each on "
-                "4 KiB pages), so only touching fewer cache lines helps. What an established packet still "
+                "so it waits for that decision. "
+                + (f"The memory floor (section 1) puts reading an established packet's lines alone at "
+                   f"{floor[-1]['est_ns']:.0f} ns at {n_human(floor[-1]['services'])} / "
+                   f"{n_human(floor[-1]['flows'])} on this VM (about {floor[-1].get('chain1_ns', 0):.0f} ns per "
+                   "random line), so the target is out of reach here for any "
+                   "design that reads these lines, and only touching fewer lines helps. " if floor else
+                   "On this VM random reads are throughput-bound (~19 ns each on 4 KiB pages), so only touching "
+                   "fewer cache lines helps. ")
+                + "What an established packet still "
                 "touches: its frame, the connection hash's bucket and key slot (rte_hash keeps keys apart from "
                 "the buckets: the own table would save this line), the `Conn` (48 bytes, may straddle two "
                 "lines), its `DestSlot` and its `DestCounters`; next, the hot `Conn` fields and the counters "

@@ -1,0 +1,299 @@
+// Thread: main.
+//
+// The memory floor: what this machine charges per packet for the random cache
+// lines an established packet must read, with nothing else done — the part of
+// benchmark 1's cost that no instruction saving removes (issue 7: "drive the
+// fast path towards the machine's limit").
+//
+// A *shape* is a chain of levels; each level reads one line from each of its
+// regions, at an index that depends on the line read at the level before (the
+// way an established packet goes rte_hash bucket -> key slot -> Conn ->
+// destination). Packets go in bursts of kBurst (worker.h), level by level
+// across the burst, with every line of a level prefetched for the whole burst
+// before the first is read: the pipeline's own pattern (dataplane/fastpath/
+// burst.cc and DPDK's bulk lookup), i.e. the most memory parallelism that
+// structure allows. Timed per chunk of 256 packets (median, like benchmark 1);
+// between chunks the untimed generator draws the next 256 first-level indices
+// (the pipeline's generator writes frames there).
+//
+// Shapes (sizes in bytes from the real structures, sized as benchmark 1
+// sizes them for --services/--flows/--backends):
+//   est      the established packet at that size: 2 buckets (rte_hash
+//            prefetches the primary and the secondary bucket, and reads the
+//            primary one), the key slot,
+//            the Conn (written: expiry), the DestSlot and the DestCounters
+//            (written) — 5 lines, 4 levels
+//   chainN   N levels of one line each in regions of --chain-mb MiB (N = 1..5):
+//            the cost of one more dependent level
+//   wide     min(N, 3) lines of one level, in as many such regions: the same
+//            lines without the dependency
+// Everything stays in memory of this process (DPDK's heap, the same pages as
+// benchmark 1: --no-huge unless --hugepages / --huge-dir).
+#include <rte_cycles.h>
+#include <rte_malloc.h>
+#include <rte_prefetch.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "bench/bench_util.h"
+#include "dataplane/fastpath/conn_table.h"
+#include "dataplane/fastpath/tables.h"
+
+namespace vipd::bench {
+namespace {
+
+using dp::kBurst;
+
+constexpr unsigned kLine = 64;
+constexpr unsigned kChunk = 256;
+constexpr unsigned kMaxLevels = 5;
+constexpr unsigned kMaxReads = 3;  // lines per level
+
+struct Region {
+  uint8_t* base = nullptr;
+  uint64_t lines = 0;
+  uint64_t bytes() const { return lines * kLine; }
+};
+
+// One line read of a level: region r, index word w of the previous level's
+// line (a region read twice per level reads two different lines).
+struct Read {
+  unsigned region;
+  bool write;          // read-modify-write (the pipeline writes Conn and counters)
+  bool prefetch_only;  // asked for and never read (rte_hash's secondary bucket
+                       // of a key found in its primary one)
+};
+
+struct Level {
+  Read reads[kMaxReads];
+  unsigned n = 0;
+};
+
+struct Shape {
+  std::string name;
+  std::vector<Region> regions;
+  Level levels[kMaxLevels];
+  unsigned n_levels = 0;
+  unsigned lines_per_pkt() const {
+    unsigned s = 0;
+    for (unsigned l = 0; l < n_levels; ++l) s += levels[l].n;
+    return s;
+  }
+};
+
+// Every line holds 16 random words: word k of a line at level l is the index
+// (modulo the region's lines) of read k of level l + 1.
+bool alloc_region(Region* r, uint64_t bytes, Rng& rng, std::string* err) {
+  r->lines = std::max<uint64_t>(1, (bytes + kLine - 1) / kLine);
+  r->base = static_cast<uint8_t*>(rte_malloc("memfloor", r->lines * kLine, kLine));
+  if (!r->base) {
+    *err = "rte_malloc of " + std::to_string(r->lines * kLine >> 20) + " MiB failed (raise --mem)";
+    return false;
+  }
+  auto* w = reinterpret_cast<uint32_t*>(r->base);
+  for (uint64_t i = 0; i < r->lines * (kLine / 4); ++i) w[i] = static_cast<uint32_t>(rng.next() >> 32);
+  return true;
+}
+
+void free_shape(Shape& s) {
+  for (auto& r : s.regions) rte_free(r.base);
+  s.regions.clear();
+}
+
+inline uint8_t* line_at(const Region& r, uint32_t word) {
+  return r.base + (uint64_t{word} % r.lines) * kLine;
+}
+
+// One burst: `first[i]` is packet i's random word for level 0.
+uint64_t run_burst(const Shape& s, const uint32_t* first, unsigned n) {
+  const uint8_t* cur[kBurst];  // the line of read 0 at the level just read
+  uint8_t* lines[kMaxReads][kBurst];
+  uint64_t sink = 0;
+  for (unsigned l = 0; l < s.n_levels; ++l) {
+    const Level& lv = s.levels[l];
+    // Addresses of this level from the level before; prefetch all of them.
+    for (unsigned i = 0; i < n; ++i) {
+      for (unsigned k = 0; k < lv.n; ++k) {
+        uint32_t word;
+        if (l == 0) {
+          word = first[i] * (k + 1) + k;  // two reads of level 0: two lines
+        } else {
+          std::memcpy(&word, cur[i] + 4 * k, 4);
+        }
+        lines[k][i] = line_at(s.regions[lv.reads[k].region], word);
+        rte_prefetch0(lines[k][i]);
+      }
+    }
+    // Read them (the next level's indices come from read 0's line).
+    for (unsigned i = 0; i < n; ++i) {
+      for (unsigned k = 0; k < lv.n; ++k) {
+        if (lv.reads[k].prefetch_only) continue;
+        uint64_t v;
+        std::memcpy(&v, lines[k][i] + 56, 8);
+        sink += v;
+        if (lv.reads[k].write) {
+          ++v;
+          std::memcpy(lines[k][i] + 56, &v, 8);
+        }
+      }
+      cur[i] = lines[0][i];
+    }
+  }
+  return sink;
+}
+
+struct Result {
+  std::vector<double> chunk_ns;
+  uint64_t sink = 0;
+};
+
+Result run_shape(const Shape& s, uint64_t packets, unsigned reps, Rng& rng, double ns_per_cycle) {
+  Result r;
+  uint32_t first[kChunk];
+  const uint64_t chunks = std::max<uint64_t>(1, packets / kChunk);
+  // One untimed pass first (the pipeline's phases follow a warm-up too).
+  for (unsigned rep = 0; rep <= reps; ++rep) {
+    for (uint64_t c = 0; c < chunks; ++c) {
+      for (unsigned i = 0; i < kChunk; ++i) first[i] = static_cast<uint32_t>(rng.next() >> 32);
+      const uint64_t t0 = rte_rdtsc();
+      for (unsigned b = 0; b < kChunk; b += kBurst) r.sink += run_burst(s, first + b, kBurst);
+      const uint64_t t1 = rte_rdtsc();
+      if (rep > 0) r.chunk_ns.push_back(static_cast<double>(t1 - t0) * ns_per_cycle / kChunk);
+    }
+  }
+  return r;
+}
+
+}  // namespace
+
+int run_memfloor(const Args& a) {
+  const uint32_t services = static_cast<uint32_t>(a.num("services", 100000));
+  const uint32_t flows = static_cast<uint32_t>(a.num("flows", 1000000));
+  const uint32_t backends = static_cast<uint32_t>(a.num("backends", 4));
+  const uint64_t chain_mb = a.num("chain-mb", 64);
+  const uint64_t packets = a.num("packets", 1000000);
+  const unsigned reps = static_cast<unsigned>(a.num("reps", 3));
+  const unsigned max_chain = static_cast<unsigned>(std::min<uint64_t>(kMaxLevels, a.num("max-chain", 5)));
+
+  // The sizes benchmark 1 gives the structures (pipeline_bench.cc), and
+  // rte_hash's own layout for a table of 2 keys per connection: buckets of
+  // 8 entries (64 bytes) for the next power of two of the entries, and one
+  // key slot (8-byte data pointer + 16-byte key, 16-byte aligned) per entry.
+  const uint64_t conn_cap = std::max<uint64_t>(262144, flows + flows / 4);
+  const uint64_t dests = std::max<uint64_t>(262144, uint64_t{services} * backends);
+  const uint64_t entries = conn_cap * 2;
+  uint64_t pow2 = 1;
+  while (pow2 < entries) pow2 <<= 1;
+  const uint64_t bucket_bytes = pow2 / 8 * 64;
+  const uint64_t key_bytes = (entries + 1) * 32;
+  const uint64_t conn_bytes = conn_cap * sizeof(dp::Conn);
+  const uint64_t slot_bytes = dests * sizeof(dp::DestSlot);
+  const uint64_t counter_bytes = dests * sizeof(dp::DestCounters);
+  const uint64_t est_total = bucket_bytes + key_bytes + conn_bytes + slot_bytes + counter_bytes;
+  const uint64_t chain_total = chain_mb * max_chain << 20;
+
+  EalOptions eo;
+  eo.hugepages = a.flag("hugepages") || a.flag("huge-dir");
+  eo.huge_dir = a.str("huge-dir", "");
+  eo.mem_mb = static_cast<unsigned>(a.num("mem", 128 + (std::max(est_total, chain_total) >> 20) * 11 / 10));
+  std::string err;
+  if (!eal_start(eo, &err)) {
+    fprintf(stderr, "vipd_bench: %s\n", err.c_str());
+    return 2;
+  }
+  const double ns_per_cycle = 1e9 / static_cast<double>(tsc_hz());
+  Rng rng(0xf100f);
+
+  Json j;
+  j.str("bench", "memfloor");
+  j.integer("services", services);
+  j.integer("flows", flows);
+  j.integer("backends", backends);
+  j.integer("hugepages", eo.hugepages ? 1 : 0);
+  j.integer("reps", reps);
+  j.integer("packets_per_rep", static_cast<int64_t>(packets / kChunk * kChunk));
+  j.num("tsc_hz", static_cast<double>(tsc_hz()));
+  j.integer("est_bucket_bytes", static_cast<int64_t>(bucket_bytes));
+  j.integer("est_key_bytes", static_cast<int64_t>(key_bytes));
+  j.integer("est_conn_bytes", static_cast<int64_t>(conn_bytes));
+  j.integer("est_destslot_bytes", static_cast<int64_t>(slot_bytes));
+  j.integer("est_destcounters_bytes", static_cast<int64_t>(counter_bytes));
+  j.integer("chain_region_bytes", static_cast<int64_t>(chain_mb << 20));
+
+  std::vector<Shape> shapes;
+  {
+    Shape s;
+    s.name = "est";
+    const uint64_t sizes[] = {bucket_bytes, key_bytes, conn_bytes, slot_bytes, counter_bytes};
+    for (uint64_t b : sizes) {
+      s.regions.emplace_back();
+      if (!alloc_region(&s.regions.back(), b, rng, &err)) {
+        fprintf(stderr, "vipd_bench: memfloor: %s\n", err.c_str());
+        return 2;
+      }
+    }
+    s.levels[0] = Level{{{0, false, false}, {0, false, true}}, 2};  // primary, secondary bucket
+    s.levels[1] = Level{{{1, false, false}}, 1};                    // key slot
+    s.levels[2] = Level{{{2, true, false}}, 1};                     // Conn
+    s.levels[3] = Level{{{3, false, false}, {4, true, false}}, 2};  // DestSlot, DestCounters
+    s.n_levels = 4;
+    Result r = run_shape(s, packets, reps, rng, ns_per_cycle);
+    j.num("est_ns", median(r.chunk_ns));
+    j.num("est_ns_p10", percentile(r.chunk_ns, 10));
+    j.num("est_ns_p90", percentile(r.chunk_ns, 90));
+    j.integer("est_lines", s.lines_per_pkt());
+    j.integer("est_sink", static_cast<int64_t>(r.sink & 0xffff));
+    free_shape(s);
+  }
+  for (unsigned n = 1; n <= max_chain; ++n) {
+    Shape s;
+    s.name = "chain" + std::to_string(n);
+    for (unsigned l = 0; l < n; ++l) {
+      s.regions.emplace_back();
+      if (!alloc_region(&s.regions.back(), chain_mb << 20, rng, &err)) {
+        fprintf(stderr, "vipd_bench: memfloor: %s\n", err.c_str());
+        return 2;
+      }
+      s.levels[l] = Level{{{l, false, false}}, 1};
+    }
+    s.n_levels = n;
+    Result r = run_shape(s, packets, reps, rng, ns_per_cycle);
+    j.num(s.name + "_ns", median(r.chunk_ns));
+    j.num(s.name + "_ns_p10", percentile(r.chunk_ns, 10));
+    j.num(s.name + "_ns_p90", percentile(r.chunk_ns, 90));
+    free_shape(s);
+  }
+  // The same lines with no dependency between them: one level of
+  // min(max-chain, 3) independent lines. Close to the chain of as many lines
+  // if the machine is bound by how many lines it fetches, far below it if by
+  // how long one fetch takes.
+  {
+    Shape s;
+    const unsigned n = std::min(max_chain, kMaxReads);
+    s.name = "wide" + std::to_string(n);
+    for (unsigned k = 0; k < n; ++k) {
+      s.regions.emplace_back();
+      if (!alloc_region(&s.regions.back(), chain_mb << 20, rng, &err)) {
+        fprintf(stderr, "vipd_bench: memfloor: %s\n", err.c_str());
+        return 2;
+      }
+      s.levels[0].reads[k] = Read{k, false, false};
+    }
+    s.levels[0].n = n;
+    s.n_levels = 1;
+    Result r = run_shape(s, packets, reps, rng, ns_per_cycle);
+    j.integer("wide_lines", n);
+    j.num("wide_ns", median(r.chunk_ns));
+    j.num("wide_ns_p10", percentile(r.chunk_ns, 10));
+    j.num("wide_ns_p90", percentile(r.chunk_ns, 90));
+    free_shape(s);
+  }
+  printf("%s\n", j.dump().c_str());
+  return 0;
+}
+
+}  // namespace vipd::bench
