@@ -42,13 +42,13 @@ struct Parsed {
 // Parses and validates an Ethernet frame of `len` bytes. IPv4: version, IHL,
 // total length against the frame, header checksum, fragments (dropped),
 // TCP data offset, UDP length. TTL is not checked here.
-Parsed parse_frame(const uint8_t* frame, size_t len) noexcept;
+inline Parsed parse_frame(const uint8_t* frame, size_t len) noexcept;  // packet_inline.h
 
 // Rewrites addresses/ports of an IPv4 TCP/UDP packet (host-order values);
 // updates L4 checksum incrementally (UDP checksum 0 stays 0), decrements TTL
 // and updates the IPv4 checksum incrementally.
-void rewrite_l3l4(uint8_t* frame, const Parsed& p, uint32_t new_src, uint16_t new_sport,
-                  uint32_t new_dst, uint16_t new_dport) noexcept;
+inline void rewrite_l3l4(uint8_t* frame, const Parsed& p, uint32_t new_src, uint16_t new_sport,
+                         uint32_t new_dst, uint16_t new_dport) noexcept;  // packet_inline.h
 
 // Turns a TCP packet into the RST the receiver would send back (addresses
 // and ports swapped), in place. Returns the new frame length.
@@ -80,3 +80,5 @@ size_t make_arp_request(uint8_t* frame, const uint8_t our_mac[6], uint32_t our_i
                         uint32_t target_ip) noexcept;
 
 }  // namespace vipd::dp
+
+#include "dataplane/fastpath/packet_inline.h"  // parse_frame, rewrite_l3l4

@@ -1,0 +1,163 @@
+// Thread: worker. The per-packet parse and NAT rewrite, inline: they run on
+// every forwarded packet, and as calls (the 32-byte Parsed returned through
+// memory and copied twice more) they cost ~40 instructions per packet more
+// (callgrind, section 5 of docs/benchmarks.md). Included by packet.h, which
+// documents them.
+#pragma once
+
+#include <cstring>
+
+#include "dataplane/fastpath/bytes.h"
+#include "dataplane/fastpath/checksum.h"
+
+namespace vipd::dp {
+namespace packet_detail {
+
+using namespace bytes;  // rd16/wr16/raw16/... (bytes.h)
+
+// Host order -> the raw (memory order) view of the big-endian value.
+inline uint32_t be32(uint32_t v) {
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  return __builtin_bswap32(v);
+#else
+  return v;
+#endif
+}
+
+// The checksum field `check_raw` after changes whose one's-complement
+// deltas (~old + new per word, any word size) sum to `delta` (< 2^40).
+// End-around-carry folds: bit for bit what summing 16-bit words gives
+// (csum_apply), zero only when every term is.
+inline uint16_t csum_apply64(uint16_t check_raw, uint64_t delta) {
+  uint64_t s = uint64_t{static_cast<uint16_t>(~check_raw)} + delta;
+  s = (s & 0xffffffffu) + (s >> 32);
+  s = (s & 0xffffffffu) + (s >> 32);
+  uint32_t t = static_cast<uint32_t>(s);
+  t = (t & 0xffff) + (t >> 16);
+  t = (t & 0xffff) + (t >> 16);
+  return static_cast<uint16_t>(~t);
+}
+
+// The IPv4 header checksum verifies (the one's-complement sum of the header
+// is 0xffff). The usual 20-byte header as five 32-bit words; the result is
+// the same as csum_fold(csum_partial(ip, ihl, 0)) == 0.
+[[gnu::always_inline]] inline bool ipv4_checksum_ok(const uint8_t* ip, unsigned ihl) {
+  if (ihl != 20) return csum_fold(csum_partial(ip, ihl, 0)) == 0;
+  uint32_t w[5];
+  std::memcpy(w, ip, 20);
+  uint64_t s = uint64_t{w[0]} + w[1] + w[2] + w[3] + w[4];
+  s = (s & 0xffffffffu) + (s >> 32);
+  s = (s & 0xffffffffu) + (s >> 32);
+  uint32_t t = static_cast<uint32_t>(s);
+  t = (t & 0xffff) + (t >> 16);
+  t = (t & 0xffff) + (t >> 16);
+  return t == 0xffff;
+}
+
+inline Parsed drop_as(Parsed p, DropReason r) {
+  p.kind = FrameKind::kDrop;
+  p.drop = r;
+  return p;
+}
+
+}  // namespace packet_detail
+
+inline Parsed parse_frame(const uint8_t* f, size_t len) noexcept {
+  using namespace packet_detail;
+  Parsed p;
+  if (len < kEthLen) return packet_detail::drop_as(p, kTruncated);
+  uint16_t et = rd16(f + 12);
+  if (et == kEtherTypeArp) {
+    p.kind = FrameKind::kArp;
+    if (len < kEthLen + 28) return packet_detail::drop_as(p, kTruncated);
+    return p;
+  }
+  if (et != kEtherTypeIpv4) return packet_detail::drop_as(p, kBadEthertype);
+  if (len < kEthLen + 20) return packet_detail::drop_as(p, kTruncated);
+  const uint8_t* ip = f + kEthLen;
+  if ((ip[0] >> 4) != 4) return packet_detail::drop_as(p, kBadIpHeader);
+  unsigned ihl = (ip[0] & 0x0f) * 4u;
+  if (ihl < 20) return packet_detail::drop_as(p, kBadIpHeader);
+  uint16_t total = rd16(ip + 2);
+  if (total < ihl || kEthLen + size_t{total} > len) return packet_detail::drop_as(p, kBadIpHeader);
+  if (kEthLen + size_t{ihl} > len) return packet_detail::drop_as(p, kTruncated);
+  if (!ipv4_checksum_ok(ip, ihl)) return packet_detail::drop_as(p, kBadIpChecksum);
+  uint16_t frag = rd16(ip + 6);
+  if ((frag & 0x2000) || (frag & 0x1fff)) return packet_detail::drop_as(p, kFragment);
+  p.ip_total_len = total;
+  p.l4_off = static_cast<uint16_t>(kEthLen + ihl);
+  p.l4_len = static_cast<uint16_t>(total - ihl);
+  p.ttl = ip[8];
+  p.proto = ip[9];
+  p.src = rd32(ip + 12);
+  p.dst = rd32(ip + 16);
+  const uint8_t* l4 = f + p.l4_off;
+  switch (p.proto) {
+    case kProtoTcp: {
+      if (p.l4_len < 20) return packet_detail::drop_as(p, kBadL4Header);
+      unsigned doff = (l4[12] >> 4) * 4u;
+      if (doff < 20 || doff > p.l4_len) return packet_detail::drop_as(p, kBadL4Header);
+      p.sport = rd16(l4);
+      p.dport = rd16(l4 + 2);
+      p.tcp_flags = l4[13];
+      break;
+    }
+    case kProtoUdp: {
+      if (p.l4_len < 8) return packet_detail::drop_as(p, kBadL4Header);
+      uint16_t ulen = rd16(l4 + 4);
+      if (ulen < 8 || ulen > p.l4_len) return packet_detail::drop_as(p, kBadL4Header);
+      p.sport = rd16(l4);
+      p.dport = rd16(l4 + 2);
+      break;
+    }
+    case kProtoIcmp: {
+      if (p.l4_len < 8) return packet_detail::drop_as(p, kBadL4Header);
+      p.dport = rd16(l4);       // type, code
+      p.sport = rd16(l4 + 4);   // identifier (echo)
+      break;
+    }
+    default:
+      break;  // the caller decides (only ICMP/TCP/UDP are handled)
+  }
+  p.kind = FrameKind::kIpv4;
+  return p;
+}
+
+inline void rewrite_l3l4(uint8_t* f, const Parsed& p, uint32_t new_src, uint16_t new_sport,
+                         uint32_t new_dst, uint16_t new_dport) noexcept {
+  using namespace packet_detail;
+  uint8_t* ip = f + p.l3_off;
+  uint8_t* l4 = f + p.l4_off;
+  // Everything in raw (memory order) words, built in registers; the
+  // one's-complement deltas are summed in 32-bit words (RFC 1624 eqn. 3).
+  const uint32_t old_src = raw32(ip + 12), old_dst = raw32(ip + 16);
+  const uint32_t nsrc = be32(new_src), ndst = be32(new_dst);
+  put_raw32(ip + 12, nsrc);
+  put_raw32(ip + 16, ndst);
+  // The address change enters both checksums (the L4 one through the pseudo
+  // header): summed once, applied twice.
+  const uint64_t addr_delta = uint64_t{~old_src} + uint64_t{~old_dst} + nsrc + ndst;
+  // IPv4 header: addresses and TTL (the TTL shares a word with the protocol).
+  uint8_t tw[2];
+  std::memcpy(tw, ip + 8, 2);
+  const uint16_t old_tw = raw16(tw);
+  tw[0] = static_cast<uint8_t>(tw[0] - 1);
+  const uint16_t new_tw = raw16(tw);
+  std::memcpy(ip + 8, tw, 2);
+  put_raw16(ip + 10, csum_apply64(raw16(ip + 10), addr_delta + static_cast<uint16_t>(~old_tw) + new_tw));
+
+  const uint32_t old_ports = raw32(l4);
+  uint8_t pb[4];
+  wr16(pb, new_sport);
+  wr16(pb + 2, new_dport);
+  const uint32_t new_ports = raw32(pb);
+  put_raw32(l4, new_ports);
+  const size_t coff = p.proto == kProtoTcp ? 16 : 6;
+  uint16_t c = raw16(l4 + coff);
+  if (p.proto == kProtoUdp && c == 0) return;  // no UDP checksum: keep none
+  c = csum_apply64(c, addr_delta + uint64_t{~old_ports} + new_ports);
+  if (p.proto == kProtoUdp && c == 0) c = 0xffff;
+  put_raw16(l4 + coff, c);
+}
+
+}  // namespace vipd::dp
