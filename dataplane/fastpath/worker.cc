@@ -86,20 +86,11 @@ void send_arp_request(Worker& w, uint16_t pidx, uint32_t target) {
   tx_enqueue(w, pidx, m);
 }
 
-// Routes an IPv4 packet to `dst`: fills the Ethernet header and queues it for
-// tx, or parks it until the next hop is resolved.
-void output(Worker& w, rte_mbuf* m, uint32_t dst) {
+// output() for a next hop other than the last one resolved in this burst:
+// the neighbour table, and parking (with an ARP request) when it is unknown.
+void output_via(Worker& w, rte_mbuf* m, uint16_t pidx, uint32_t nh) {
   Shared& sh = *w.sh;
-  uint16_t pidx;
-  uint32_t nh;
-  if (!route(sh, dst, &pidx, &nh)) return drop(w, m, kNoRoute);
   uint8_t mac[6];
-  if (w.nh_valid && w.nh_ip == nh) {
-    uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
-    std::memcpy(f, w.nh_mac, 6);
-    std::memcpy(f + 6, sh.ports[pidx].mac, 6);
-    return tx_enqueue(w, pidx, m);
-  }
   NeighState st = sh.neigh.lookup(nh, mac, w.now);
   if (st == NeighState::kReachable) {
     w.nh_ip = nh;
@@ -116,6 +107,21 @@ void output(Worker& w, rte_mbuf* m, uint32_t dst) {
     send_arp_request(w, pidx, nh);
   uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
   std::memcpy(f, mac, 6);
+  std::memcpy(f + 6, sh.ports[pidx].mac, 6);
+  tx_enqueue(w, pidx, m);
+}
+
+// Routes an IPv4 packet to `dst`: fills the Ethernet header and queues it for
+// tx, or parks it until the next hop is resolved. Inline: most packets of a
+// burst share the next hop resolved for the first.
+inline void output(Worker& w, rte_mbuf* m, uint32_t dst) {
+  const Shared& sh = *w.sh;
+  uint16_t pidx;
+  uint32_t nh;
+  if (!route(sh, dst, &pidx, &nh)) return drop(w, m, kNoRoute);
+  if (!w.nh_valid || w.nh_ip != nh) return output_via(w, m, pidx, nh);
+  uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
+  std::memcpy(f, w.nh_mac, 6);
   std::memcpy(f + 6, sh.ports[pidx].mac, 6);
   tx_enqueue(w, pidx, m);
 }
@@ -205,7 +211,7 @@ inline uint64_t timeout_for(const Shared& sh, ConnState s) {
   }
 }
 
-void track(Worker& w, Conn& c, uint8_t flags, bool from_client) {
+inline void track(Worker& w, Conn& c, uint8_t flags, bool from_client) {
   // Most packets: an established TCP flow stays so unless FIN or RST.
   if (c.state == ConnState::kEstablished && !(flags & (kTcpFin | kTcpRst))) {
     c.expires = w.now + w.sh->t_est;
