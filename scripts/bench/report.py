@@ -628,11 +628,14 @@ if one and big and one.get("est_ns") and big.get("est_ns"):
                 "in one line.")
 if cg:
     asks.append("**Instructions:** an established packet's count (section 5's profile) is now spread over "
-                "the burst stages (hashing, the bulk connection lookup of rte_hash, prefetches), the frame checks "
-                "of `parse_frame` (~120: with a NIC, `RTE_MBUF_F_RX_IP_CKSUM_GOOD` makes the header checksum "
-                "check free), the NAT rewrite with its checksum update (~100) and `output()` (~60); no single "
-                "part dominates. New flows and replies still look the VIP table up, whose 8-byte key rte_hash "
-                "compares with a `memcmp` call (16-byte keys get an inline SSE compare).")
+                "the two burst stages, with the frame checks, parse, NAT rewrite and `output()` inlined into them: "
+                "`prepare_burst` (frame checks and parse, about 60 of them for the header checks and checksum "
+                "verification, key hashing, prefetches), rte_hash's bulk connection lookup (~140) and the "
+                "per-packet stage in `process_burst` (connection checks, counters, the rewrite with its checksum "
+                "update, the Ethernet header); no single part dominates. With a NIC, `RTE_MBUF_F_RX_IP_CKSUM_GOOD` "
+                "would make the header checksum verification (~25) free. New flows and replies still look the VIP "
+                "table up, whose 8-byte key rte_hash compares with a `memcmp` call (16-byte keys get an inline SSE "
+                "compare).")
 if big and big.get("newconn_mpps") and big["newconn_mpps"] < 1:
     asks.append(f"**New connections:** {big['newconn_ns']:.0f} ns each at {n_human(big['flows'])} flows "
                 "(target >= 1M/s/core, i.e. <= 1000 ns): a new flow still adds two keys to the connection hash "
