@@ -133,9 +133,11 @@ bool eal_memory_is_fixed(const std::vector<std::string>& eal_args) {
 }
 
 // The drop itself (which checks every thread), then what the new user must
-// still be able to do: read the manifests directory. false (after one log
-// line) means the caller must exit: the process may be half dropped.
-bool drop_privileges(const vipd::UserIdentity& user, const vipd::config::Options& opt) {
+// still be able to do: read what the source opens again while it runs (the
+// manifests directory; the API token, CA and client certificate and key
+// files). false (after one log line) means the caller must exit: the process
+// may be half dropped.
+bool drop_privileges(const vipd::UserIdentity& user, const vipd::cp::Source& source) {
   using namespace vipd;
   std::string why;
   size_t threads = 0;
@@ -143,11 +145,14 @@ bool drop_privileges(const vipd::UserIdentity& user, const vipd::config::Options
     log_error("vipd: --user: " + why);
     return false;
   }
-  if (!opt.manifests_dir.empty() && opt.source == config::SourceKind::kManifests &&
-      ::access(opt.manifests_dir.c_str(), R_OK | X_OK) != 0) {
-    log_error("vipd: --user " + user.name + ": cannot read --manifests-dir " + opt.manifests_dir + ": " +
-              std::strerror(errno) + " (make it readable by that user, or leave --user out)");
-    return false;
+  for (const cp::Source::RuntimeFile& f : source.runtime_files()) {
+    const bool dir = !f.path.empty() && f.path.back() == '/';
+    const std::string path = dir && f.path.size() > 1 ? f.path.substr(0, f.path.size() - 1) : f.path;
+    if (::access(path.c_str(), dir ? R_OK | X_OK : R_OK) != 0) {
+      log_error("vipd: --user " + user.name + ": cannot read " + f.what + " " + path + ": " +
+                std::strerror(errno) + " (make it readable by that user, or leave --user out)");
+      return false;
+    }
   }
   log_info("vipd: dropped privileges: now " + user.name + " (uid " + std::to_string(user.uid) + ", gid " +
            std::to_string(user.gid) + "), no capabilities in any of " + std::to_string(threads) + " threads");
@@ -308,7 +313,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (drop_user) {
-    if (!drop_privileges(*drop_user, opt)) {
+    if (!drop_privileges(*drop_user, source)) {
       observability.stop();
       admin.stop();
       dataplane->stop();

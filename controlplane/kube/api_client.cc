@@ -206,6 +206,18 @@ bool RateLimiter::acquire(const std::atomic<bool>& stop) {
 
 ApiClient::ApiClient(ClientConfig cfg) : cfg_(std::move(cfg)) { curl_init_once(); }
 
+std::vector<std::pair<std::string, std::string>> runtime_files(const ClientConfig& cfg) {
+  std::vector<std::pair<std::string, std::string>> out;
+  const auto add = [&](const char* what, const std::string& path) {
+    if (!path.empty()) out.emplace_back(std::string(what) + " of " + cfg.origin, path);
+  };
+  add("the API token file", cfg.token_file);
+  if (cfg.ca_data.empty()) add("the API server CA file", cfg.ca_file);
+  if (cfg.cert_data.empty()) add("the client certificate", cfg.cert_file);
+  if (cfg.key_data.empty()) add("the client key", cfg.key_file);
+  return out;
+}
+
 std::string ApiClient::bearer_token() {
   if (cfg_.token_file.empty()) return cfg_.token;
   std::string t;

@@ -15,6 +15,8 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace vipd::cp::kube {
 
@@ -43,6 +45,12 @@ std::optional<ClientConfig> load_kubeconfig(const std::string& path, std::string
 std::optional<ClientConfig> in_cluster_config(std::string* error,
                                               const std::string& sa_dir =
                                                   "/var/run/secrets/kubernetes.io/serviceaccount");
+
+// The files of `cfg` read again while vipd runs, as {what, path}: the token
+// file before every request (it rotates), and the CA, client certificate and
+// key files at every TLS handshake (curl opens them; a reconnect after an API
+// server restart is one). Embedded *-data fields are not files.
+std::vector<std::pair<std::string, std::string>> runtime_files(const ClientConfig& cfg);
 
 // The kubeconfig path when none is given: $KUBECONFIG (first entry), else ~/.kube/config.
 std::string default_kubeconfig_path();

@@ -488,6 +488,12 @@ bool KubeSource::ready() const { return impl_->services.synced() && impl_->slice
 
 std::string KubeSource::describe() const { return "kubernetes API " + impl_->api.config().server; }
 
+std::vector<Source::RuntimeFile> KubeSource::runtime_files() const {
+  std::vector<RuntimeFile> out;
+  for (auto& [what, path] : kube::runtime_files(impl_->api.config())) out.push_back({what, path});
+  return out;
+}
+
 bool KubeSource::wait(int timeout_ms) {
   std::unique_lock<std::mutex> l(mu_);
   cv_.wait_for(l, std::chrono::milliseconds(std::max(0, timeout_ms)), [&] { return dirty_; });

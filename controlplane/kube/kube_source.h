@@ -109,6 +109,8 @@ class KubeSource : public Source {
   bool wait(int timeout_ms) override;
   bool ready() const override;
   std::string describe() const override;
+  // runtime_files(ClientConfig) of its client (api_client.h).
+  std::vector<RuntimeFile> runtime_files() const override;
 
   // Blocks until ready() or timeout (dry-run).
   bool wait_ready(int timeout_ms);

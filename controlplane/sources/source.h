@@ -58,6 +58,15 @@ class Source {
   virtual bool ready() const { return true; }
   // For log lines: "manifests in DIR", "kubernetes API https://...".
   virtual std::string describe() const = 0;
+
+  // What the source opens again while it runs (so a user vipd drops to must
+  // be able to read it): {what it is, for messages; path}. A path ending in
+  // '/' is a directory (it must be listable too).
+  struct RuntimeFile {
+    std::string what;
+    std::string path;
+  };
+  virtual std::vector<RuntimeFile> runtime_files() const { return {}; }
 };
 
 }  // namespace vipd::cp

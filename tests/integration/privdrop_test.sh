@@ -14,13 +14,17 @@
 #     manifest change (an endpoint removed: no new flow reaches it), and stops
 #     cleanly on SIGTERM;
 #   - a manifests directory the user cannot read stops the start with a clear
-#     error instead of a vipd that never syncs.
+#     error instead of a vipd that never syncs; so does, with the Kubernetes
+#     source (the test API server over HTTPS, tests/kube/fake_apiserver.py), a
+#     client key the user cannot read (curl reads it at every TLS handshake),
+#     and with it readable, vipd --user nobody lists the API's services after
+#     the drop (skipped loudly without openssl or curl).
 # Prints PASS:/FAIL:/SKIP: lines; exit 0 all passed, 1 any failed, 77 cannot run.
 set -uo pipefail
 NAME="privdrop_test"
 CHECKS=(unknown-user-refused root-user-refused kernel-mode-refused control-root-detected starts-as-nobody
         every-thread-dropped status-reports-drop forwards-after-drop manifest-change-after-drop
-        stops-cleanly unreadable-manifests-refused)
+        stops-cleanly unreadable-manifests-refused unreadable-kube-key-refused kube-syncs-after-drop)
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 require_netns bridge
 require_vipd
@@ -32,6 +36,8 @@ export LAB_PREFIX="pd$$-"
 P=$LAB_PREFIX
 TMP=$(mktemp -d /tmp/vipd-privdrop.XXXXXX)
 chmod 0755 "$TMP"  # the manifests below must be readable by nobody
+api_init                # the test API server (lib.sh), for the Kubernetes checks at the end
+cleanup_extra() { stop_pid "$API_PID"; }
 lib_traps
 
 start_vipd() {  # extra vipd options...
@@ -167,3 +173,55 @@ rc=$?
 chmod 0755 "$TMP/manifests"
 if [ "$rc" = 1 ] && grep -q "cannot read --manifests-dir $TMP/manifests" "$TMP/vipd.log"; then pass unreadable-manifests-refused
 else fail unreadable-manifests-refused "want exit 1 and 'cannot read --manifests-dir', got $rc: $(tail -n 2 "$TMP/vipd.log" | tr '\n' ' ')"; fi
+
+# --- the Kubernetes source: what curl reads again after the drop ---
+if ! command -v openssl >/dev/null 2>&1 || ! command -v curl >/dev/null 2>&1; then
+  skip unreadable-kube-key-refused "openssl CLI or curl not installed"
+  skip kube-syncs-after-drop "openssl CLI or curl not installed"
+  exit 0
+fi
+ip -n "${P}lb" link set dev lo up
+if ! tests/kube/gen_certs.sh "$TMP/pki" >/dev/null 2>&1; then
+  fail unreadable-kube-key-refused "tests/kube/gen_certs.sh failed"
+  exit 1
+fi
+"$PYTHON" - "$TMP/objects.json" <<'PY'
+import json, sys
+svc = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "namespace": "default"},
+       "spec": {"type": "ClusterIP", "clusterIP": "10.96.0.77", "clusterIPs": ["10.96.0.77"],
+                "ports": [{"name": "http", "port": 80, "protocol": "TCP"}]}}
+json.dump({"items": [svc]}, open(sys.argv[1], "w"))
+PY
+if ! start_api --load "$TMP/objects.json"; then
+  fail unreadable-kube-key-refused "the test API server did not start: $(tail -n 3 "$TMP/api.log" | tr '\n' ' ')"
+  exit 1
+fi
+api_kubeconfig "$TMP/kubeconfig"
+chmod 0755 "$TMP/pki"
+chmod 0644 "$TMP/kubeconfig" "$TMP/pki/ca.crt" "$TMP/pki/client.crt"
+chmod 0600 "$TMP/pki/client.key"  # root's alone
+kube_vipd() {  # [--timeout S]: vipd --user nobody on the test API server, in the lb namespace
+  local pre=()
+  if [ "${1:-}" = --timeout ]; then pre=(timeout "$2"); shift 2; fi
+  ip netns exec "${P}lb" "${pre[@]}" "$VIPD" --config config/demo/vipd.conf --kubeconfig "$TMP/kubeconfig" \
+    --admin-socket "$TMP/admin.sock" --api-backoff-initial-ms 100 --api-backoff-max-ms 1000 \
+    "--eal-args=--no-huge -m 512 --no-shconf --file-prefix ${P}vipd" --user nobody </dev/null >>"$TMP/vipd.log" 2>&1
+}
+: >"$TMP/vipd.log"
+kube_vipd --timeout 60
+rc=$?
+if [ "$rc" = 1 ] && grep -q "cannot read the client key of kubeconfig $TMP/kubeconfig.* $TMP/pki/client.key: Permission denied" "$TMP/vipd.log"; then
+  pass unreadable-kube-key-refused
+else
+  fail unreadable-kube-key-refused "want exit 1 and 'cannot read the client key ... $TMP/pki/client.key', got $rc: $(tail -n 2 "$TMP/vipd.log" | tr '\n' ' ')"
+fi
+
+chmod 0644 "$TMP/pki/client.key"
+: >"$TMP/vipd.log"
+kube_vipd &
+VIPD_PID=$!
+if wait_generation 1 && grep -q "dropped privileges: now nobody" "$TMP/vipd.log" && vipctl list 2>/dev/null | grep -q '10\.96\.0\.77'; then
+  pass kube-syncs-after-drop
+else
+  fail kube-syncs-after-drop "want generation >= 1 and 10.96.0.77 listed after the drop: $(tail -n 3 "$TMP/vipd.log" | tr '\n' ' ')"
+fi

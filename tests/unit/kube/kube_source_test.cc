@@ -359,6 +359,42 @@ TEST(KubeConfig, Errors) {
   fs::remove(p);
 }
 
+// The files a --user must still be able to read (cmd/vipd.cc checks them
+// after the drop): token, CA, certificate and key files, resolved against the
+// kubeconfig's directory; embedded *-data fields are no files.
+TEST(KubeConfig, RuntimeFiles) {
+  const fs::path dir = fs::temp_directory_path() / ("vipd-kc-rt-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  const std::string p = dir / "kubeconfig";
+  const auto write = [&](const std::string& cluster, const std::string& user) {
+    std::ofstream(p) << "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+                        "contexts:\n- name: c\n  context: {cluster: k, user: u}\n"
+                        "clusters:\n- name: k\n  cluster:\n    server: https://127.0.0.1:6443\n" << cluster
+                     << "users:\n- name: u\n  user:\n" << user;
+  };
+  write("    certificate-authority: pki/ca.crt\n",
+        "    tokenFile: /run/tok\n    client-certificate: pki/c.crt\n    client-key: pki/c.key\n");
+  std::string err;
+  auto cfg = load_kubeconfig(p, &err);
+  ASSERT_TRUE(cfg) << err;
+  auto files = runtime_files(*cfg);
+  ASSERT_EQ(files.size(), 4u);
+  EXPECT_EQ(files[0].second, "/run/tok");
+  EXPECT_NE(files[0].first.find("token"), std::string::npos) << files[0].first;
+  EXPECT_NE(files[0].first.find(p), std::string::npos) << "names the kubeconfig: " << files[0].first;
+  EXPECT_EQ(files[1].second, (dir / "pki/ca.crt").string());
+  EXPECT_EQ(files[2].second, (dir / "pki/c.crt").string());
+  EXPECT_EQ(files[3].second, (dir / "pki/c.key").string());
+  // Embedded data: nothing to read later (a static token is no file either).
+  write("    certificate-authority-data: " + b64("CA") + "\n",
+        "    token: sekret\n    client-certificate-data: " + b64("C") +
+            "\n    client-key-data: " + b64("K") + "\n");
+  cfg = load_kubeconfig(p, &err);
+  ASSERT_TRUE(cfg) << err;
+  EXPECT_TRUE(runtime_files(*cfg).empty());
+  fs::remove_all(dir);
+}
+
 TEST(KubeConfig, LabelSelector) {
   EXPECT_EQ(proxy_label_selector(""), "!service.kubernetes.io/headless,!service.kubernetes.io/service-proxy-name");
   EXPECT_EQ(proxy_label_selector("vipd"), "service.kubernetes.io/service-proxy-name=vipd");
