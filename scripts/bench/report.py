@@ -255,7 +255,10 @@ if big:
     e = big.get("est_mpps") or 0
     tgt.append(["established >= 10 Mpps/core at 1M flows, 100k services",
                 f"{e:.2f} Mpps ({big.get('est_ns', 0):.0f} ns) at {n_human(big['services'])} / {n_human(big['flows'])}",
-                "met" if e >= 10 else f"not met ({10 / e:.0f}x short)" if e else "—"])
+                "met" if e >= 10 else (f"not met ({10 / e:.0f}x short)" if e else "—")
+                + next((f"; reading its lines alone takes {fl['est_ns']:.0f} ns on this machine (memory floor, "
+                        "section 1)" for fl in floor
+                        if e < 10 and (fl["services"], fl["flows"]) == (big["services"], big["flows"])), "")])
     nc = max((r.get("newconn_mpps") or 0) for r in matrix)
     nc_big = big.get("newconn_mpps") or 0
     tgt.append([">= 1M new connections/s per core", f"{nc_big:.2f} M/s at {n_human(big['services'])} / "
@@ -366,15 +369,18 @@ for fl in floor:
           + " for the work itself on this machine, which takes "
           + (f"{one['est_ns']:.0f} ns with everything in cache (1 service / 1k flows)" if one and one.get("est_ns")
              else "more than that with everything in cache")
-          + ". Each line a design saves is worth about the chain's step.")
+          + ". Each line a design saves is worth about one step of the chain"
+          + (f", {c1:.0f} ns here." if c1 else "."))
         A("")
     for fh in floor_huge:
         if (fh["services"], fh["flows"]) != (fl["services"], fl["flows"]):
             continue
+        deep = max((n for n in range(1, 6) if f"chain{n}_ns" in fh and f"chain{n}_ns" in fl), default=0)
         A(f"The same on 2 MiB hugepages (`--huge-variant`, same run): established packet {fmt(fh.get('est_ns'))} ns "
-          f"(against {fmt(fl.get('est_ns'))}), one line {fmt(fh.get('chain1_ns'))} ns (against "
-          f"{fmt(fl.get('chain1_ns'))}). The host may back this VM with 4 KiB pages, which would hide most of a "
-          "difference.")
+          f"(against {fmt(fl.get('est_ns'))} on 4 KiB pages), one line {fmt(fh.get('chain1_ns'))} ns (against "
+          f"{fmt(fl.get('chain1_ns'))})"
+          + (f", a chain of {deep} {fmt(fh[f'chain{deep}_ns'])} ns (against {fmt(fl[f'chain{deep}_ns'])})" if deep > 1 else "")
+          + ": in this run the dependent chains gained (shorter page walks), the single line did not.")
         A("")
 
 # ---- 2. control plane
@@ -500,11 +506,11 @@ if cg:
     A("them across commits to see regressions. (Fewer packets than the timed runs.) The connection")
     A("sweep is left out of the count: its work follows time, not packets (the whole table once a second),")
     A("and under valgrind time runs tens of times slower. The timed runs measure it instead:")
-    sw = [r for r in pipe if r.get("est_sweep_per_pkt") is not None and not r.get("proto") == "udp"]
+    sw = [r for r in matrix if r.get("est_sweep_per_pkt") is not None]
     if sw:
         A("it visited " + "; ".join(f"{r['est_sweep_per_pkt']:.2f} entries per established packet at "
                                     f"{n_human(r['services'])} / {n_human(r['flows'])} ({n_human(r['conn_capacity'])} entries)"
-                                    for r in sw if r["fwd"] == "fnat" and r["services"] in (1, 100000)) + ".")
+                                    for r in sw if r["services"] in (1, 100000)) + ".")
     A("")
     def cg_row(r):
         row = [f"{n_human(r['services'])} / {n_human(r['flows'])}", fmt(r.get("est_ir_per_pkt")),
