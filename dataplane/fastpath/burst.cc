@@ -81,12 +81,14 @@ void prepare_burst(Worker& w, rte_mbuf* const* pkts, uint16_t n, PktInfo* info) 
   w.conns.begin_burst();
   if (nl == 0) return;
   // Stage 3: the connection table in bulk (DPDK prefetches the buckets and
-  // keys of all of them before comparing any). A packet of a known flow in
-  // the client's direction, or a full-NAT reply, needs nothing else: the VIP
-  // table is looked up, again in bulk, only for the others (a new flow, a NAT
-  // reply), so an established flow's cost does not grow with the number of
-  // services. The per-packet stage looks the Service of a
-  // connection hit up by itself in the rare cases that need it.
+  // keys of all of them before comparing any). A packet of a known flow needs
+  // nothing else: in the client's direction its entry says where it goes, and
+  // a reply (to a full-NAT local address and port, or in NAT mode to the
+  // client) is a reply whatever the VIP table says. The VIP table is looked
+  // up, again in bulk, only for the others (new flows), so an established
+  // flow's cost does not grow with the number of services. The per-packet
+  // stage looks the Service of a connection hit up by itself in the rare
+  // cases that need it.
   void* fdata[kBurst];
   const uint64_t fhits = w.conns.lookup_bulk(fptr, fsig, nl, fdata);
   VipKey vkeys[kBurst];
@@ -101,9 +103,9 @@ void prepare_burst(Worker& w, rte_mbuf* const* pkts, uint16_t n, PktInfo* info) 
       rte_prefetch0(pi.conn);
       rte_prefetch0(reinterpret_cast<const char*>(pi.conn) + sizeof(Conn) - 1);
     }
-    // Full NAT: a reply-direction key ends at one of our local addresses and
-    // port, so its packet is a reply whatever the VIP table says.
-    pi.svc_looked = pi.conn == nullptr || (pi.reply && sh.forward != Forward::kFnat);
+    // A reply-direction key ends at one of our local addresses and ports
+    // (full NAT) or at a client's address and port (NAT): no VIP of ours.
+    pi.svc_looked = pi.conn == nullptr;
     if (!pi.svc_looked) continue;
     vkeys[nv] = VipKey{pi.p.dst, pi.p.dport, pi.p.proto, 0};
     vptr[nv] = &vkeys[nv];

@@ -478,7 +478,14 @@ void process_one(Worker& w, rte_mbuf* m, const PktInfo& pi, bool from_ring) {
   if (p.kind == FrameKind::kArp) return handle_arp(w, m);
   if (f[0] & 1) return drop(w, m, kNotForUs);  // IP to a broadcast/multicast MAC
   if (p.proto == kProtoTcp || p.proto == kProtoUdp) {
-    if (pi.svc || (pi.conn && !pi.reply)) {  // a VIP or a known flow's client side
+    if (pi.conn && pi.reply) {  // a known flow's reply, before any VIP (burst.cc)
+      if (p.ttl <= 1) return drop(w, m, kTtlExceeded);
+      const uint32_t owner = sh.forward == Forward::kFnat ? p.dport % sh.n_workers
+                                                          : flow_owner(p.dst, p.dport, sh.n_workers);
+      if (!from_ring && redirect(w, m, owner)) return;
+      return from_dest(w, m, pi);
+    }
+    if (pi.svc || pi.conn) {  // a VIP or a known flow's client side
       if (p.ttl <= 1) return drop(w, m, kTtlExceeded);
       if (!from_ring && redirect(w, m, flow_owner(p.src, p.sport, sh.n_workers))) return;
       if (from_client(w, m, pi)) return;

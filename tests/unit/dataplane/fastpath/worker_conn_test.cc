@@ -182,6 +182,32 @@ TEST_F(WorkerTest, FnatReplyWinsOverAServiceOnTheLocalAddress) {
   EXPECT_EQ(total_drops(), 0u) << drop_summary();
 }
 
+// NAT mode: a packet that matches a connection's reply key is the reply,
+// even when its destination (the client's address and port) is also a
+// Service: the connection table is looked up first, and the VIP table not at
+// all for it (burst.cc).
+TEST_F(WorkerTest, NatReplyWinsOverAServiceOnTheClientAddress) {
+  build(Forward::kNat);
+  if (HasFatalFailure()) return;
+  const Frame a = one_out(build_frame(from_client(47300, kTcpSyn)), 0, 1);
+  ASSERT_FALSE(a.empty());
+  const uint32_t b = ip_dst(a.data());
+  ASSERT_EQ(ip_src(a.data()), kClient) << "NAT keeps the client's address";
+  cp::ServiceTable next = table_;
+  put(next, vsvc(kClient, 47300, Protocol::kTcp, {rs(kB3, 80)}));
+  std::string err;
+  ASSERT_TRUE(pub_->apply(next, cp::TableDiff::compute(table_, next), false, &err)) << err;
+  const Frame r = one_out(build_frame(from_backend(b, b == kB1 ? kB1Mac : kB2Mac, 80, kClient, 47300,
+                                                   kTcpSyn | kTcpAck)), 1, 0);
+  ASSERT_FALSE(r.empty()) << drop_summary();
+  EXPECT_EQ(ip_src(r.data()), kVip);
+  EXPECT_EQ(l4_sport(r.data()), 8080);
+  EXPECT_EQ(ip_dst(r.data()), kClient);
+  EXPECT_EQ(l4_dport(r.data()), 47300);
+  EXPECT_EQ(w().conns.size(), 1u) << "no connection to the Service on the client's address";
+  EXPECT_EQ(total_drops(), 0u) << drop_summary();
+}
+
 // A connection whose destination was removed stays until its next packet
 // (which gets a RST) or, at the latest, for t_dead; then the sweep frees it.
 TEST_F(WorkerTest, SweepReclaimsConnectionsOfRemovedDestAfterGrace) {
