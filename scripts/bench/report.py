@@ -639,7 +639,7 @@ if cg:
                 "verification, key hashing, prefetches), rte_hash's bulk connection lookup (~140) and the "
                 "per-packet stage in `process_burst` (connection checks, counters, the rewrite with its checksum "
                 "update, the Ethernet header); no single part dominates. With a NIC, `RTE_MBUF_F_RX_IP_CKSUM_GOOD` "
-                "would make the header checksum verification (~25) free. New flows and replies still look the VIP "
+                "would make the header checksum verification (~25) free. New flows still look the VIP "
                 "table up, whose 8-byte key rte_hash compares with a `memcmp` call (16-byte keys get an inline SSE "
                 "compare).")
 if big and big.get("newconn_mpps") and big["newconn_mpps"] < 1:
