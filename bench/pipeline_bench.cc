@@ -8,8 +8,8 @@
 // an rte_ring looped back onto itself.
 //
 // Each chunk: the generator (untimed) writes kChunk fresh frames and puts them
-// into the ring with rte_eth_tx_burst; the timed part then runs kChunk/32
-// polls (rx burst of 32 -> pipeline -> tx burst), which consume exactly the
+// into the ring with rte_eth_tx_burst; the timed part then runs kChunk/64
+// polls (rx of kRxBurst = 64 -> pipeline -> tx burst), which consume exactly the
 // fresh frames while the forwarded ones queue up behind them; the generator
 // then takes the forwarded frames back and rewrites them. The I/O-only
 // baseline times the same polls with rx burst -> tx burst and nothing else.
@@ -61,7 +61,7 @@ using dp::kBurst;
 namespace {
 
 constexpr unsigned kChunk = 256;          // fresh frames per timed chunk
-constexpr unsigned kPolls = kChunk / kBurst;
+constexpr unsigned kPolls = kChunk / dp::kRxBurst;
 constexpr uint16_t kFrameLen = 60;        // 64-byte frames on the wire, less FCS
 constexpr uint16_t kFlowsPerIp = 60000;   // client ports 1024.. per client address
 
@@ -138,9 +138,9 @@ class Bench {
   inline void poll_once() {
     dp::Worker& w = *d_.w;
     dp::Shared& sh = d_.sh;
-    rte_mbuf* pkts[kBurst];
+    rte_mbuf* pkts[dp::kRxBurst];
     w.now = rte_rdtsc();
-    uint16_t n = rte_eth_rx_burst(sh.ports[0].port_id, 0, pkts, kBurst);
+    uint16_t n = rte_eth_rx_burst(sh.ports[0].port_id, 0, pkts, dp::kRxBurst);
     if (n) {
       dp::bump(w.counters.rx, n);
       dp::process_burst(w, pkts, n, false);
@@ -162,8 +162,8 @@ class Bench {
 
   // The I/O-only baseline: rx burst -> tx burst, nothing else.
   inline void poll_io() {
-    rte_mbuf* pkts[kBurst];
-    uint16_t n = rte_eth_rx_burst(d_.port_id, 0, pkts, kBurst);
+    rte_mbuf* pkts[dp::kRxBurst];
+    uint16_t n = rte_eth_rx_burst(d_.port_id, 0, pkts, dp::kRxBurst);
     uint16_t s = rte_eth_tx_burst(d_.port_id, 0, pkts, n);
     for (uint16_t i = s; i < n; ++i) rte_pktmbuf_free(pkts[i]);
   }

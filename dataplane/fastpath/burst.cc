@@ -78,7 +78,6 @@ void prepare_burst(Worker& w, rte_mbuf* const* pkts, uint16_t n, PktInfo* info) 
     pi.conn_sig = fsig[nl];
     ++nl;
   }
-  w.conns.begin_burst();
   if (nl == 0) return;
   // Stage 3: the connection table in bulk (DPDK prefetches the buckets and
   // keys of all of them before comparing any). A packet of a known flow needs
@@ -124,10 +123,12 @@ void prepare_burst(Worker& w, rte_mbuf* const* pkts, uint16_t n, PktInfo* info) 
       if (!pi.conn) rte_prefetch0(pi.svc);
     }
   }
-  // Stage 5: the connections' destination generation and counters (reads
-  // the entries prefetched above; the first may still be on their way).
-  for (uint32_t j = 0; j < nl; ++j) {
-    const Conn* c = info[which[j]].conn;
+}
+
+void prefetch_dests(Worker& w, const PktInfo* info, uint16_t n) noexcept {
+  const Shared& sh = *w.sh;
+  for (uint16_t i = 0; i < n; ++i) {
+    const Conn* c = info[i].conn;
     if (!c) continue;
     rte_prefetch0(&sh.dest_slots[c->dest_slot]);
     rte_prefetch0(&w.dest_counters[c->dest_slot]);

@@ -36,8 +36,16 @@ struct PktInfo {
                            // connection hit in the client's direction
 };
 
-// Fills info[0..n) for pkts[0..n), n <= kBurst (worker.h). Starts
-// a new burst in the worker's connection table change log.
+// Fills info[0..n) for pkts[0..n), n <= kBurst (worker.h): frame checks and
+// parse, the bulk lookups, and prefetches of the connection entries found (and
+// of the Service of a new flow). The caller starts the connection table's
+// change log (ConnTable::begin_burst) before the first of the bursts it
+// prepares ahead of processing them.
 void prepare_burst(Worker& w, rte_mbuf* const* pkts, uint16_t n, PktInfo* info) noexcept;
+
+// Reads the connection entries of info[0..n) (prefetched by prepare_burst)
+// and prefetches their destination slots and counters: the last stage before
+// the per-packet one, run when the entries had time to arrive.
+void prefetch_dests(Worker& w, const PktInfo* info, uint16_t n) noexcept;
 
 }  // namespace vipd::dp

@@ -95,7 +95,7 @@ class ConnTable {
   }
 
   // Burst change log: begin_burst() forgets; then every key added or removed
-  // is logged by its hash (in a 512-bit filter and a list). changed_in_burst
+  // is logged by its hash (in a 1024-bit filter and a list). changed_in_burst
   // (sig): a key with this hash was added or removed since begin_burst() (or
   // the list overflowed), so a lookup made before is stale: repeat it.
   void begin_burst() noexcept {
@@ -105,7 +105,7 @@ class ConnTable {
   }
   bool changed_in_burst(uint32_t sig) const noexcept {
     if (n_log_ == 0) return false;  // the common case: nothing changed
-    const uint32_t b = (sig >> 7) & 511;
+    const uint32_t b = (sig >> 7) & (kFilterBits - 1);
     if (!((filter_[b >> 6] >> (b & 63)) & 1)) return false;
     if (n_log_ > kLogMax) return true;
     for (uint32_t i = 0; i < n_log_; ++i)
@@ -140,9 +140,10 @@ class ConnTable {
   Conn* entry(uint32_t i) noexcept { return &conns_[i]; }
 
  private:
-  static constexpr uint32_t kLogMax = 128;  // 4 per packet of a 32-packet burst
+  static constexpr uint32_t kLogMax = 256;  // 4 per packet of a 64-packet rx (kRxBurst)
+  static constexpr uint32_t kFilterBits = 1024;
   void log_change(uint32_t sig) noexcept {
-    const uint32_t b = (sig >> 7) & 511;
+    const uint32_t b = (sig >> 7) & (kFilterBits - 1);
     filter_[b >> 6] |= uint64_t{1} << (b & 63);
     if (n_log_ < kLogMax) log_[n_log_] = sig;
     if (n_log_ <= kLogMax) ++n_log_;
@@ -156,7 +157,7 @@ class ConnTable {
   uint32_t used_ = 0;
   uint32_t cursor_ = 0;
   uint32_t n_log_ = 0;
-  uint64_t filter_[8] = {};
+  uint64_t filter_[kFilterBits / 64] = {};
   uint32_t log_[kLogMax];
 };
 

@@ -528,12 +528,28 @@ void process_one(Worker& w, rte_mbuf* m, const PktInfo& pi, bool from_ring) {
 
 void process_burst(Worker& w, rte_mbuf** pkts, uint16_t n, bool from_ring) noexcept {
   // Up to kBurst packets at a time: parse, hash, bulk lookups and prefetch
-  // for all of them (burst.h), then each packet's own stage, in order.
+  // for all of them (burst.h), then each packet's own stage, in order. The
+  // next burst is prepared before this one's packets run, so that its
+  // entries, destinations and counters arrive while they do. Its lookups may
+  // then be stale: the change log, started once for all of them, makes a
+  // packet whose key changed since look up again (burst_conn).
   w.nh_valid = false;  // a neighbour entry may have changed since the last burst
-  for (uint16_t off = 0; off < n; off += kBurst) {
-    const uint16_t k = static_cast<uint16_t>(n - off < int{kBurst} ? n - off : int{kBurst});
-    prepare_burst(w, pkts + off, k, w.burst);
-    for (uint16_t i = 0; i < k; ++i) process_one(w, pkts[off + i], w.burst[i], from_ring);
+  w.conns.begin_burst();
+  const auto size = [&](uint16_t off) {
+    return static_cast<uint16_t>(n - off < int{kBurst} ? n - off : int{kBurst});
+  };
+  unsigned cur = 0;
+  uint16_t off = 0, k = size(0);
+  if (k) prepare_burst(w, pkts, k, w.burst[cur]);
+  if (k) prefetch_dests(w, w.burst[cur], k);
+  while (k) {
+    const uint16_t next_off = static_cast<uint16_t>(off + k), next_k = size(next_off);
+    if (next_k) prepare_burst(w, pkts + next_off, next_k, w.burst[cur ^ 1]);
+    for (uint16_t i = 0; i < k; ++i) process_one(w, pkts[off + i], w.burst[cur][i], from_ring);
+    if (next_k) prefetch_dests(w, w.burst[cur ^ 1], next_k);
+    off = next_off;
+    k = next_k;
+    cur ^= 1;
   }
 }
 
@@ -668,12 +684,12 @@ int worker_main(void* arg) {
   Shared& sh = *w.sh;
   rte_rcu_qsbr_thread_register(sh.qsbr, w.index);
   rte_rcu_qsbr_thread_online(sh.qsbr, w.index);
-  rte_mbuf* pkts[kBurst];
+  rte_mbuf* pkts[kRxBurst];
   while (!sh.stop.load(std::memory_order_relaxed)) {
     w.now = rte_rdtsc();
     uint32_t got = 0;
     for (uint16_t i = 0; i < sh.n_ports; ++i) {
-      uint16_t n = rte_eth_rx_burst(sh.ports[i].port_id, static_cast<uint16_t>(w.index), pkts, kBurst);
+      uint16_t n = rte_eth_rx_burst(sh.ports[i].port_id, static_cast<uint16_t>(w.index), pkts, kRxBurst);
       if (n) {
         bump(w.counters.rx, n);
         got += n;
@@ -681,7 +697,7 @@ int worker_main(void* arg) {
       }
     }
     if (sh.n_workers > 1) {
-      unsigned n = rte_ring_sc_dequeue_burst(sh.rings[w.index], reinterpret_cast<void**>(pkts), kBurst, nullptr);
+      unsigned n = rte_ring_sc_dequeue_burst(sh.rings[w.index], reinterpret_cast<void**>(pkts), kRxBurst, nullptr);
       if (n) {
         bump(w.counters.redirects_in, n);
         got += n;

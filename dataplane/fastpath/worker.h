@@ -23,6 +23,10 @@ struct rte_ring;
 namespace vipd::dp {
 
 constexpr unsigned kBurst = 32;
+// Packets taken per rx call: up to two bursts, so that the lookups and
+// prefetches of the second overlap with the per-packet work of the first
+// (process_burst).
+constexpr unsigned kRxBurst = 2 * kBurst;
 constexpr unsigned kMaxLocalAddrs = 16;
 constexpr unsigned kPendingMax = 64;
 
@@ -131,7 +135,7 @@ struct Worker {
   uint32_t nh_ip = 0;
   bool nh_valid = false;
   uint8_t nh_mac[6]{};
-  PktInfo burst[kBurst];  // what prepare_burst found for the burst in hand
+  PktInfo burst[2][kBurst];  // what prepare_burst found: the burst in hand, the next one
   WorkerCounters counters;
   Mailbox mailbox;
 };

@@ -129,6 +129,50 @@ TEST_F(WorkerBurstTest, EntryReusedByAnotherFlowWithinOneBurst) {
   EXPECT_EQ(w().conns.size(), 1u);
 }
 
+// process_burst prepares a burst before the one in hand has run (its
+// lookups then overlap that one's work): a lookup of the second burst of an
+// rx can be older than what the first changed, and later bursts' preparation
+// must not make the change log forget it. The scenario above across bursts
+// of kBurst: A expired and B taking A's entry in the first, A's next packet
+// in the second, and a third burst prepared in between.
+TEST_F(WorkerBurstTest, EntryReusedByAnotherFlowSeenByTheNextBurst) {
+  build(Forward::kFnat);
+  if (HasFatalFailure()) return;
+  const Frame a = one_out(build_frame(from_client(46100, kTcpSyn)), 0, 1);
+  ASSERT_FALSE(a.empty());
+  ASSERT_EQ(ip_dst(a.data()), kB1);
+  one_out(build_frame(from_client(46100, kTcpAck)), 0, 1);
+  bool reply = false;
+  const Conn* ca = w().conns.lookup(make_key(kClient, 46100, kVip, 8080, kProtoTcp), &reply);
+  ASSERT_NE(ca, nullptr);
+  cp::ServiceTable next = table_;
+  put(next, vsvc(kVip, 8080, Protocol::kTcp, {rs(kB2, 80)}));
+  std::string err;
+  ASSERT_TRUE(pub_->apply(next, cp::TableDiff::compute(table_, next), false, &err)) << err;
+  // [0] A (expired: RST), [1] B's SYN (A's entry), B's ACKs up to the end of
+  // the first burst, [kBurst] A again, B's ACKs through a third burst.
+  std::vector<rte_mbuf*> ms{mbuf_of(build_frame(from_client(46100, kTcpAck)), 0),
+                            mbuf_of(build_frame(from_client(46101, kTcpSyn)), 0)};
+  while (ms.size() < kBurst) ms.push_back(mbuf_of(build_frame(from_client(46101, kTcpAck)), 0));
+  ms.push_back(mbuf_of(build_frame(from_client(46100, kTcpAck | kTcpPsh)), 0));
+  while (ms.size() < 2 * kBurst + 1) ms.push_back(mbuf_of(build_frame(from_client(46101, kTcpAck)), 0));
+  process_burst(w(), ms.data(), static_cast<uint16_t>(ms.size()), false);
+  flush_tx(w());
+  const Conn* cb = w().conns.lookup(make_key(kClient, 46101, kVip, 8080, kProtoTcp), &reply);
+  ASSERT_NE(cb, nullptr);
+  EXPECT_EQ(cb, ca) << "the test needs B to reuse A's entry";
+  const auto to_client = tx(0), to_backends = tx(1);
+  ASSERT_EQ(to_client.size(), 1u) << drop_summary();
+  EXPECT_EQ(tcp_flags(to_client[0].data()), kTcpRst);
+  ASSERT_EQ(to_backends.size(), 2 * kBurst - 1) << drop_summary();
+  for (const auto& f : to_backends) {
+    EXPECT_EQ(l4_sport(f.data()), cb->lport) << "only B's packets went to a backend";
+    EXPECT_EQ(ip_dst(f.data()), kB2);
+  }
+  EXPECT_EQ(drops(kNoConn), 1u) << drop_summary();
+  EXPECT_EQ(w().conns.size(), 1u);
+}
+
 // output() keeps the last reachable next hop for the rest of the burst; an
 // ARP reply that moves that neighbour to a new MAC in the middle of a burst
 // counts from the next packet on, as it would one packet at a time.
