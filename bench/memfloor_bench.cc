@@ -104,6 +104,15 @@ void free_shape(Shape& s) {
   s.regions.clear();
 }
 
+// Adds one region per size to `s` (false + *err when the heap is too small).
+bool add_regions(Shape& s, const std::vector<uint64_t>& sizes, Rng& rng, std::string* err) {
+  for (uint64_t b : sizes) {
+    s.regions.emplace_back();
+    if (!alloc_region(&s.regions.back(), b, rng, err)) return false;
+  }
+  return true;
+}
+
 inline uint8_t* line_at(const Region& r, uint32_t word) {
   return r.base + (uint64_t{word} % r.lines) * kLine;
 }
@@ -150,6 +159,13 @@ struct Result {
   std::vector<double> chunk_ns;
   uint64_t sink = 0;
 };
+
+// KEY_ns (median chunk), KEY_ns_p10, KEY_ns_p90.
+void add_result(Json& j, const std::string& key, const Result& r) {
+  j.num(key + "_ns", median(r.chunk_ns));
+  j.num(key + "_ns_p10", percentile(r.chunk_ns, 10));
+  j.num(key + "_ns_p90", percentile(r.chunk_ns, 90));
+}
 
 Result run_shape(const Shape& s, uint64_t packets, unsigned reps, Rng& rng, double ns_per_cycle) {
   Result r;
@@ -228,13 +244,9 @@ int run_memfloor(const Args& a) {
   {
     Shape s;
     s.name = "est";
-    const uint64_t sizes[] = {bucket_bytes, key_bytes, conn_bytes, slot_bytes, counter_bytes};
-    for (uint64_t b : sizes) {
-      s.regions.emplace_back();
-      if (!alloc_region(&s.regions.back(), b, rng, &err)) {
-        fprintf(stderr, "vipd_bench: memfloor: %s\n", err.c_str());
-        return 2;
-      }
+    if (!add_regions(s, {bucket_bytes, key_bytes, conn_bytes, slot_bytes, counter_bytes}, rng, &err)) {
+      fprintf(stderr, "vipd_bench: memfloor: %s\n", err.c_str());
+      return 2;
     }
     s.levels[0] = Level{{{0, false, false}, {0, false, true}}, 2};  // primary, secondary bucket
     s.levels[1] = Level{{{1, false, false}}, 1};                    // key slot
@@ -242,9 +254,7 @@ int run_memfloor(const Args& a) {
     s.levels[3] = Level{{{3, false, false}, {4, true, false}}, 2};  // DestSlot, DestCounters
     s.n_levels = 4;
     Result r = run_shape(s, packets, reps, rng, ns_per_cycle);
-    j.num("est_ns", median(r.chunk_ns));
-    j.num("est_ns_p10", percentile(r.chunk_ns, 10));
-    j.num("est_ns_p90", percentile(r.chunk_ns, 90));
+    add_result(j, "est", r);
     j.integer("est_lines", s.lines_per_pkt());
     j.integer("est_sink", static_cast<int64_t>(r.sink & 0xffff));
     free_shape(s);
@@ -252,19 +262,13 @@ int run_memfloor(const Args& a) {
   for (unsigned n = 1; n <= max_chain; ++n) {
     Shape s;
     s.name = "chain" + std::to_string(n);
-    for (unsigned l = 0; l < n; ++l) {
-      s.regions.emplace_back();
-      if (!alloc_region(&s.regions.back(), chain_mb << 20, rng, &err)) {
-        fprintf(stderr, "vipd_bench: memfloor: %s\n", err.c_str());
-        return 2;
-      }
-      s.levels[l] = Level{{{l, false, false}}, 1};
+    if (!add_regions(s, std::vector<uint64_t>(n, chain_mb << 20), rng, &err)) {
+      fprintf(stderr, "vipd_bench: memfloor: %s\n", err.c_str());
+      return 2;
     }
+    for (unsigned l = 0; l < n; ++l) s.levels[l] = Level{{{l, false, false}}, 1};
     s.n_levels = n;
-    Result r = run_shape(s, packets, reps, rng, ns_per_cycle);
-    j.num(s.name + "_ns", median(r.chunk_ns));
-    j.num(s.name + "_ns_p10", percentile(r.chunk_ns, 10));
-    j.num(s.name + "_ns_p90", percentile(r.chunk_ns, 90));
+    add_result(j, s.name, run_shape(s, packets, reps, rng, ns_per_cycle));
     free_shape(s);
   }
   // The same lines with no dependency between them: one level of
@@ -274,22 +278,16 @@ int run_memfloor(const Args& a) {
   {
     Shape s;
     const unsigned n = std::min(max_chain, kMaxReads);
-    s.name = "wide" + std::to_string(n);
-    for (unsigned k = 0; k < n; ++k) {
-      s.regions.emplace_back();
-      if (!alloc_region(&s.regions.back(), chain_mb << 20, rng, &err)) {
-        fprintf(stderr, "vipd_bench: memfloor: %s\n", err.c_str());
-        return 2;
-      }
-      s.levels[0].reads[k] = Read{k, false, false};
+    s.name = "wide";
+    if (!add_regions(s, std::vector<uint64_t>(n, chain_mb << 20), rng, &err)) {
+      fprintf(stderr, "vipd_bench: memfloor: %s\n", err.c_str());
+      return 2;
     }
+    for (unsigned k = 0; k < n; ++k) s.levels[0].reads[k] = Read{k, false, false};
     s.levels[0].n = n;
     s.n_levels = 1;
-    Result r = run_shape(s, packets, reps, rng, ns_per_cycle);
     j.integer("wide_lines", n);
-    j.num("wide_ns", median(r.chunk_ns));
-    j.num("wide_ns_p10", percentile(r.chunk_ns, 10));
-    j.num("wide_ns_p90", percentile(r.chunk_ns, 90));
+    add_result(j, s.name, run_shape(s, packets, reps, rng, ns_per_cycle));
     free_shape(s);
   }
   printf("%s\n", j.dump().c_str());

@@ -51,6 +51,23 @@ class WorkerBurstTest : public WorkerTest {
     return tx(1);
   }
   static std::vector<uint8_t> tuple_of(const Frame& f) { return Frame(f.begin() + 26, f.begin() + 38); }
+
+  // An established flow from `cport` on B1, then B1 removed by the control
+  // plane (the flow's next packet expires it): its connection entry.
+  const Conn* flow_on_removed_b1(uint16_t cport) {
+    const Frame a = one_out(build_frame(from_client(cport, kTcpSyn)), 0, 1);
+    EXPECT_FALSE(a.empty());
+    if (a.empty()) return nullptr;
+    EXPECT_EQ(ip_dst(a.data()), kB1);
+    one_out(build_frame(from_client(cport, kTcpAck)), 0, 1);
+    bool reply = false;
+    const Conn* c = w().conns.lookup(make_key(kClient, cport, kVip, 8080, kProtoTcp), &reply);
+    cp::ServiceTable next = table_;
+    put(next, vsvc(kVip, 8080, Protocol::kTcp, {rs(kB2, 80)}));
+    std::string err;
+    EXPECT_TRUE(pub_->apply(next, cp::TableDiff::compute(table_, next), false, &err)) << err;
+    return c;
+  }
 };
 
 TEST_F(WorkerBurstTest, PacketsOfANewFlowInOneBurstShareItsConnection) {
@@ -96,19 +113,9 @@ TEST_F(WorkerBurstTest, PortReuseAfterCloseWithinOneBurst) {
 TEST_F(WorkerBurstTest, EntryReusedByAnotherFlowWithinOneBurst) {
   build(Forward::kFnat);
   if (HasFatalFailure()) return;
-  const Frame a = one_out(build_frame(from_client(46000, kTcpSyn)), 0, 1);
-  ASSERT_FALSE(a.empty());
-  ASSERT_EQ(ip_dst(a.data()), kB1);
-  one_out(build_frame(from_client(46000, kTcpAck)), 0, 1);
-  bool reply = false;
-  const Conn* ca = w().conns.lookup(make_key(kClient, 46000, kVip, 8080, kProtoTcp), &reply);
+  const Conn* ca = flow_on_removed_b1(46000);  // the flow's next packet expires it
+  ASSERT_FALSE(HasFailure());
   ASSERT_NE(ca, nullptr);
-  // The control plane removes B1: the flow's next packet expires it.
-  cp::ServiceTable next = table_;
-  put(next, vsvc(kVip, 8080, Protocol::kTcp, {rs(kB2, 80)}));
-  const cp::TableDiff d = cp::TableDiff::compute(table_, next);
-  std::string err;
-  ASSERT_TRUE(pub_->apply(next, d, false, &err)) << err;
   // One burst: A mid-flow (expired: RST), a new flow B (takes A's entry), A
   // again (no connection any more: dropped, not sent on B's connection).
   std::vector<rte_mbuf*> ms{mbuf_of(build_frame(from_client(46000, kTcpAck)), 0),
@@ -116,6 +123,7 @@ TEST_F(WorkerBurstTest, EntryReusedByAnotherFlowWithinOneBurst) {
                             mbuf_of(build_frame(from_client(46000, kTcpAck | kTcpPsh)), 0)};
   process_burst(w(), ms.data(), static_cast<uint16_t>(ms.size()), false);
   flush_tx(w());
+  bool reply = false;
   const Conn* cb = w().conns.lookup(make_key(kClient, 46001, kVip, 8080, kProtoTcp), &reply);
   ASSERT_NE(cb, nullptr);
   EXPECT_EQ(cb, ca) << "the test needs B to reuse A's entry";
@@ -138,17 +146,9 @@ TEST_F(WorkerBurstTest, EntryReusedByAnotherFlowWithinOneBurst) {
 TEST_F(WorkerBurstTest, EntryReusedByAnotherFlowSeenByTheNextBurst) {
   build(Forward::kFnat);
   if (HasFatalFailure()) return;
-  const Frame a = one_out(build_frame(from_client(46100, kTcpSyn)), 0, 1);
-  ASSERT_FALSE(a.empty());
-  ASSERT_EQ(ip_dst(a.data()), kB1);
-  one_out(build_frame(from_client(46100, kTcpAck)), 0, 1);
-  bool reply = false;
-  const Conn* ca = w().conns.lookup(make_key(kClient, 46100, kVip, 8080, kProtoTcp), &reply);
+  const Conn* ca = flow_on_removed_b1(46100);
+  ASSERT_FALSE(HasFailure());
   ASSERT_NE(ca, nullptr);
-  cp::ServiceTable next = table_;
-  put(next, vsvc(kVip, 8080, Protocol::kTcp, {rs(kB2, 80)}));
-  std::string err;
-  ASSERT_TRUE(pub_->apply(next, cp::TableDiff::compute(table_, next), false, &err)) << err;
   // [0] A (expired: RST), [1] B's SYN (A's entry), B's ACKs up to the end of
   // the first burst, [kBurst] A again, B's ACKs through a third burst.
   std::vector<rte_mbuf*> ms{mbuf_of(build_frame(from_client(46100, kTcpAck)), 0),
@@ -158,6 +158,7 @@ TEST_F(WorkerBurstTest, EntryReusedByAnotherFlowSeenByTheNextBurst) {
   while (ms.size() < 2 * kBurst + 1) ms.push_back(mbuf_of(build_frame(from_client(46101, kTcpAck)), 0));
   process_burst(w(), ms.data(), static_cast<uint16_t>(ms.size()), false);
   flush_tx(w());
+  bool reply = false;
   const Conn* cb = w().conns.lookup(make_key(kClient, 46101, kVip, 8080, kProtoTcp), &reply);
   ASSERT_NE(cb, nullptr);
   EXPECT_EQ(cb, ca) << "the test needs B to reuse A's entry";
