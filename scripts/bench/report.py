@@ -380,7 +380,7 @@ for fl in floor:
           f"(against {fmt(fl.get('est_ns'))} on 4 KiB pages), one line {fmt(fh.get('chain1_ns'))} ns (against "
           f"{fmt(fl.get('chain1_ns'))})"
           + (f", a chain of {deep} {fmt(fh[f'chain{deep}_ns'])} ns (against {fmt(fl[f'chain{deep}_ns'])})" if deep > 1 else "")
-          + ": in this run the dependent chains gained (shorter page walks), the single line did not.")
+          + ". One run each: within this VM's noise, the page size barely moves the floor.")
         A("")
 
 # ---- 2. control plane
