@@ -613,7 +613,7 @@ if one and big and one.get("est_ns") and big.get("est_ns"):
                 f"with 1 service / 1k flows and {big['est_ns']:.0f} ns with {n_human(big['services'])} services / "
                 f"{n_human(big['flows'])} flows (the target is <= 100 ns there). "
                 "Tried on 2026-12-01 and not kept: software pipelining inside a burst (groups of 4, 8 or 16 "
-                "packets: within noise), a 64-byte `Conn` (no gain); leaving the per-destination counters out "
+                "packets: within noise; across two bursts it landed, above), a 64-byte `Conn` (no gain); leaving the per-destination counters out "
                 "saves only ~10 ns at 100k / 1M. Measured but not landed: a connection table of vipd's own "
                 "(cuckoo hash, 64-byte buckets of 8 slots, the key read from the `Conn` itself: 79 instead of "
                 "186 bytes per connection; 1034 -> 871 instructions per established packet and 213 -> 188 ns "
@@ -666,7 +666,7 @@ if hv and big and hv[0].get("est_ns"):
                 f"{n_human(h['flows'])} flows on 2 MiB pages: {h['est_ns']:.0f} ns established, "
                 f"{h.get('newconn_ns', 0):.0f} ns new connection, against {base.get('est_ns', 0):.0f} / "
                 f"{base.get('newconn_ns', 0):.0f} ns on 4 KiB pages. TLB reach is not the main cost; the "
-                "dependent cache misses are (item 1). Use hugepages in production anyway (DPDK's default).")
+                "number of cache lines missed is (item 1, and the memory floor in section 1). Use hugepages in production anyway (DPDK's default).")
 else:
     asks.append("**Hugepages** for the tables (TLB reach): `scripts/bench.sh --huge-variant` runs the largest "
                 "case on 2 MiB pages too. Measured on 2026-12-01 outside the report: with rte_hash, 5 interleaved "
