@@ -13,6 +13,8 @@ k8s::BuildOptions build_options(const config::Options& opt) {
   b.node_name = opt.node_name;
   b.node_zone = opt.node_zone;
   b.node_ips = opt.node_ips;
+  if (opt.mode == config::Mode::kDpdk && opt.forward_method == config::ForwardMethod::kFnat)
+    b.reserved_addrs = opt.fnat_local_addrs;
   b.service_proxy_name = opt.service_proxy_name;
   return b;
 }

@@ -242,6 +242,12 @@ ServiceEntries build_service_entries(const Service& svc, const std::vector<const
 
     auto add = [&](Ipv4 addr, uint16_t port, const char* kind, bool policy_local,
                    const std::vector<std::string>& source_ranges) {
+      if (std::find(opts.reserved_addrs.begin(), opts.reserved_addrs.end(), addr) != opts.reserved_addrs.end()) {
+        r.errors.push_back({s->origin, id, std::string(kind) + " " + ipv4_to_string(addr) + ":" +
+                                               std::to_string(port) + " is one of vipd's full-NAT local "
+                                               "addresses (--fnat-local-addrs); not served"});
+        return;
+      }
       VirtualService vs;
       vs.key = ServiceKey{addr, port, *proto};
       vs.name = s->meta.namespace_ + "/" + s->meta.name + (sp.name.empty() ? "" : ":" + sp.name);

@@ -140,6 +140,10 @@ struct BuildOptions {
   std::string node_name;
   std::string node_zone;     // topology.kubernetes.io/zone of this node; "" = no hints filtering
   std::vector<Ipv4> node_ips;  // addresses NodePorts are served on; empty = no NodePort entries
+  // Addresses vipd itself owns that no Service entry may use: the full-NAT
+  // local addresses (--fnat-local-addrs; replies to them are vipd's own).
+  // An entry on one is an object error and is not served.
+  std::vector<Ipv4> reserved_addrs;
   // "" = serve services without the service-proxy-name label (kube-proxy's
   // default); otherwise serve only services labelled with this name.
   std::string service_proxy_name;

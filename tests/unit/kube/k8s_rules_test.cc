@@ -127,6 +127,33 @@ TEST(K8sRules, ExternalIPs) {
                }));
 }
 
+// A full-NAT local address is vipd's own (--fnat-local-addrs): an entry on it
+// is an object error and is not served; the Service's other entries are.
+TEST(K8sRules, EntryOnAFullNatLocalAddressIsRefused) {
+  const std::string yaml = service("  externalIPs: [172.16.0.5, 172.16.0.6]\n") +
+                           slice("10.244.1.1,n,true,true,false");
+  BuildOptions o = node();
+  o.reserved_addrs = {0xac100005};  // 172.16.0.5
+  ParsedObjects p;
+  const auto docs = YAML::LoadAll(yaml);
+  for (size_t i = 0; i < docs.size(); ++i) parse_document(docs[i], static_cast<int>(i + 1), &p);
+  const BuildResult r = build_service_table(p.services, p.slices, o);
+  ASSERT_EQ(r.errors.size(), 1u);
+  EXPECT_NE(r.errors[0].reason.find("ExternalIP 172.16.0.5:80 is one of vipd's full-NAT local addresses"),
+            std::string::npos)
+      << r.errors[0].reason;
+  EXPECT_NE(r.errors[0].object.find("Service"), std::string::npos) << r.errors[0].object;
+  EXPECT_EQ(entries(yaml, o), (std::vector<std::string>{
+                                  "ClusterIP TCP 10.96.0.10:80 reject [10.244.1.1:8080/1]",
+                                  "ExternalIP TCP 172.16.0.6:80 reject [10.244.1.1:8080/1]",
+                              }));
+  o.reserved_addrs = {0x0a60000a};  // the cluster IP 10.96.0.10 itself
+  EXPECT_EQ(entries(yaml, o), (std::vector<std::string>{
+                                  "ExternalIP TCP 172.16.0.5:80 reject [10.244.1.1:8080/1]",
+                                  "ExternalIP TCP 172.16.0.6:80 reject [10.244.1.1:8080/1]",
+                              }));
+}
+
 TEST(K8sRules, InternalTrafficPolicyLocal) {
   const std::string svc = service("  internalTrafficPolicy: Local\n");
   // Local endpoint present: only it.

@@ -5,6 +5,7 @@
 // relist, API errors -> not ready / last state kept. Skipped (loudly) where
 // python3, openssl or curl are missing.
 #include "controlplane/kube/kube_source.h"
+#include "controlplane/kube/source_factory.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -393,6 +394,21 @@ TEST(KubeConfig, RuntimeFiles) {
   ASSERT_TRUE(cfg) << err;
   EXPECT_TRUE(runtime_files(*cfg).empty());
   fs::remove_all(dir);
+}
+
+// Both sources build with these options: the full-NAT local addresses are
+// reserved in dpdk mode with fnat, and nowhere else.
+TEST(KubeConfig, BuildOptionsReserveTheFullNatLocalAddresses) {
+  config::Options opt;
+  opt.mode = config::Mode::kDpdk;
+  opt.forward_method = config::ForwardMethod::kFnat;
+  opt.fnat_local_addrs = {0x0a000064, 0x0a000065};
+  EXPECT_EQ(build_options(opt).reserved_addrs, opt.fnat_local_addrs);
+  opt.forward_method = config::ForwardMethod::kNat;
+  EXPECT_TRUE(build_options(opt).reserved_addrs.empty());
+  opt.forward_method = config::ForwardMethod::kFnat;
+  opt.mode = config::Mode::kIptables;
+  EXPECT_TRUE(build_options(opt).reserved_addrs.empty());
 }
 
 TEST(KubeConfig, LabelSelector) {
