@@ -1,15 +1,16 @@
 // Thread: worker. The first stages of process_burst (worker.cc): every frame
 // of a burst is checked and parsed, the VIP and connection keys of its TCP/UDP
 // packets are hashed once and looked up in bulk (rte_hash_*_with_hash_bulk):
-// the connection table for all of them, the VIP table only for those that are
-// not a known flow's client-to-VIP packet. What the per-packet stage will
-// touch next (connection entries, their destination slot and counters, the
-// Service of a new flow) is prefetched.
+// the connection table for all of them, the VIP table only for those that
+// match no connection. What the per-packet stage will touch next (connection
+// entries, their destination slot and counters, the Service of a new flow) is
+// prefetched.
 // These stages only read: every effect (drops, replies, new connections,
 // counters) stays in the per-packet stage, in packet order, so that a burst
 // behaves exactly like its packets one by one. A connection lookup made here
-// can be overtaken by an earlier packet of the same burst (it adds or removes
-// a connection): ConnTable's burst change log says when to repeat it.
+// can be overtaken by an earlier packet of the same burst, or of the burst
+// before (process_burst prepares one burst ahead), that adds or removes a
+// connection: ConnTable's change log says when to repeat it.
 #pragma once
 
 #include <cstdint>

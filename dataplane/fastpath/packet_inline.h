@@ -65,25 +65,25 @@ inline Parsed drop_as(Parsed p, DropReason r) {
 inline Parsed parse_frame(const uint8_t* f, size_t len) noexcept {
   using namespace packet_detail;
   Parsed p;
-  if (len < kEthLen) return packet_detail::drop_as(p, kTruncated);
+  if (len < kEthLen) return drop_as(p, kTruncated);
   uint16_t et = rd16(f + 12);
   if (et == kEtherTypeArp) {
     p.kind = FrameKind::kArp;
-    if (len < kEthLen + 28) return packet_detail::drop_as(p, kTruncated);
+    if (len < kEthLen + 28) return drop_as(p, kTruncated);
     return p;
   }
-  if (et != kEtherTypeIpv4) return packet_detail::drop_as(p, kBadEthertype);
-  if (len < kEthLen + 20) return packet_detail::drop_as(p, kTruncated);
+  if (et != kEtherTypeIpv4) return drop_as(p, kBadEthertype);
+  if (len < kEthLen + 20) return drop_as(p, kTruncated);
   const uint8_t* ip = f + kEthLen;
-  if ((ip[0] >> 4) != 4) return packet_detail::drop_as(p, kBadIpHeader);
+  if ((ip[0] >> 4) != 4) return drop_as(p, kBadIpHeader);
   unsigned ihl = (ip[0] & 0x0f) * 4u;
-  if (ihl < 20) return packet_detail::drop_as(p, kBadIpHeader);
+  if (ihl < 20) return drop_as(p, kBadIpHeader);
   uint16_t total = rd16(ip + 2);
-  if (total < ihl || kEthLen + size_t{total} > len) return packet_detail::drop_as(p, kBadIpHeader);
-  if (kEthLen + size_t{ihl} > len) return packet_detail::drop_as(p, kTruncated);
-  if (!ipv4_checksum_ok(ip, ihl)) return packet_detail::drop_as(p, kBadIpChecksum);
+  if (total < ihl || kEthLen + size_t{total} > len) return drop_as(p, kBadIpHeader);
+  if (kEthLen + size_t{ihl} > len) return drop_as(p, kTruncated);
+  if (!ipv4_checksum_ok(ip, ihl)) return drop_as(p, kBadIpChecksum);
   uint16_t frag = rd16(ip + 6);
-  if ((frag & 0x2000) || (frag & 0x1fff)) return packet_detail::drop_as(p, kFragment);
+  if ((frag & 0x2000) || (frag & 0x1fff)) return drop_as(p, kFragment);
   p.ip_total_len = total;
   p.l4_off = static_cast<uint16_t>(kEthLen + ihl);
   p.l4_len = static_cast<uint16_t>(total - ihl);
@@ -94,24 +94,24 @@ inline Parsed parse_frame(const uint8_t* f, size_t len) noexcept {
   const uint8_t* l4 = f + p.l4_off;
   switch (p.proto) {
     case kProtoTcp: {
-      if (p.l4_len < 20) return packet_detail::drop_as(p, kBadL4Header);
+      if (p.l4_len < 20) return drop_as(p, kBadL4Header);
       unsigned doff = (l4[12] >> 4) * 4u;
-      if (doff < 20 || doff > p.l4_len) return packet_detail::drop_as(p, kBadL4Header);
+      if (doff < 20 || doff > p.l4_len) return drop_as(p, kBadL4Header);
       p.sport = rd16(l4);
       p.dport = rd16(l4 + 2);
       p.tcp_flags = l4[13];
       break;
     }
     case kProtoUdp: {
-      if (p.l4_len < 8) return packet_detail::drop_as(p, kBadL4Header);
+      if (p.l4_len < 8) return drop_as(p, kBadL4Header);
       uint16_t ulen = rd16(l4 + 4);
-      if (ulen < 8 || ulen > p.l4_len) return packet_detail::drop_as(p, kBadL4Header);
+      if (ulen < 8 || ulen > p.l4_len) return drop_as(p, kBadL4Header);
       p.sport = rd16(l4);
       p.dport = rd16(l4 + 2);
       break;
     }
     case kProtoIcmp: {
-      if (p.l4_len < 8) return packet_detail::drop_as(p, kBadL4Header);
+      if (p.l4_len < 8) return drop_as(p, kBadL4Header);
       p.dport = rd16(l4);       // type, code
       p.sport = rd16(l4 + 4);   // identifier (echo)
       break;

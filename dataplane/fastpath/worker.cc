@@ -540,8 +540,10 @@ void process_burst(Worker& w, rte_mbuf** pkts, uint16_t n, bool from_ring) noexc
   };
   unsigned cur = 0;
   uint16_t off = 0, k = size(0);
-  if (k) prepare_burst(w, pkts, k, w.burst[cur]);
-  if (k) prefetch_dests(w, w.burst[cur], k);
+  if (k) {
+    prepare_burst(w, pkts, k, w.burst[cur]);
+    prefetch_dests(w, w.burst[cur], k);
+  }
   while (k) {
     const uint16_t next_off = static_cast<uint16_t>(off + k), next_k = size(next_off);
     if (next_k) prepare_burst(w, pkts + next_off, next_k, w.burst[cur ^ 1]);
