@@ -146,10 +146,8 @@ bool drop_privileges(const vipd::UserIdentity& user, const vipd::cp::Source& sou
     return false;
   }
   for (const cp::Source::RuntimeFile& f : source.runtime_files()) {
-    const bool dir = !f.path.empty() && f.path.back() == '/';
-    const std::string path = dir && f.path.size() > 1 ? f.path.substr(0, f.path.size() - 1) : f.path;
-    if (::access(path.c_str(), dir ? R_OK | X_OK : R_OK) != 0) {
-      log_error("vipd: --user " + user.name + ": cannot read " + f.what + " " + path + ": " +
+    if (::access(f.path.c_str(), f.directory ? R_OK | X_OK : R_OK) != 0) {
+      log_error("vipd: --user " + user.name + ": cannot read " + f.what + " " + f.path + ": " +
                 std::strerror(errno) + " (make it readable by that user, or leave --user out)");
       return false;
     }

@@ -490,7 +490,7 @@ std::string KubeSource::describe() const { return "kubernetes API " + impl_->api
 
 std::vector<Source::RuntimeFile> KubeSource::runtime_files() const {
   std::vector<RuntimeFile> out;
-  for (auto& [what, path] : kube::runtime_files(impl_->api.config())) out.push_back({what, path});
+  for (auto& [what, path] : kube::runtime_files(impl_->api.config())) out.push_back({what, path, false});
   return out;
 }
 

@@ -45,7 +45,7 @@ class ManifestSource : public Source {
   const std::string& dir() const { return dir_; }
   std::string describe() const override { return dir_; }
   // The directory, listed and read on every change.
-  std::vector<RuntimeFile> runtime_files() const override { return {{"--manifests-dir", dir_ + "/"}}; }
+  std::vector<RuntimeFile> runtime_files() const override { return {{"--manifests-dir", dir_, true}}; }
 
   // True for names load() reads: *.yaml, *.yml, *.json, not hidden, not editor temp.
   static bool is_manifest_name(const std::string& name);

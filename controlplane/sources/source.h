@@ -60,11 +60,11 @@ class Source {
   virtual std::string describe() const = 0;
 
   // What the source opens again while it runs (so a user vipd drops to must
-  // be able to read it): {what it is, for messages; path}. A path ending in
-  // '/' is a directory (it must be listable too).
+  // be able to read it).
   struct RuntimeFile {
-    std::string what;
+    std::string what;        // what it is, for messages
     std::string path;
+    bool directory = false;  // it must be listable too
   };
   virtual std::vector<RuntimeFile> runtime_files() const { return {}; }
 };
