@@ -8,6 +8,7 @@
 // (an rte_ring looped back onto itself); no packet leaves the process.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -57,6 +58,15 @@ struct DpOptions {
   uint32_t n_local_addrs = 16;      // fnat: 16 x 64512 ports per worker
   uint32_t mbufs = 8191;
 };
+
+// How benchmark 1 (pipeline) sizes the tables for `flows` established flows
+// and services x backends destinations; memfloor sizes its regions the same.
+// Connections: the daemon's default table (262144 per worker), or room for
+// the flows plus the new-connection rounds.
+inline uint64_t pipeline_conn_capacity(uint64_t flows) { return std::max<uint64_t>(262144, flows + flows / 4); }
+inline uint64_t pipeline_dests(uint64_t services, uint64_t backends) {
+  return std::max<uint64_t>(262144, services * backends);
+}
 
 // Addresses of the synthetic topology (host order).
 constexpr uint32_t ip4(uint32_t a, uint32_t b, uint32_t c, uint32_t d) { return a << 24 | b << 16 | c << 8 | d; }

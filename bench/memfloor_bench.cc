@@ -56,7 +56,6 @@ constexpr unsigned kMaxReads = 3;  // lines per level
 struct Region {
   uint8_t* base = nullptr;
   uint64_t lines = 0;
-  uint64_t bytes() const { return lines * kLine; }
 };
 
 // One line read of a level: region r, index word w of the previous level's
@@ -199,8 +198,8 @@ int run_memfloor(const Args& a) {
   // rte_hash's own layout for a table of 2 keys per connection: buckets of
   // 8 entries (64 bytes) for the next power of two of the entries, and one
   // key slot (8-byte data pointer + 16-byte key, 16-byte aligned) per entry.
-  const uint64_t conn_cap = std::max<uint64_t>(262144, flows + flows / 4);
-  const uint64_t dests = std::max<uint64_t>(262144, uint64_t{services} * backends);
+  const uint64_t conn_cap = pipeline_conn_capacity(flows);
+  const uint64_t dests = pipeline_dests(services, backends);
   const uint64_t entries = conn_cap * 2;
   uint64_t pow2 = 1;
   while (pow2 < entries) pow2 <<= 1;

@@ -310,8 +310,8 @@ int run_pipeline(const Args& a) {
   EalOptions eo;
   eo.hugepages = a.flag("hugepages") || a.flag("huge-dir");
   eo.huge_dir = a.str("huge-dir", "");
-  const uint64_t conn_cap = std::max<uint64_t>(262144, flows + flows / 4);
-  const uint64_t dests = std::max<uint64_t>(262144, uint64_t{services} * backends);
+  const uint64_t conn_cap = pipeline_conn_capacity(flows);
+  const uint64_t dests = pipeline_dests(services, backends);
   eo.mem_mb = static_cast<unsigned>(
       a.num("mem", 192 + (conn_cap * 200 + dests * 96 + uint64_t{services} * 1024) / (1u << 20)));
   const bool prefault = !a.flag("no-prefault");
@@ -325,9 +325,7 @@ int run_pipeline(const Args& a) {
 
   DpOptions o;
   o.max_services = std::max<uint32_t>(65536, services);
-  o.max_dests = std::max<uint32_t>(262144, services * backends);
-  // The daemon's default table (262144 per worker), or room for the flows
-  // plus the new-connection rounds.
+  o.max_dests = static_cast<uint32_t>(dests);
   o.conn_capacity = static_cast<uint32_t>(conn_cap);
   o.fnat = fnat;
   o.n_local_addrs = 16;
