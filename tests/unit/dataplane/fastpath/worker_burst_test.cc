@@ -68,6 +68,26 @@ class WorkerBurstTest : public WorkerTest {
     EXPECT_TRUE(pub_->apply(next, cp::TableDiff::compute(table_, next), false, &err)) << err;
     return c;
   }
+
+  // After a burst in which flow A (on the removed B1, entry `ca`) got its RST
+  // and a new flow B from `bport` took A's entry: only B's `n_to_backends`
+  // packets went to a backend (B2), A's later packet was dropped (no_conn).
+  void expect_b_took_a_entry(const Conn* ca, uint16_t bport, size_t n_to_backends) {
+    bool reply = false;
+    const Conn* cb = w().conns.lookup(make_key(kClient, bport, kVip, 8080, kProtoTcp), &reply);
+    ASSERT_NE(cb, nullptr);
+    EXPECT_EQ(cb, ca) << "the test needs B to reuse A's entry";
+    const auto to_client = tx(0), to_backends = tx(1);
+    ASSERT_EQ(to_client.size(), 1u) << drop_summary();
+    EXPECT_EQ(tcp_flags(to_client[0].data()), kTcpRst);
+    ASSERT_EQ(to_backends.size(), n_to_backends) << drop_summary();
+    for (const auto& f : to_backends) {
+      EXPECT_EQ(l4_sport(f.data()), cb->lport) << "only B's packets went to a backend";
+      EXPECT_EQ(ip_dst(f.data()), kB2);
+    }
+    EXPECT_EQ(drops(kNoConn), 1u) << drop_summary();
+    EXPECT_EQ(w().conns.size(), 1u);
+  }
 };
 
 TEST_F(WorkerBurstTest, PacketsOfANewFlowInOneBurstShareItsConnection) {
@@ -123,18 +143,7 @@ TEST_F(WorkerBurstTest, EntryReusedByAnotherFlowWithinOneBurst) {
                             mbuf_of(build_frame(from_client(46000, kTcpAck | kTcpPsh)), 0)};
   process_burst(w(), ms.data(), static_cast<uint16_t>(ms.size()), false);
   flush_tx(w());
-  bool reply = false;
-  const Conn* cb = w().conns.lookup(make_key(kClient, 46001, kVip, 8080, kProtoTcp), &reply);
-  ASSERT_NE(cb, nullptr);
-  EXPECT_EQ(cb, ca) << "the test needs B to reuse A's entry";
-  const auto to_client = tx(0), to_backends = tx(1);
-  ASSERT_EQ(to_client.size(), 1u) << drop_summary();
-  EXPECT_EQ(tcp_flags(to_client[0].data()), kTcpRst);
-  ASSERT_EQ(to_backends.size(), 1u) << drop_summary();
-  EXPECT_EQ(l4_sport(to_backends[0].data()), cb->lport) << "only B's SYN went to a backend";
-  EXPECT_EQ(ip_dst(to_backends[0].data()), kB2);
-  EXPECT_EQ(drops(kNoConn), 1u) << drop_summary();
-  EXPECT_EQ(w().conns.size(), 1u);
+  expect_b_took_a_entry(ca, 46001, 1);  // B's SYN
 }
 
 // process_burst prepares a burst before the one in hand has run (its
@@ -158,20 +167,7 @@ TEST_F(WorkerBurstTest, EntryReusedByAnotherFlowSeenByTheNextBurst) {
   while (ms.size() < 2 * kBurst + 1) ms.push_back(mbuf_of(build_frame(from_client(46101, kTcpAck)), 0));
   process_burst(w(), ms.data(), static_cast<uint16_t>(ms.size()), false);
   flush_tx(w());
-  bool reply = false;
-  const Conn* cb = w().conns.lookup(make_key(kClient, 46101, kVip, 8080, kProtoTcp), &reply);
-  ASSERT_NE(cb, nullptr);
-  EXPECT_EQ(cb, ca) << "the test needs B to reuse A's entry";
-  const auto to_client = tx(0), to_backends = tx(1);
-  ASSERT_EQ(to_client.size(), 1u) << drop_summary();
-  EXPECT_EQ(tcp_flags(to_client[0].data()), kTcpRst);
-  ASSERT_EQ(to_backends.size(), 2 * kBurst - 1) << drop_summary();
-  for (const auto& f : to_backends) {
-    EXPECT_EQ(l4_sport(f.data()), cb->lport) << "only B's packets went to a backend";
-    EXPECT_EQ(ip_dst(f.data()), kB2);
-  }
-  EXPECT_EQ(drops(kNoConn), 1u) << drop_summary();
-  EXPECT_EQ(w().conns.size(), 1u);
+  expect_b_took_a_entry(ca, 46101, 2 * kBurst - 1);  // B's SYN and ACKs
 }
 
 // output() keeps the last reachable next hop for the rest of the burst; an
