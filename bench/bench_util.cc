@@ -215,6 +215,7 @@ bool BenchDataplane::init(const DpOptions& o, std::string* err) {
     *err = "worker state: out of memory (raise --mem)";
     return false;
   }
+  sh.dest_counters[0] = w->dest_counters;
   for (uint32_t a = 0; a < sh.n_local_addrs; ++a) {
     FnatPool& fp = w->fnat[a];
     fp.ports = static_cast<uint16_t*>(rte_zmalloc("bench_fnat", sizeof(uint16_t) * 65536, 64));

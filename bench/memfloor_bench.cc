@@ -21,8 +21,9 @@
 //   est      the established packet at that size: 2 buckets (rte_hash
 //            prefetches the primary and the secondary bucket, and reads the
 //            primary one), the key slot,
-//            the Conn (written: expiry), the DestSlot and the DestCounters
-//            (written) — 5 lines, 4 levels
+//            the Conn (written: expiry) and the DestCounters (written; they
+//            hold the worker's copy of the destination's generation too) —
+//            5 lines, 4 levels
 //   chainN   N levels of one line each in regions of --chain-mb MiB (N = 1..5):
 //            the cost of one more dependent level
 //   wide     min(N, 3) lines of one level, in as many such regions: the same
@@ -206,9 +207,8 @@ int run_memfloor(const Args& a) {
   const uint64_t bucket_bytes = pow2 / 8 * 64;
   const uint64_t key_bytes = (entries + 1) * 32;
   const uint64_t conn_bytes = conn_cap * sizeof(dp::Conn);
-  const uint64_t slot_bytes = dests * sizeof(dp::DestSlot);
   const uint64_t counter_bytes = dests * sizeof(dp::DestCounters);
-  const uint64_t est_total = bucket_bytes + key_bytes + conn_bytes + slot_bytes + counter_bytes;
+  const uint64_t est_total = bucket_bytes + key_bytes + conn_bytes + counter_bytes;
   const uint64_t chain_total = chain_mb * max_chain << 20;
 
   EalOptions eo;
@@ -235,7 +235,6 @@ int run_memfloor(const Args& a) {
   j.integer("est_bucket_bytes", static_cast<int64_t>(bucket_bytes));
   j.integer("est_key_bytes", static_cast<int64_t>(key_bytes));
   j.integer("est_conn_bytes", static_cast<int64_t>(conn_bytes));
-  j.integer("est_destslot_bytes", static_cast<int64_t>(slot_bytes));
   j.integer("est_destcounters_bytes", static_cast<int64_t>(counter_bytes));
   j.integer("chain_region_bytes", static_cast<int64_t>(chain_mb << 20));
 
@@ -243,14 +242,14 @@ int run_memfloor(const Args& a) {
   {
     Shape s;
     s.name = "est";
-    if (!add_regions(s, {bucket_bytes, key_bytes, conn_bytes, slot_bytes, counter_bytes}, rng, &err)) {
+    if (!add_regions(s, {bucket_bytes, key_bytes, conn_bytes, counter_bytes}, rng, &err)) {
       fprintf(stderr, "vipd_bench: memfloor: %s\n", err.c_str());
       return 2;
     }
     s.levels[0] = Level{{{0, false, false}, {0, false, true}}, 2};  // primary, secondary bucket
     s.levels[1] = Level{{{1, false, false}}, 1};                    // key slot
     s.levels[2] = Level{{{2, true, false}}, 1};                     // Conn
-    s.levels[3] = Level{{{3, false, false}, {4, true, false}}, 2};  // DestSlot, DestCounters
+    s.levels[3] = Level{{{3, true, false}}, 1};                     // DestCounters
     s.n_levels = 4;
     Result r = run_shape(s, packets, reps, rng, ns_per_cycle);
     add_result(j, "est", r);

@@ -126,11 +126,9 @@ void prepare_burst(Worker& w, rte_mbuf* const* pkts, uint16_t n, PktInfo* info) 
 }
 
 void prefetch_dests(Worker& w, const PktInfo* info, uint16_t n) noexcept {
-  const Shared& sh = *w.sh;
   for (uint16_t i = 0; i < n; ++i) {
     const Conn* c = info[i].conn;
     if (!c) continue;
-    rte_prefetch0(&sh.dest_slots[c->dest_slot]);
     rte_prefetch0(&w.dest_counters[c->dest_slot]);
   }
 }

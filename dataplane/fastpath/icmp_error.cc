@@ -92,7 +92,7 @@ DropReason translate_icmp_error(Worker& w, uint8_t* f, const Parsed& p, const Ic
   if (!c || reply != q.to_client) return kIcmpErrorNoConn;
   const int side = facing_port(sh, q.to_client ? c->daddr : c->caddr);
   if (side < 0 || sh.ports[side].port_id != rx_port) return kIcmpErrorNoConn;
-  if (sh.dest_slots[c->dest_slot].gen.load(std::memory_order_acquire) != c->dest_gen) return kDestExpired;
+  if (dest_gen(w, c->dest_slot) != c->dest_gen) return kDestExpired;
 
   uint32_t isrc, idst, osrc, odst;
   uint16_t isport, idport;

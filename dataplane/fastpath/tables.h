@@ -81,18 +81,27 @@ inline bool source_allowed(const Service& svc, uint32_t src) noexcept {
 
 // Destination generations: a conn entry records (slot, gen); when the
 // publisher removes a destination it bumps the slot's generation, which
-// expires every connection to it at its next packet.
+// expires every connection to it at its next packet. The publisher reads it
+// here to stamp the destinations it publishes; workers read their own copy
+// (DestCounters::gen).
 struct DestSlot {
   std::atomic<uint32_t> gen;
 };
 
-// Per-worker, per-destination counters (indexed by slot). Single writer.
-struct DestCounters {
+// Per-worker, per-destination counters (indexed by slot). Single writer, but
+// for `gen`: the worker's copy of DestSlot::gen, which the publisher bumps
+// with the slot's (bump_dest_gen). A packet of a connection checks its
+// destination on the line it writes the counters to anyway, instead of
+// reading one more random cache line; the publisher writes the line only when
+// a destination is removed.
+struct alignas(64) DestCounters {
   uint64_t conns;
   uint64_t inpkts, outpkts, inbytes, outbytes;
   int64_t active, inactive;
-  uint64_t pad;
+  std::atomic<uint32_t> gen;
+  uint32_t pad;
 };
+static_assert(sizeof(DestCounters) == 64, "one cache line per destination and worker");
 
 // Per-worker counters: written only by the owning worker, read by the
 // control thread with relaxed loads. Cache-line aligned.

@@ -250,9 +250,7 @@ inline void expire_conn(Worker& w, Conn* c) {
   w.conns.remove(c);
 }
 
-bool dest_alive(const Shared& sh, const Conn& c) {
-  return sh.dest_slots[c.dest_slot].gen.load(std::memory_order_acquire) == c.dest_gen;
-}
+bool dest_alive(const Worker& w, const Conn& c) { return dest_gen(w, c.dest_slot) == c.dest_gen; }
 
 // Persistence: the destination the client's template points to, if the
 // template is alive and its destination still usable; -1 otherwise.
@@ -260,7 +258,7 @@ bool dest_alive(const Shared& sh, const Conn& c) {
 // expired, its destination was removed, or (expire_quiescent_template) its
 // destination is quiesced. Reads only.
 int32_t template_dest(const Worker& w, const Service& svc, const Template& t) {
-  if (t.expires <= w.now || w.sh->dest_slots[t.dest_slot].gen.load(std::memory_order_acquire) != t.dest_gen)
+  if (t.expires <= w.now || dest_gen(w, t.dest_slot) != t.dest_gen)
     return -1;
   for (uint32_t i = 0; i < svc.n_dests; ++i) {
     const DestRef& d = svc.dests[i];
@@ -405,7 +403,7 @@ bool from_client(Worker& w, rte_mbuf* m, const PktInfo& pi) {
   bool reply = false;
   Conn* c = burst_conn(w, pi, &reply);
   const bool syn = p.proto == kProtoTcp && (p.tcp_flags & (kTcpSyn | kTcpAck)) == kTcpSyn;
-  const bool alive = c && !reply && dest_alive(*w.sh, *c);
+  const bool alive = c && !reply && dest_alive(w, *c);
   if (alive && !(syn && tcp_state_closing(c->state))) {
     // An established flow: the entry says where it goes. Its Service is read
     // only to refresh a persistence template.
@@ -446,7 +444,7 @@ void from_dest(Worker& w, rte_mbuf* m, const PktInfo& pi) {
   bool reply = false;
   Conn* c = burst_conn(w, pi, &reply);
   if (!c || !reply) return drop(w, m, kNoService);
-  if (!dest_alive(*w.sh, *c)) {
+  if (!dest_alive(w, *c)) {
     expire_conn(w, c);
     return drop(w, m, kDestExpired);
   }
@@ -605,7 +603,7 @@ void serve_mailbox(Worker& w) noexcept {
   if (c) {
     a.conn_found = 1;
     a.conn_reply = reply;
-    a.conn_alive = dest_alive(sh, *c);
+    a.conn_alive = dest_alive(w, *c);
     a.state = static_cast<uint8_t>(c->state);
     a.conn_dest_ip = c->daddr;
     a.conn_dest_port = c->dport;
@@ -650,7 +648,7 @@ void sweep_conns(Worker& w, uint32_t budget) noexcept {
     // A connection whose destination was removed is kept for a short grace
     // period, so that its next packet still finds it and the client gets a
     // RST (expire_nodest_conn) instead of silence; then it is reclaimed.
-    if (!dest_alive(sh, c) && c.expires > now + sh.t_dead) c.expires = now + sh.t_dead;
+    if (!dest_alive(w, c) && c.expires > now + sh.t_dead) c.expires = now + sh.t_dead;
     if (c.expires > now) return false;
     release(w, c);
     return true;

@@ -44,6 +44,9 @@ struct Shared {
   rte_hash* vip_addrs = nullptr;  // uint32 VIP address -> refcount (LF)
   rte_rcu_qsbr* qsbr = nullptr;
   DestSlot* dest_slots = nullptr;
+  // Each worker's DestCounters array (nullptr past the last worker): where
+  // bump_dest_gen updates the workers' copies of a slot's generation.
+  DestCounters* dest_counters[kMaxWorkers]{};
   uint32_t max_dests = 0;
   uint32_t max_services = 0;
   NeighborTable neigh;
@@ -71,6 +74,15 @@ struct Shared {
 // daemon, the unit tests and the benchmarks all call it. Control thread, at
 // set-up. False (rte_errno set) when DPDK cannot allocate them.
 bool create_vip_tables(Shared& sh, const std::string& prefix, uint32_t entries, int socket);
+
+// A removed destination's slot gets a new generation, in DestSlot and in
+// every worker's copy; that expires every connection still pinned to it.
+// Publisher thread, after no worker can still read the destination.
+inline void bump_dest_gen(Shared& sh, uint32_t slot) noexcept {
+  const uint32_t g = sh.dest_slots[slot].gen.fetch_add(1, std::memory_order_release) + 1;
+  for (DestCounters* dc : sh.dest_counters)
+    if (dc) dc[slot].gen.store(g, std::memory_order_release);
+}
 
 struct PendingPkt {
   rte_mbuf* m;
@@ -143,6 +155,11 @@ struct Worker {
 // allocation, and the parts other threads touch (counters, read on scrape;
 // the explain mailbox) start lines of their own.
 static_assert(alignof(Worker) >= 64 && sizeof(Worker) % 64 == 0);
+
+// The current generation of a destination slot, as this worker sees it.
+inline uint32_t dest_gen(const Worker& w, uint32_t slot) noexcept {
+  return w.dest_counters[slot].gen.load(std::memory_order_acquire);
+}
 
 // Which worker owns the flows of a client. Only the client address counts
 // (not its port), so that one worker sees all of a client's flows and its

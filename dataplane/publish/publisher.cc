@@ -209,7 +209,7 @@ void Publisher::reclaim(Deferred& d) {
   for (uint32_t s : d.dead_slots) {
     // No published object refers to the slot any more: bumping the generation
     // expires every connection still pinned to it (expire_nodest_conn).
-    sh_.dest_slots[s].gen.fetch_add(1, std::memory_order_release);
+    bump_dest_gen(sh_, s);
     if (slot_released_) slot_released_(s);
     free_slots_.push_back(s);
   }

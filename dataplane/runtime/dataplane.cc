@@ -276,6 +276,7 @@ bool DpdkDataplane::init(std::string* error) {
       *error = "dpdk: out of memory for worker state (lower --conn-table-size or raise -m)";
       return false;
     }
+    sh_.dest_counters[i] = w->dest_counters;
     for (uint32_t a = 0; a < sh_.n_local_addrs; ++a) {
       FnatPool& fp = w->fnat[a];
       fp.ports = static_cast<uint16_t*>(rte_zmalloc("vipd_fnat", sizeof(uint16_t) * 65536, 64));

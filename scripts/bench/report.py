@@ -336,9 +336,10 @@ for fl in floor:
     A("")
     mib = lambda b: f"{b / 1048576:.1f} MiB"
     rows = [["established packet: primary + secondary rte_hash bucket (the secondary only prefetched), key slot, "
-             "`Conn` (written), `DestSlot` + `DestCounters` (written)", f"{fl.get('est_lines', 6)} / 4",
+             "`Conn` (written), `DestCounters` (written, with the worker's copy of the destination's "
+             "generation)", f"{fl.get('est_lines', 5)} / 4",
              f"{mib(fl['est_bucket_bytes'])}, {mib(fl['est_key_bytes'])}, {mib(fl['est_conn_bytes'])}, "
-             f"{mib(fl['est_destslot_bytes'])} + {mib(fl['est_destcounters_bytes'])}",
+             f"{mib(fl['est_destcounters_bytes'])}",
              fmt(fl.get("est_ns")), fmt(fl.get("est_ns_p10")), fmt(fl.get("est_ns_p90"))]]
     n = 1
     while f"chain{n}_ns" in fl:
@@ -630,8 +631,8 @@ if one and big and one.get("est_ns") and big.get("est_ns"):
                 + "What an established packet still "
                 "touches: its frame, the connection hash's bucket and key slot (rte_hash keeps keys apart from "
                 "the buckets: the own table would save this line), the `Conn` (48 bytes, may straddle two "
-                "lines), its `DestSlot` and its `DestCounters`; next, the hot `Conn` fields and the counters "
-                "in one line.")
+                "lines; a 64-byte `Conn` measured no gain) and its `DestCounters`, which also hold the "
+                "worker's copy of the destination's generation.")
 if cg:
     asks.append("**Instructions:** an established packet's count (section 5's profile) is now spread over "
                 "the two burst stages, with the frame checks, parse, NAT rewrite and `output()` inlined into them: "
@@ -657,7 +658,7 @@ if hund and one and hund.get("est_ns") and one.get("est_ns") and hund["est_ns"] 
     asks.append(f"**Services should be flat:** 100k services cost {hund['est_ns']:.0f} ns against "
                 f"{one['est_ns']:.0f} ns for 1 (1k flows).{same_ir} An established packet no longer looks "
                 "the VIP table up (the connection comes first); what still grows with services is the working "
-                "set of `DestSlot`s and `DestCounters` (4 destinations per service).")
+                "set of `DestCounters` (4 destinations per service).")
 hv = [r for r in pipe if bool(r.get("hugepages")) != bool(machine.get("hugepages"))]
 if hv and big and hv[0].get("est_ns"):
     h = hv[0]

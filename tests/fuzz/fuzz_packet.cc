@@ -180,6 +180,7 @@ void build_setup(Setup& s, Forward fwd, uint32_t conn_capacity) {
     w->sched = static_cast<SchedState*>(rte_zmalloc("fz_sched", sizeof(SchedState) * sh.max_services, 64));
     w->dest_counters = static_cast<DestCounters*>(rte_zmalloc("fz_dctr", sizeof(DestCounters) * sh.max_dests, 64));
     if (!w->sched || !w->dest_counters) fail("rte_zmalloc");
+    sh.dest_counters[i] = w->dest_counters;
     for (uint32_t a = 0; a < sh.n_local_addrs; ++a) {
       FnatPool& fp = w->fnat[a];
       fp.ports = static_cast<uint16_t*>(rte_zmalloc("fz_fnat", sizeof(uint16_t) * 65536, 64));

@@ -116,6 +116,7 @@ class WorkerFixture : public ::testing::Test {
       w->dest_counters = static_cast<DestCounters*>(rte_zmalloc("t_dctr", sizeof(DestCounters) * s.max_dests, 64));
       ASSERT_NE(w->sched, nullptr);
       ASSERT_NE(w->dest_counters, nullptr);
+      s.dest_counters[i] = w->dest_counters;
       for (uint32_t a = 0; a < s.n_local_addrs; ++a) {
         FnatPool& fp = w->fnat[a];
         fp.ports = static_cast<uint16_t*>(rte_zmalloc("t_fnat", sizeof(uint16_t) * 65536, 64));
@@ -157,6 +158,7 @@ class WorkerFixture : public ::testing::Test {
       for (auto& fp : w->fnat) rte_free(fp.ports);
     }
     if (holder_) {
+      for (auto*& dc : holder_->sh.dest_counters) dc = nullptr;
       for (auto*& r : holder_->sh.rings) {
         if (!r) continue;
         void* m;

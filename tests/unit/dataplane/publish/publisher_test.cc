@@ -297,6 +297,38 @@ TEST_F(PublisherTest, SlotsAreRecycledWithNewGenerations) {
   }
 }
 
+// Workers check a destination against their own copy of its slot's
+// generation (DestCounters::gen, on the line they write their counters to):
+// every removal must bump every worker's copy with the slot's.
+TEST_F(PublisherTest, EveryWorkersCopyFollowsTheSlotGeneration) {
+  make(16, 4);
+  if (HasFatalFailure()) return;
+  constexpr uint32_t kCopies = 3;
+  std::vector<DestCounters*> copies;
+  for (uint32_t w = 0; w < kCopies; ++w) {
+    copies.push_back(static_cast<DestCounters*>(rte_zmalloc("t_dctr", sizeof(DestCounters) * 4, 64)));
+    ASSERT_NE(copies.back(), nullptr);
+    sh().dest_counters[w] = copies.back();
+  }
+  uint32_t bumps = 0;
+  for (uint32_t round = 0; round < 6; ++round) {
+    cp::ServiceTable n;
+    put(n, vsvc(kVip, 8080, Protocol::kTcp, {rs(ip4(10, 1, 1, round + 1), 80), rs(ip4(10, 1, 2, round + 1), 80)}));
+    std::string err;
+    ASSERT_TRUE(diff(n, &err)) << "round " << round << ": " << err;
+    for (uint32_t slot = 0; slot < 4; ++slot) {
+      for (uint32_t w = 0; w < kCopies; ++w)
+        EXPECT_EQ(copies[w][slot].gen.load(), gen(slot)) << "round " << round << " slot " << slot << " worker " << w;
+    }
+  }
+  for (uint32_t slot = 0; slot < 4; ++slot) bumps += gen(slot);
+  EXPECT_EQ(bumps, 10u) << "5 rounds removed 2 backends each: as many generation bumps";
+  for (uint32_t w = 0; w < kCopies; ++w) {
+    sh().dest_counters[w] = nullptr;
+    rte_free(copies[w]);
+  }
+}
+
 TEST_F(PublisherTest, DestCapacityExhausted) {
   make(16, 4);
   if (HasFatalFailure()) return;
