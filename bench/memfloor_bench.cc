@@ -18,10 +18,9 @@
 //
 // Shapes (sizes in bytes from the real structures, sized as benchmark 1
 // sizes them for --services/--flows/--backends):
-//   est      the established packet at that size: 2 buckets (rte_hash
-//            prefetches the primary and the secondary bucket, and reads the
-//            primary one), the key slot,
-//            the Conn (written: expiry) and the DestCounters (written; they
+//   est      the established packet at that size: 2 buckets (rte_hash's
+//            bulk lookup prefetches the primary and the secondary bucket and
+//            compares the signatures of both), the key slot, the Conn (written: expiry) and the DestCounters (written; they
 //            hold the worker's copy of the destination's generation too) —
 //            5 lines, 4 levels
 //   chainN   N levels of one line each in regions of --chain-mb MiB (N = 1..5):
@@ -63,9 +62,7 @@ struct Region {
 // line (a region read twice per level reads two different lines).
 struct Read {
   unsigned region;
-  bool write;          // read-modify-write (the pipeline writes Conn and counters)
-  bool prefetch_only;  // asked for and never read (rte_hash's secondary bucket
-                       // of a key found in its primary one)
+  bool write;  // read-modify-write (the pipeline writes Conn and counters)
 };
 
 struct Level {
@@ -140,7 +137,6 @@ uint64_t run_burst(const Shape& s, const uint32_t* first, unsigned n) {
     // Read them (the next level's indices come from read 0's line).
     for (unsigned i = 0; i < n; ++i) {
       for (unsigned k = 0; k < lv.n; ++k) {
-        if (lv.reads[k].prefetch_only) continue;
         uint64_t v;
         std::memcpy(&v, lines[k][i] + 56, 8);
         sink += v;
@@ -246,10 +242,10 @@ int run_memfloor(const Args& a) {
       fprintf(stderr, "vipd_bench: memfloor: %s\n", err.c_str());
       return 2;
     }
-    s.levels[0] = Level{{{0, false, false}, {0, false, true}}, 2};  // primary, secondary bucket
-    s.levels[1] = Level{{{1, false, false}}, 1};                    // key slot
-    s.levels[2] = Level{{{2, true, false}}, 1};                     // Conn
-    s.levels[3] = Level{{{3, true, false}}, 1};                     // DestCounters
+    s.levels[0] = Level{{{0, false}, {0, false}}, 2};  // primary, secondary bucket
+    s.levels[1] = Level{{{1, false}}, 1};              // key slot
+    s.levels[2] = Level{{{2, true}}, 1};               // Conn
+    s.levels[3] = Level{{{3, true}}, 1};               // DestCounters
     s.n_levels = 4;
     Result r = run_shape(s, packets, reps, rng, ns_per_cycle);
     add_result(j, "est", r);
@@ -264,7 +260,7 @@ int run_memfloor(const Args& a) {
       fprintf(stderr, "vipd_bench: memfloor: %s\n", err.c_str());
       return 2;
     }
-    for (unsigned l = 0; l < n; ++l) s.levels[l] = Level{{{l, false, false}}, 1};
+    for (unsigned l = 0; l < n; ++l) s.levels[l] = Level{{{l, false}}, 1};
     s.n_levels = n;
     add_result(j, s.name, run_shape(s, packets, reps, rng, ns_per_cycle));
     free_shape(s);
@@ -281,7 +277,7 @@ int run_memfloor(const Args& a) {
       fprintf(stderr, "vipd_bench: memfloor: %s\n", err.c_str());
       return 2;
     }
-    for (unsigned k = 0; k < n; ++k) s.levels[0].reads[k] = Read{k, false, false};
+    for (unsigned k = 0; k < n; ++k) s.levels[0].reads[k] = Read{k, false};
     s.levels[0].n = n;
     s.n_levels = 1;
     j.integer("wide_lines", n);

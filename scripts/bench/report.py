@@ -335,7 +335,8 @@ for fl in floor:
       "instruction saving removes on this machine.")
     A("")
     mib = lambda b: f"{b / 1048576:.1f} MiB"
-    rows = [["established packet: primary + secondary rte_hash bucket (the secondary only prefetched), key slot, "
+    rows = [["established packet: primary + secondary rte_hash bucket (rte_hash compares the signatures "
+             "of both), key slot, "
              "`Conn` (written), `DestCounters` (written, with the worker's copy of the destination's "
              "generation)", f"{fl.get('est_lines', 5)} / 4",
              f"{mib(fl['est_bucket_bytes'])}, {mib(fl['est_key_bytes'])}, {mib(fl['est_conn_bytes'])}, "
