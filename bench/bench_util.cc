@@ -206,7 +206,7 @@ bool BenchDataplane::init(const DpOptions& o, std::string* err) {
   w->sh = &sh;
   w->pool = pool;
   int64_t h0 = dpdk_heap_used();
-  if (!w->conns.init("bench_conns", o.conn_capacity, sock, err)) return false;
+  if (!w->conns.init("bench_conns", o.conn_capacity, sock, err, sh.local_addrs, sh.n_local_addrs)) return false;
   conn_table_bytes = dpdk_heap_used() - h0;
   h0 = dpdk_heap_used();
   w->sched = static_cast<SchedState*>(rte_zmalloc("bench_sched", sizeof(SchedState) * o.max_services, 64));

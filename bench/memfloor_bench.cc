@@ -18,11 +18,14 @@
 //
 // Shapes (sizes in bytes from the real structures, sized as benchmark 1
 // sizes them for --services/--flows/--backends):
-//   est      the established packet at that size: 2 buckets (rte_hash's
-//            bulk lookup prefetches the primary and the secondary bucket and
-//            compares the signatures of both), the key slot, the Conn (written: expiry) and the DestCounters (written; they
-//            hold the worker's copy of the destination's generation too) —
-//            5 lines, 4 levels
+//   est      the established packet at that size (full NAT, one key per
+//            connection in the hash): 2 buckets (rte_hash's bulk lookup
+//            prefetches the primary and the secondary bucket and compares the
+//            signatures of both), the key slot, the Conn (written: expiry)
+//            and the DestCounters (written; they hold the worker's copy of
+//            the destination's generation too) — 5 lines, 4 levels
+//   reply    a full-NAT reply: its port index entry (conn_table.h), the Conn
+//            and the DestCounters — 3 lines, 3 levels
 //   chainN   N levels of one line each in regions of --chain-mb MiB (N = 1..5):
 //            the cost of one more dependent level
 //   wide     min(N, 3) lines of one level, in as many such regions: the same
@@ -191,20 +194,22 @@ int run_memfloor(const Args& a) {
   const unsigned reps = static_cast<unsigned>(a.num("reps", 3));
   const unsigned max_chain = static_cast<unsigned>(std::min<uint64_t>(kMaxLevels, a.num("max-chain", 5)));
 
-  // The sizes benchmark 1 gives the structures (pipeline_bench.cc), and
-  // rte_hash's own layout for a table of 2 keys per connection: buckets of
-  // 8 entries (64 bytes) for the next power of two of the entries, and one
-  // key slot (8-byte data pointer + 16-byte key, 16-byte aligned) per entry.
+  // The sizes benchmark 1 gives the structures (pipeline_bench.cc: full NAT,
+  // DpOptions' local addresses), and rte_hash's own layout for a table of one
+  // key per connection (the replies are in the port index): buckets of 8
+  // entries (64 bytes) for the next power of two of the entries, and one key
+  // slot (8-byte data pointer + 16-byte key, 16-byte aligned) per entry.
   const uint64_t conn_cap = pipeline_conn_capacity(flows);
   const uint64_t dests = pipeline_dests(services, backends);
-  const uint64_t entries = conn_cap * 2;
+  const uint64_t entries = conn_cap;
+  const uint64_t port_index_bytes = uint64_t{DpOptions{}.n_local_addrs} << 16 << 2;
   uint64_t pow2 = 1;
   while (pow2 < entries) pow2 <<= 1;
   const uint64_t bucket_bytes = pow2 / 8 * 64;
   const uint64_t key_bytes = (entries + 1) * 32;
   const uint64_t conn_bytes = conn_cap * sizeof(dp::Conn);
   const uint64_t counter_bytes = dests * sizeof(dp::DestCounters);
-  const uint64_t est_total = bucket_bytes + key_bytes + conn_bytes + counter_bytes;
+  const uint64_t est_total = bucket_bytes + key_bytes + conn_bytes + counter_bytes + port_index_bytes;
   const uint64_t chain_total = chain_mb * max_chain << 20;
 
   EalOptions eo;
@@ -232,6 +237,7 @@ int run_memfloor(const Args& a) {
   j.integer("est_key_bytes", static_cast<int64_t>(key_bytes));
   j.integer("est_conn_bytes", static_cast<int64_t>(conn_bytes));
   j.integer("est_destcounters_bytes", static_cast<int64_t>(counter_bytes));
+  j.integer("reply_portindex_bytes", static_cast<int64_t>(port_index_bytes));
   j.integer("chain_region_bytes", static_cast<int64_t>(chain_mb << 20));
 
   std::vector<Shape> shapes;
@@ -251,6 +257,22 @@ int run_memfloor(const Args& a) {
     add_result(j, "est", r);
     j.integer("est_lines", s.lines_per_pkt());
     j.integer("est_sink", static_cast<int64_t>(r.sink & 0xffff));
+    free_shape(s);
+  }
+  {
+    Shape s;
+    s.name = "reply";
+    if (!add_regions(s, {port_index_bytes, conn_bytes, counter_bytes}, rng, &err)) {
+      fprintf(stderr, "vipd_bench: memfloor: %s\n", err.c_str());
+      return 2;
+    }
+    s.levels[0] = Level{{{0, false}}, 1};  // port index entry
+    s.levels[1] = Level{{{1, true}}, 1};   // Conn
+    s.levels[2] = Level{{{2, true}}, 1};   // DestCounters
+    s.n_levels = 3;
+    Result r = run_shape(s, packets, reps, rng, ns_per_cycle);
+    add_result(j, "reply", r);
+    j.integer("reply_lines", s.lines_per_pkt());
     free_shape(s);
   }
   for (unsigned n = 1; n <= max_chain; ++n) {

@@ -45,49 +45,19 @@ inline Parsed check_and_parse(const Shared& sh, const rte_mbuf* m) {
   return parse_frame(f, len);
 }
 
-}  // namespace
-
-void prepare_burst(Worker& w, rte_mbuf* const* pkts, uint16_t n, PktInfo* info) noexcept {
+// Stages 3 and 4 of prepare_burst, for the nl keys in fptr/fsig (of packets
+// which[0..nl)) that are not full-NAT replies.
+void lookup_conns(Worker& w, PktInfo* info, const void** fptr, uint32_t* fsig, const uint8_t* which,
+                  uint32_t nl) noexcept {
   const Shared& sh = *w.sh;
-  // Stage 1: headers. The frames were just received (in cache, or on their
-  // way there): ask for all of them before parsing the first.
-  for (uint16_t i = 0; i < n; ++i) rte_prefetch0(rte_pktmbuf_mtod(pkts[i], const void*));
-  FlowKey fkeys[kBurst];
-  const void* fptr[kBurst];
-  uint32_t fsig[kBurst];
-  uint8_t which[kBurst];  // packet index of lookup j
-  uint32_t nl = 0;
-  for (uint16_t i = 0; i < n; ++i) {
-    PktInfo& pi = info[i];
-    pi.p = check_and_parse(sh, pkts[i]);
-    pi.looked = false;
-    pi.svc_looked = false;
-    pi.svc = nullptr;
-    pi.conn = nullptr;
-    pi.reply = false;
-    const Parsed& p = pi.p;
-    if (p.kind != FrameKind::kIpv4 || (p.proto != kProtoTcp && p.proto != kProtoUdp)) continue;
-    if (rte_pktmbuf_mtod(pkts[i], const uint8_t*)[0] & 1) continue;  // dropped: group MAC
-    // Stage 2: the flow key, hashed once (the same signature the table
-    // computes: flow_hash.h).
-    fkeys[nl] = make_key(p.src, p.sport, p.dst, p.dport, p.proto);
-    fsig[nl] = conn_hash(fkeys[nl]);
-    fptr[nl] = &fkeys[nl];
-    which[nl] = static_cast<uint8_t>(i);
-    pi.looked = true;
-    pi.conn_sig = fsig[nl];
-    ++nl;
-  }
-  if (nl == 0) return;
   // Stage 3: the connection table in bulk (DPDK prefetches the buckets and
   // keys of all of them before comparing any). A packet of a known flow needs
   // nothing else: in the client's direction its entry says where it goes, and
-  // a reply (to a full-NAT local address and port, or in NAT mode to the
-  // client) is a reply whatever the VIP table says. The VIP table is looked
-  // up, again in bulk, only for the others (new flows), so an established
-  // flow's cost does not grow with the number of services. The per-packet
-  // stage looks the Service of a connection hit up by itself in the rare
-  // cases that need it.
+  // a NAT-mode reply (to the client's address and port) is a reply whatever
+  // the VIP table says. The VIP table is looked up, again in bulk, only for
+  // the others (new flows), so an established flow's cost does not grow with
+  // the number of services. The per-packet stage looks the Service of a
+  // connection hit up by itself in the rare cases that need it.
   void* fdata[kBurst];
   const uint64_t fhits = w.conns.lookup_bulk(fptr, fsig, nl, fdata);
   VipKey vkeys[kBurst];
@@ -102,8 +72,8 @@ void prepare_burst(Worker& w, rte_mbuf* const* pkts, uint16_t n, PktInfo* info) 
       rte_prefetch0(pi.conn);
       rte_prefetch0(reinterpret_cast<const char*>(pi.conn) + sizeof(Conn) - 1);
     }
-    // A reply-direction key ends at one of our local addresses and ports
-    // (full NAT) or at a client's address and port (NAT): no VIP of ours.
+    // A NAT-mode reply's key ends at a client's address and port: no VIP of
+    // ours.
     pi.svc_looked = pi.conn == nullptr;
     if (!pi.svc_looked) continue;
     vkeys[nv] = VipKey{pi.p.dst, pi.p.dport, pi.p.proto, 0};
@@ -122,6 +92,65 @@ void prepare_burst(Worker& w, rte_mbuf* const* pkts, uint16_t n, PktInfo* info) 
       pi.svc = static_cast<const Service*>(vdata[j]);
       if (!pi.conn) rte_prefetch0(pi.svc);
     }
+  }
+}
+
+}  // namespace
+
+void prepare_burst(Worker& w, rte_mbuf* const* pkts, uint16_t n, PktInfo* info) noexcept {
+  const Shared& sh = *w.sh;
+  // Stage 1: headers. The frames were just received (in cache, or on their
+  // way there): ask for all of them before parsing the first.
+  for (uint16_t i = 0; i < n; ++i) rte_prefetch0(rte_pktmbuf_mtod(pkts[i], const void*));
+  FlowKey fkeys[kBurst];
+  const void* fptr[kBurst];
+  uint32_t fsig[kBurst];
+  uint8_t which[kBurst];  // packet index of lookup j
+  uint32_t nl = 0;
+  const uint32_t* pentry[kBurst];  // port index entry of full-NAT reply r
+  uint8_t pwhich[kBurst];          // ... which is packet pwhich[r]
+  uint32_t np = 0;
+  for (uint16_t i = 0; i < n; ++i) {
+    PktInfo& pi = info[i];
+    pi.p = check_and_parse(sh, pkts[i]);
+    pi.looked = false;
+    pi.svc_looked = false;
+    pi.svc = nullptr;
+    pi.conn = nullptr;
+    pi.reply = false;
+    const Parsed& p = pi.p;
+    if (p.kind != FrameKind::kIpv4 || (p.proto != kProtoTcp && p.proto != kProtoUdp)) continue;
+    if (rte_pktmbuf_mtod(pkts[i], const uint8_t*)[0] & 1) continue;  // dropped: group MAC
+    // Stage 2: the flow key, hashed once (the same signature the table
+    // computes: flow_hash.h).
+    fkeys[nl] = make_key(p.src, p.sport, p.dst, p.dport, p.proto);
+    fsig[nl] = conn_hash(fkeys[nl]);
+    pi.looked = true;
+    pi.conn_sig = fsig[nl];
+    const int li = w.conns.local_index(p.dst);
+    if (li >= 0) {
+      // Full NAT, to a local address: only ever a reply, found by its port
+      // in the port index (conn_table.h), read after the bulk lookup below.
+      pi.svc_looked = true;  // no Service on a local address
+      pentry[np] = w.conns.port_entry(li, p.dport);
+      rte_prefetch0(pentry[np]);
+      pwhich[np++] = static_cast<uint8_t>(i);
+      continue;
+    }
+    fptr[nl] = &fkeys[nl];
+    which[nl] = static_cast<uint8_t>(i);
+    ++nl;
+  }
+  if (nl) lookup_conns(w, info, fptr, fsig, which, nl);
+  // The replies' entries are candidates: the per-packet stage checks the
+  // rest of the key against the entry (from_dest).
+  for (uint32_t r = 0; r < np; ++r) {
+    PktInfo& pi = info[pwhich[r]];
+    pi.conn = w.conns.candidate_at(pentry[r]);
+    if (!pi.conn) continue;
+    pi.reply = true;
+    rte_prefetch0(pi.conn);
+    rte_prefetch0(reinterpret_cast<const char*>(pi.conn) + sizeof(Conn) - 1);
   }
 }
 

@@ -9,6 +9,16 @@
 #include "dataplane/fastpath/flow_hash.h"
 
 namespace vipd::dp {
+namespace {
+
+// Whether addrs[0..n) holds addr.
+bool local_index_of(const uint32_t* addrs, uint32_t n, uint32_t addr) {
+  for (uint32_t i = 0; i < n; ++i)
+    if (addrs[i] == addr) return true;
+  return false;
+}
+
+}  // namespace
 
 const char* conn_state_name(ConnState s) {
   switch (s) {
@@ -27,15 +37,31 @@ const char* conn_state_name(ConnState s) {
 
 ConnTable::~ConnTable() {
   if (hash_) rte_hash_free(hash_);
+  rte_free(port_index_);
   rte_free(conns_);
   rte_free(free_);
 }
 
-bool ConnTable::init(const std::string& name, uint32_t capacity, int socket, std::string* error) {
+bool ConnTable::init(const std::string& name, uint32_t capacity, int socket, std::string* error,
+                     const uint32_t* local_addrs, uint32_t n_local) {
   if (capacity < 16) capacity = 16;
+  if (n_local > kMaxLocal) {
+    *error = "conn table " + name + ": " + std::to_string(n_local) + " local addresses, at most " +
+             std::to_string(kMaxLocal);
+    return false;
+  }
+  for (int8_t& s : local_map_) s = -1;
+  for (uint32_t i = 0; i < n_local; ++i) {
+    if (local_index_of(local_addrs, i, local_addrs[i])) continue;  // listed twice: the first one
+    uint32_t h = local_slot(local_addrs[i]);
+    while (local_map_[h] >= 0) h = (h + 1) & (kLocalMap - 1);
+    local_map_[h] = static_cast<int8_t>(i);
+    local_addrs_[i] = local_addrs[i];
+  }
+  n_local_ = n_local;
   rte_hash_parameters p{};
   p.name = name.c_str();
-  p.entries = capacity * 2;
+  p.entries = n_local ? capacity : capacity * 2;
   p.key_len = sizeof(FlowKey);
   // CRC32 (SSE4.2 instruction where the CPU has it, a table otherwise): the
   // 16-byte key in two 8-byte steps, cheaper than jhash (docs/benchmarks.md).
@@ -50,7 +76,10 @@ bool ConnTable::init(const std::string& name, uint32_t capacity, int socket, std
   }
   conns_ = static_cast<Conn*>(rte_zmalloc_socket("conns", sizeof(Conn) * capacity, 64, socket));
   free_ = static_cast<uint32_t*>(rte_zmalloc_socket("conn_free", sizeof(uint32_t) * capacity, 64, socket));
-  if (!conns_ || !free_) {
+  if (n_local)
+    port_index_ = static_cast<uint32_t*>(
+        rte_zmalloc_socket("conn_ports", sizeof(uint32_t) * (size_t{n_local} << 16), 64, socket));
+  if (!conns_ || !free_ || (n_local && !port_index_)) {
     *error = "conn table " + name + ": out of memory for " + std::to_string(capacity) + " entries";
     return false;
   }
@@ -65,6 +94,13 @@ Conn* ConnTable::lookup(const FlowKey& k, bool* reply) noexcept {
 }
 
 Conn* ConnTable::lookup(const FlowKey& k, uint32_t sig, bool* reply) noexcept {
+  const int li = local_index(k.dst);
+  if (li >= 0) {
+    Conn* c = local_candidate(li, k.dport);
+    if (!c || !reply_matches(*c, k)) return nullptr;
+    *reply = true;
+    return c;
+  }
   void* data = nullptr;
   if (rte_hash_lookup_with_hash_data(hash_, &k, sig, &data) < 0) return nullptr;
   return decode(data, reply);
@@ -88,13 +124,20 @@ Conn* ConnTable::insert(const FlowKey& fwd, uint32_t fwd_sig, const FlowKey& rev
   // rte_hash_add_key_data would silently re-point an existing key: refuse
   // keys already in use (e.g. in nat mode, one client port reaching the same
   // backend through two VIPs has the same reply key).
+  // With a port index, a key to a local address is only ever a reply: a
+  // client's key cannot be one (no Service is served on a local address).
+  uint32_t* port = port_slot(rev);
+  if (n_local_ && (!port || local_index(fwd.dst) >= 0)) return nullptr;
   if ((!fwd_absent && rte_hash_lookup_with_hash(hash_, &fwd, hf) >= 0) ||
-      rte_hash_lookup_with_hash(hash_, &rev, hr) >= 0)
+      (port ? *port != 0 : rte_hash_lookup_with_hash(hash_, &rev, hr) >= 0))
     return nullptr;
   const uint32_t idx = free_[free_top_ - 1];
   if (rte_hash_add_key_with_hash_data(hash_, &fwd, hf, reinterpret_cast<void*>(uintptr_t{idx} << 1)) < 0)
     return nullptr;
-  if (rte_hash_add_key_with_hash_data(hash_, &rev, hr, reinterpret_cast<void*>((uintptr_t{idx} << 1) | 1)) < 0) {
+  if (port) {
+    *port = idx + 1;
+  } else if (rte_hash_add_key_with_hash_data(hash_, &rev, hr, reinterpret_cast<void*>((uintptr_t{idx} << 1) | 1)) <
+             0) {
     rte_hash_del_key_with_hash(hash_, &fwd, hf);
     return nullptr;
   }
@@ -114,11 +157,16 @@ void ConnTable::remove(Conn* c) noexcept {
   const FlowKey rev = make_key(c->daddr, c->dport, c->laddr, c->lport, c->proto);
   const hash_sig_t hf = conn_hash(fwd), hr = conn_hash(rev);
   rte_hash_del_key_with_hash(hash_, &fwd, hf);
-  rte_hash_del_key_with_hash(hash_, &rev, hr);
+  const uint32_t idx = static_cast<uint32_t>(c - conns_);
+  if (uint32_t* port = port_slot(rev)) {
+    if (*port == idx + 1) *port = 0;
+  } else {
+    rte_hash_del_key_with_hash(hash_, &rev, hr);
+  }
   log_change(hf);
   log_change(hr);
   c->in_use = 0;
-  free_[free_top_++] = static_cast<uint32_t>(c - conns_);
+  free_[free_top_++] = idx;
   --used_;
 }
 

@@ -1,10 +1,18 @@
 // Thread: worker (one table per worker, never shared); init/destroy from the
 // control thread before the worker starts / after it stopped.
-// Connection table: an rte_hash from flow keys (both directions) to entries of
-// a preallocated array, a free list, and an incremental expiry sweep. The
-// burst path (burst.cc) hashes keys itself (conn_hash) and looks them up in
-// bulk; a per-burst change log tells which of those results a later packet of
-// the same burst may have made stale.
+// Connection table: an rte_hash from flow keys to entries of a preallocated
+// array, a free list, and an incremental expiry sweep. The burst path
+// (burst.cc) hashes keys itself (conn_hash) and looks them up in bulk; a
+// per-burst change log tells which of those results a later packet of the
+// same burst may have made stale.
+//
+// Both directions of a connection are keys of the hash, but for full NAT: a
+// reply there is addressed to a local address and port that this worker
+// handed out to one connection at a time (the fnat port pools), so the table
+// finds it by that address and port in a direct index (the *port index*)
+// and checks the rest of the key against the entry. Half the keys in the
+// hash, one insert per new connection, and a reply reads one index line
+// instead of two buckets and a key slot.
 #pragma once
 
 #include <cstdint>
@@ -75,8 +83,39 @@ class ConnTable {
   ConnTable& operator=(const ConnTable&) = delete;
   ~ConnTable();
 
-  // Allocates everything for `capacity` connections (2 keys each).
-  bool init(const std::string& name, uint32_t capacity, int socket, std::string* error);
+  // Allocates everything for `capacity` connections: 2 keys each in the
+  // hash, or (full NAT: `local_addrs`, n_local <= 64 of them) 1 key each and
+  // a port index of n_local x 65536 entries for the replies. A key whose
+  // destination is one of `local_addrs` is then only ever a reply.
+  bool init(const std::string& name, uint32_t capacity, int socket, std::string* error,
+            const uint32_t* local_addrs = nullptr, uint32_t n_local = 0);
+
+  // Port index: which local address `addr` is (its index in local_addrs),
+  // or -1. The candidate entry for a reply to local address li, port: the
+  // one connection that holds that port, or nullptr; its other fields are
+  // not checked (reply_matches does that). The burst path reads it in two
+  // steps, so that it can prefetch the index entries of a whole burst first:
+  // port_entry (where to look), then candidate_at (what it holds).
+  int local_index(uint32_t addr) const noexcept {
+    if (!n_local_) return -1;
+    for (uint32_t h = local_slot(addr);; h = (h + 1) & (kLocalMap - 1)) {
+      const int8_t i = local_map_[h];
+      if (i < 0 || local_addrs_[i] == addr) return i;
+    }
+  }
+  Conn* local_candidate(int li, uint16_t port) noexcept { return candidate_at(port_entry(li, port)); }
+  const uint32_t* port_entry(int li, uint16_t port) const noexcept {
+    return &port_index_[(static_cast<uint32_t>(li) << 16) | port];
+  }
+  Conn* candidate_at(const uint32_t* entry) noexcept {
+    const uint32_t v = *entry;
+    return v ? &conns_[v - 1] : nullptr;
+  }
+  // True when entry c is the connection of reply key k.
+  static bool reply_matches(const Conn& c, const FlowKey& k) noexcept {
+    return c.in_use && c.daddr == k.src && c.dport == k.sport && c.laddr == k.dst && c.lport == k.dport &&
+           c.proto == k.proto;
+  }
 
   // Finds the connection of a packet with this key; *reply tells whether the
   // key matched the reply direction. nullptr if none.
@@ -149,7 +188,19 @@ class ConnTable {
     if (n_log_ <= kLogMax) ++n_log_;
   }
 
+  static constexpr uint32_t kMaxLocal = 64;
+  static constexpr uint32_t kLocalMap = 256;  // open addressing, at most a quarter full
+  static uint32_t local_slot(uint32_t addr) noexcept { return (addr * 0x9e3779b1u) >> 24; }
+  uint32_t* port_slot(const FlowKey& rev) noexcept {
+    const int li = local_index(rev.dst);
+    return li < 0 ? nullptr : &port_index_[(static_cast<uint32_t>(li) << 16) | rev.dport];
+  }
+
   rte_hash* hash_ = nullptr;
+  uint32_t* port_index_ = nullptr;  // [n_local_ << 16]: entry index + 1, 0 = free
+  uint32_t local_addrs_[kMaxLocal] = {};
+  int8_t local_map_[kLocalMap];     // slot -> index in local_addrs_, -1 = empty
+  uint32_t n_local_ = 0;
   Conn* conns_ = nullptr;
   uint32_t* free_ = nullptr;  // stack of free indexes
   uint32_t free_top_ = 0;

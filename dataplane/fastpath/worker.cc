@@ -443,7 +443,9 @@ void from_dest(Worker& w, rte_mbuf* m, const PktInfo& pi) {
   const Parsed& p = pi.p;
   bool reply = false;
   Conn* c = burst_conn(w, pi, &reply);
-  if (!c || !reply) return drop(w, m, kNoService);
+  // A full-NAT reply's entry came from the port index: check the whole key.
+  if (!c || !reply || !ConnTable::reply_matches(*c, make_key(p.src, p.sport, p.dst, p.dport, p.proto)))
+    return drop(w, m, kNoService);
   if (!dest_alive(w, *c)) {
     expire_conn(w, c);
     return drop(w, m, kDestExpired);

@@ -266,7 +266,8 @@ bool DpdkDataplane::init(std::string* error) {
     w->lcore = cfg_.worker_lcores[i];
     w->sh = &sh_;
     w->pool = pool_;
-    if (!w->conns.init("vipd_conns_" + std::to_string(i), cfg_.conn_table_size, sock, error)) return false;
+    if (!w->conns.init("vipd_conns_" + std::to_string(i), cfg_.conn_table_size, sock, error, sh_.local_addrs,
+                       sh_.n_local_addrs)) return false;
     const uint32_t tcap = cfg_.template_table_size ? cfg_.template_table_size
                                                    : std::max<uint32_t>(cfg_.conn_table_size / 4, 1024);
     if (!w->tmpls.init("vipd_tmpl_" + std::to_string(i), tcap, sock, error)) return false;

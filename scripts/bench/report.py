@@ -342,6 +342,12 @@ for fl in floor:
              f"{mib(fl['est_bucket_bytes'])}, {mib(fl['est_key_bytes'])}, {mib(fl['est_conn_bytes'])}, "
              f"{mib(fl['est_destcounters_bytes'])}",
              fmt(fl.get("est_ns")), fmt(fl.get("est_ns_p10")), fmt(fl.get("est_ns_p90"))]]
+    if fl.get("reply_ns"):
+        rows.append(["full-NAT reply: port index entry, `Conn` (written), `DestCounters` (written)",
+                     f"{fl.get('reply_lines', 3)} / 3",
+                     f"{mib(fl['reply_portindex_bytes'])}, {mib(fl['est_conn_bytes'])}, "
+                     f"{mib(fl['est_destcounters_bytes'])}",
+                     fmt(fl["reply_ns"]), fmt(fl.get("reply_ns_p10")), fmt(fl.get("reply_ns_p90"))])
     n = 1
     while f"chain{n}_ns" in fl:
         rows.append([f"a chain of {n} dependent line{'s' if n > 1 else ''}", f"{n} / {n}",
@@ -372,7 +378,9 @@ for fl in floor:
           + (f"{one['est_ns']:.0f} ns with everything in cache (1 service / 1k flows)" if one and one.get("est_ns")
              else "more than that with everything in cache")
           + ". Each line a design saves is worth about one step of the chain"
-          + (f", {c1:.0f} ns here." if c1 else "."))
+          + (f", {c1:.0f} ns here." if c1 else ".")
+          + (f" A full-NAT reply reads 3 lines ({fl['reply_ns']:.0f} ns alone) and took {pr['reply_ns']:.0f} ns "
+             "in the pipeline." if fl.get("reply_ns") and pr.get("reply_ns") else ""))
         A("")
     for fh in floor_huge:
         if (fh["services"], fh["flows"]) != (fl["services"], fl["flows"]):
@@ -480,8 +488,9 @@ mrow = mem[0] if mem else None
 if src:
     A(f"- Connection table: **{src['conn_bytes_per_entry']:.0f} bytes per connection** of capacity "
       f"(DPDK heap taken by `ConnTable::init` for {src['conn_capacity']:,} entries: the `Conn` entry itself is "
-      f"{src['conn_struct_bytes']} bytes, the rest is the rte_hash with two 16-byte keys per connection "
-      "(both directions), its buckets and extendable buckets, and the free list).")
+      f"{src['conn_struct_bytes']} bytes, the rest is the rte_hash with one 16-byte key per connection "
+      "(the client's; full NAT finds replies in the port index, 4 bytes per local address and port, "
+      "included), its buckets and extendable buckets, and the free list; NAT mode has both keys in the hash).")
     svc = next((r for r in cpl if r["services"] == 10000 and r["worker"] == "offline"), None)
     A(f"- Service: `Service` object {src['service_struct_bytes']} bytes + {src['destref_struct_bytes']} bytes per "
       f"endpoint, plus rte_malloc's per-allocation header and padding: {src['service_bytes_each']:.0f} bytes of "
@@ -651,8 +660,8 @@ if cg:
                 "compare).")
 if big and big.get("newconn_mpps") and big["newconn_mpps"] < 1:
     asks.append(f"**New connections:** {big['newconn_ns']:.0f} ns each at {n_human(big['flows'])} flows "
-                "(target >= 1M/s/core, i.e. <= 1000 ns): a new flow still adds two keys to the connection hash "
-                "one after the other (`rte_hash_add_key_with_hash_data`, its bucket search and cuckoo moves), "
+                "(target >= 1M/s/core, i.e. <= 1000 ns): a new flow still adds its key to the connection hash "
+                "(`rte_hash_add_key_with_hash_data`, its bucket search and cuckoo moves; NAT mode adds two), "
                 f"which is where it goes from {one.get('newconn_ns', 0):.0f} ns at 1k flows to "
                 f"{big['newconn_ns']:.0f} ns.")
 if hund and one and hund.get("est_ns") and one.get("est_ns") and hund["est_ns"] > one["est_ns"] * 1.1:

@@ -175,7 +175,7 @@ void build_setup(Setup& s, Forward fwd, uint32_t conn_capacity) {
     w->index = i;
     w->sh = &sh;
     w->pool = g_pool;
-    if (!w->conns.init(uniq("fzconns_"), conn_capacity, 0, &err)) fail("conns", err);
+    if (!w->conns.init(uniq("fzconns_"), conn_capacity, 0, &err, sh.local_addrs, sh.n_local_addrs)) fail("conns", err);
     if (!w->tmpls.init(uniq("fztmpl_"), 1024, 0, &err)) fail("tmpls", err);
     w->sched = static_cast<SchedState*>(rte_zmalloc("fz_sched", sizeof(SchedState) * sh.max_services, 64));
     w->dest_counters = static_cast<DestCounters*>(rte_zmalloc("fz_dctr", sizeof(DestCounters) * sh.max_dests, 64));

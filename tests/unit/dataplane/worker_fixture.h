@@ -110,7 +110,7 @@ class WorkerFixture : public ::testing::Test {
       w->index = i;
       w->sh = &s;
       w->pool = pool_;
-      ASSERT_TRUE(w->conns.init(uniq("tconns_"), conn_capacity, 0, &err)) << err;
+      ASSERT_TRUE(w->conns.init(uniq("tconns_"), conn_capacity, 0, &err, s.local_addrs, s.n_local_addrs)) << err;
       ASSERT_TRUE(w->tmpls.init(uniq("ttmpl_"), tmpl_capacity, 0, &err)) << err;
       w->sched = static_cast<SchedState*>(rte_zmalloc("t_sched", sizeof(SchedState) * s.max_services, 64));
       w->dest_counters = static_cast<DestCounters*>(rte_zmalloc("t_dctr", sizeof(DestCounters) * s.max_dests, 64));

@@ -1,5 +1,6 @@
 // ConnTable: both-direction keys, capacity, duplicate keys and the
-// incremental expiry sweep. Needs EAL (rte_hash, rte_malloc).
+// incremental expiry sweep, with both keys in the hash (NAT) and with the
+// replies in the port index (full NAT). Needs EAL (rte_hash, rte_malloc).
 #include "dataplane/fastpath/conn_table.h"
 
 #include <gtest/gtest.h>
@@ -44,7 +45,12 @@ void fill(Conn* c, const Flow& f) {
   c->proto = f.proto;
 }
 
-class ConnTableTest : public ::testing::Test {
+// Local addresses of the full-NAT variant: the flows' l, and two more.
+const uint32_t kLocals[] = {ip4(10, 1, 0, 99), ip4(10, 1, 0, 100), ip4(10, 1, 0, 101)};
+
+// Parameter: the replies go to the port index (full NAT: the flows' l is a
+// local address) rather than into the hash.
+class ConnTableTest : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override {
     VIPD_REQUIRE_EAL();
@@ -52,13 +58,13 @@ class ConnTableTest : public ::testing::Test {
   // Initialises t with `cap` entries; false (and a failure) on error.
   static bool init(ConnTable& t, uint32_t cap) {
     std::string err;
-    const bool ok = t.init(uniq("ct_"), cap, 0, &err);
+    const bool ok = GetParam() ? t.init(uniq("ct_"), cap, 0, &err, kLocals, 3) : t.init(uniq("ct_"), cap, 0, &err);
     EXPECT_TRUE(ok) << err;
     return ok;
   }
 };
 
-TEST_F(ConnTableTest, InsertLookupBothDirections) {
+TEST_P(ConnTableTest, InsertLookupBothDirections) {
   ConnTable t;
   ASSERT_TRUE(init(t, 64));
   EXPECT_EQ(t.capacity(), 64u);
@@ -97,7 +103,7 @@ TEST_F(ConnTableTest, InsertLookupBothDirections) {
   EXPECT_EQ(t.lookup(k, &reply), nullptr);
 }
 
-TEST_F(ConnTableTest, RemoveDeletesBothKeysAndFreesEntry) {
+TEST_P(ConnTableTest, RemoveDeletesBothKeysAndFreesEntry) {
   ConnTable t;
   ASSERT_TRUE(init(t, 16));
   const Flow a = flow(1), b = flow(2);
@@ -126,7 +132,7 @@ TEST_F(ConnTableTest, RemoveDeletesBothKeysAndFreesEntry) {
   EXPECT_EQ(t.size(), 2u);
 }
 
-TEST_F(ConnTableTest, CapacityMinimumAndFull) {
+TEST_P(ConnTableTest, CapacityMinimumAndFull) {
   ConnTable t;
   ASSERT_TRUE(init(t, 3));
   EXPECT_EQ(t.capacity(), 16u) << "capacity is at least 16";
@@ -156,7 +162,7 @@ TEST_F(ConnTableTest, CapacityMinimumAndFull) {
 
 // conn_table.h: insert returns nullptr "when full (or the key already
 // exists)", and must not disturb the existing connection.
-TEST_F(ConnTableTest, DuplicateForwardKeyIsRejected) {
+TEST_P(ConnTableTest, DuplicateForwardKeyIsRejected) {
   ConnTable t;
   ASSERT_TRUE(init(t, 16));
   const Flow a = flow(1);
@@ -177,7 +183,7 @@ TEST_F(ConnTableTest, DuplicateForwardKeyIsRejected) {
   EXPECT_EQ(t.lookup(dup.rev(), &reply), nullptr) << "a refused insert leaves no key behind";
 }
 
-TEST_F(ConnTableTest, DuplicateReverseKeyIsRejected) {
+TEST_P(ConnTableTest, DuplicateReverseKeyIsRejected) {
   ConnTable t;
   ASSERT_TRUE(init(t, 16));
   const Flow a = flow(1);
@@ -205,7 +211,7 @@ TEST_F(ConnTableTest, DuplicateReverseKeyIsRejected) {
   }
 }
 
-TEST_F(ConnTableTest, SweepExpiresOnlyExpiredWithinBudget) {
+TEST_P(ConnTableTest, SweepExpiresOnlyExpiredWithinBudget) {
   ConnTable t;
   ASSERT_TRUE(init(t, 16));
   std::vector<Conn*> c(16);
@@ -257,7 +263,7 @@ TEST_F(ConnTableTest, SweepExpiresOnlyExpiredWithinBudget) {
   EXPECT_EQ(t.size(), 8u);
 }
 
-TEST_F(ConnTableTest, SweepOnEmptyTableAndUninitialised) {
+TEST_P(ConnTableTest, SweepOnEmptyTableAndUninitialised) {
   ConnTable t;
   size_t calls = 0;
   t.sweep(100, [&](Conn&) {
@@ -273,7 +279,7 @@ TEST_F(ConnTableTest, SweepOnEmptyTableAndUninitialised) {
   EXPECT_EQ(calls, 0u);
 }
 
-TEST_F(ConnTableTest, ChurnKeepsCountsConsistent) {
+TEST_P(ConnTableTest, ChurnKeepsCountsConsistent) {
   ConnTable t;
   ASSERT_TRUE(init(t, 64));
   std::mt19937 rng(11);
@@ -304,6 +310,83 @@ TEST_F(ConnTableTest, ChurnKeepsCountsConsistent) {
   }
   bool reply;
   for (uint32_t i = 0; i < 200; ++i) EXPECT_EQ(t.lookup(flow(i).fwd(), &reply) != nullptr, live[i] != 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Replies, ConnTableTest, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& i) { return i.param ? "PortIndex" : "Hash"; });
+
+// The port index finds a reply by local address and port alone: the rest of
+// the key (backend address and port, protocol) must still match the entry.
+TEST_P(ConnTableTest, ReplyKeyMustMatchWhole) {
+  ConnTable t;
+  ASSERT_TRUE(init(t, 16));
+  const Flow a = flow(1);
+  Conn* ca = t.insert(a.fwd(), a.rev());
+  ASSERT_NE(ca, nullptr);
+  fill(ca, a);
+  bool reply = false;
+  ASSERT_EQ(t.lookup(a.rev(), &reply), ca);
+  EXPECT_TRUE(reply);
+  FlowKey k = a.rev();
+  k.src ^= 1;  // another backend
+  EXPECT_EQ(t.lookup(k, &reply), nullptr);
+  k = a.rev();
+  k.sport ^= 1;
+  EXPECT_EQ(t.lookup(k, &reply), nullptr);
+  k = a.rev();
+  k.proto = kProtoUdp;
+  EXPECT_EQ(t.lookup(k, &reply), nullptr);
+  k = a.rev();
+  k.dport ^= 1;  // a free port of the same local address
+  EXPECT_EQ(t.lookup(k, &reply), nullptr);
+  k = a.rev();
+  k.dst = kLocals[2];  // the same port of another local address
+  EXPECT_EQ(t.lookup(k, &reply), nullptr);
+  EXPECT_EQ(t.local_index(a.l), GetParam() ? 1 : -1);
+  EXPECT_EQ(t.local_index(kLocals[0]), GetParam() ? 0 : -1);
+  EXPECT_EQ(t.local_index(a.d), -1);
+}
+
+// With a port index, a key to a local address is only ever a reply: a
+// client's key to one is refused, as is a reply key to a local address and
+// port another connection holds (whatever its backend), and the hash holds
+// one key per connection, so `capacity` of them fit.
+TEST(ConnTablePortIndex, RefusesClientKeysToLocalAddressesAndTakenPorts) {
+  VIPD_REQUIRE_EAL();
+  ConnTable t;
+  std::string err;
+  ASSERT_TRUE(t.init(uniq("ct_"), 16, 0, &err, kLocals, 3)) << err;
+  Flow a = flow(1);
+  Conn* ca = t.insert(a.fwd(), a.rev());
+  ASSERT_NE(ca, nullptr);
+  fill(ca, a);
+  Flow b = flow(2);
+  b.lp = a.lp;
+  b.d = ip4(10, 1, 0, 12);  // another backend, the same local port
+  EXPECT_EQ(t.insert(b.fwd(), b.rev()), nullptr) << "a local port held by another connection";
+  Flow c = flow(3);
+  c.v = kLocals[0];  // a client's key to a local address
+  EXPECT_EQ(t.insert(c.fwd(), c.rev()), nullptr);
+  EXPECT_EQ(t.size(), 1u);
+  bool reply = false;
+  EXPECT_EQ(t.lookup(a.rev(), &reply), ca) << "refused inserts leave the first connection's port alone";
+  t.remove(ca);
+  EXPECT_EQ(t.lookup(a.rev(), &reply), nullptr);
+  Conn* cb = t.insert(b.fwd(), b.rev());  // the other backend, a.lp
+  ASSERT_NE(cb, nullptr) << "a freed port can be handed out again";
+  fill(cb, b);
+  EXPECT_EQ(t.lookup(b.rev(), &reply), cb);
+  EXPECT_EQ(t.lookup(a.rev(), &reply), nullptr) << "the port's former connection does not match its new one";
+}
+
+TEST(ConnTablePortIndex, InitRefusesTooManyLocalAddresses) {
+  VIPD_REQUIRE_EAL();
+  std::vector<uint32_t> many(65);
+  for (uint32_t i = 0; i < many.size(); ++i) many[i] = ip4(10, 2, 0, 1) + i;
+  ConnTable t;
+  std::string err;
+  EXPECT_FALSE(t.init(uniq("ct_"), 16, 0, &err, many.data(), static_cast<uint32_t>(many.size())));
+  EXPECT_NE(err.find("65 local addresses"), std::string::npos) << err;
 }
 
 TEST(ConnStateName, AllNamed) {

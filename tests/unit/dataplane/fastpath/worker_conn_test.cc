@@ -182,6 +182,31 @@ TEST_F(WorkerTest, FnatReplyWinsOverAServiceOnTheLocalAddress) {
   EXPECT_EQ(total_drops(), 0u) << drop_summary();
 }
 
+// Full NAT finds a reply by its local address and port (the connection
+// table's port index): the source must still be the connection's backend
+// address and port, or the packet is one to no service.
+TEST_F(WorkerTest, FnatPacketToAHeldLocalPortFromAnotherSourceIsDropped) {
+  build(Forward::kFnat);
+  if (HasFatalFailure()) return;
+  const Frame a = one_out(build_frame(from_client(47250, kTcpSyn)), 0, 1);
+  ASSERT_FALSE(a.empty());
+  const uint16_t lport = l4_sport(a.data());
+  const uint32_t b = ip_dst(a.data());
+  const auto mac = b == kB1 ? kB1Mac : kB2Mac;
+  rx(build_frame(from_backend(kB3, mac, 80, kLocal, lport, kTcpSyn | kTcpAck)), 1);
+  expect_nothing_out("another address to the held local port");
+  rx(build_frame(from_backend(b, mac, 81, kLocal, lport, kTcpSyn | kTcpAck)), 1);
+  expect_nothing_out("another port of the backend to the held local port");
+  rx(build_frame(from_backend(b, mac, 80, kLocal, static_cast<uint16_t>(lport ^ 1), kTcpSyn | kTcpAck)), 1);
+  expect_nothing_out("the backend to another local port");
+  EXPECT_EQ(drops(kNoService), 3u) << drop_summary();
+  const Frame r = one_out(build_frame(from_backend(b, mac, 80, kLocal, lport, kTcpSyn | kTcpAck)), 1, 0);
+  ASSERT_FALSE(r.empty()) << drop_summary();
+  EXPECT_EQ(ip_dst(r.data()), kClient);
+  EXPECT_EQ(l4_dport(r.data()), 47250);
+  EXPECT_EQ(w().conns.size(), 1u);
+}
+
 // NAT mode: a packet that matches a connection's reply key is the reply,
 // even when its destination (the client's address and port) is also a
 // Service: the connection table is looked up first, and the VIP table not at
