@@ -12,7 +12,7 @@ namespace vipd::dp {
 namespace {
 
 // Whether addrs[0..n) holds addr.
-bool local_index_of(const uint32_t* addrs, uint32_t n, uint32_t addr) {
+bool listed(const uint32_t* addrs, uint32_t n, uint32_t addr) {
   for (uint32_t i = 0; i < n; ++i)
     if (addrs[i] == addr) return true;
   return false;
@@ -52,7 +52,7 @@ bool ConnTable::init(const std::string& name, uint32_t capacity, int socket, std
   }
   for (int8_t& s : local_map_) s = -1;
   for (uint32_t i = 0; i < n_local; ++i) {
-    if (local_index_of(local_addrs, i, local_addrs[i])) continue;  // listed twice: the first one
+    if (listed(local_addrs, i, local_addrs[i])) continue;  // listed twice: the first one
     uint32_t h = local_slot(local_addrs[i]);
     while (local_map_[h] >= 0) h = (h + 1) & (kLocalMap - 1);
     local_map_[h] = static_cast<int8_t>(i);
@@ -121,13 +121,15 @@ Conn* ConnTable::insert(const FlowKey& fwd, uint32_t fwd_sig, const FlowKey& rev
   // Each key is hashed once for the check and the add below.
   const hash_sig_t hf = fwd_sig;
   const hash_sig_t hr = conn_hash(rev);
-  // rte_hash_add_key_data would silently re-point an existing key: refuse
-  // keys already in use (e.g. in nat mode, one client port reaching the same
-  // backend through two VIPs has the same reply key).
   // With a port index, a key to a local address is only ever a reply: a
-  // client's key cannot be one (no Service is served on a local address).
+  // client's key cannot be one (no Service is served on a local address),
+  // and a reply key must be one.
   uint32_t* port = port_slot(rev);
   if (n_local_ && (!port || local_index(fwd.dst) >= 0)) return nullptr;
+  // rte_hash_add_key_data would silently re-point an existing key: refuse
+  // keys already in use (e.g. in nat mode, one client port reaching the same
+  // backend through two VIPs has the same reply key; in full NAT, a local
+  // port held by another connection).
   if ((!fwd_absent && rte_hash_lookup_with_hash(hash_, &fwd, hf) >= 0) ||
       (port ? *port != 0 : rte_hash_lookup_with_hash(hash_, &rev, hr) >= 0))
     return nullptr;

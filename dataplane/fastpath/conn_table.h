@@ -6,7 +6,7 @@
 // per-burst change log tells which of those results a later packet of the
 // same burst may have made stale.
 //
-// Both directions of a connection are keys of the hash, but for full NAT: a
+// Both directions of a connection are keys of the hash, except in full NAT: a
 // reply there is addressed to a local address and port that this worker
 // handed out to one connection at a time (the fnat port pools), so the table
 // finds it by that address and port in a direct index (the *port index*)
