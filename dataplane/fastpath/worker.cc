@@ -2,11 +2,9 @@
 // exceptions, no logging.
 #include "dataplane/fastpath/worker.h"
 
-#include <rte_cycles.h>
 #include <rte_ethdev.h>
 #include <rte_hash.h>
 #include <rte_mbuf.h>
-#include <rte_rcu_qsbr.h>
 #include <rte_ring.h>
 
 #include <cstring>
@@ -15,6 +13,7 @@
 #include "dataplane/fastpath/icmp_error.h"
 #include "dataplane/fastpath/packet.h"
 #include "dataplane/fastpath/tcp_state.h"
+#include "dataplane/fastpath/worker_internal.h"
 
 namespace vipd::dp {
 namespace {
@@ -36,10 +35,6 @@ inline int local_addr_index(const Shared& sh, uint32_t ip) {
   for (uint32_t i = 0; i < sh.n_local_addrs; ++i)
     if (sh.local_addrs[i] == ip) return static_cast<int>(i);
   return -1;
-}
-
-inline bool is_vip_addr(const Shared& sh, uint32_t ip) {
-  return rte_hash_lookup(sh.vip_addrs, &ip) >= 0;
 }
 
 inline int port_index(const Shared& sh, uint16_t port_id) {
@@ -233,8 +228,10 @@ inline void refresh_template(Worker& w, Conn& c, uint32_t persistence_s) {
   t->expires = w.now + uint64_t{persistence_s} * w.sh->tsc_hz;
 }
 
-// Releases what a connection holds (called before ConnTable::remove).
-void release(Worker& w, Conn& c) {
+}  // namespace
+
+// worker_internal.h
+void release(Worker& w, Conn& c) noexcept {
   DestCounters& dc = w.dest_counters[c.dest_slot];
   if (c.state == ConnState::kEstablished) --dc.active; else --dc.inactive;
   if (w.sh->forward == Forward::kFnat) {
@@ -245,21 +242,18 @@ void release(Worker& w, Conn& c) {
                                 std::memory_order_relaxed);
 }
 
+namespace {
+
 inline void expire_conn(Worker& w, Conn* c) {
   release(w, *c);
   w.conns.remove(c);
 }
 
-bool dest_alive(const Worker& w, const Conn& c) { return dest_gen(w, c.dest_slot) == c.dest_gen; }
+}  // namespace
 
-// Persistence: the destination the client's template points to, if the
-// template is alive and its destination still usable; -1 otherwise.
-// The index in svc.dests that a template still decides for, or -1 when it is
-// expired, its destination was removed, or (expire_quiescent_template) its
-// destination is quiesced. Reads only.
-int32_t template_dest(const Worker& w, const Service& svc, const Template& t) {
-  if (t.expires <= w.now || dest_gen(w, t.dest_slot) != t.dest_gen)
-    return -1;
+// worker_internal.h
+int32_t template_dest(const Worker& w, const Service& svc, const Template& t) noexcept {
+  if (t.expires <= w.now || dest_gen(w, t.dest_slot) != t.dest_gen) return -1;
   for (uint32_t i = 0; i < svc.n_dests; ++i) {
     const DestRef& d = svc.dests[i];
     if (d.slot != t.dest_slot) continue;
@@ -270,6 +264,8 @@ int32_t template_dest(const Worker& w, const Service& svc, const Template& t) {
   }
   return -1;
 }
+
+namespace {
 
 // Like template_dest(), and discards a template that no longer decides.
 int32_t from_template(Worker& w, const Service& svc, const TemplateKey& key, Template** out) {
@@ -585,144 +581,6 @@ void service_pending(Worker& w) noexcept {
     }
   }
   w.n_pending = keep;
-}
-
-void serve_mailbox(Worker& w) noexcept {
-  Mailbox& mb = w.mailbox;
-  const uint64_t req = mb.req.load(std::memory_order_acquire);
-  if (req == mb.done.load(std::memory_order_relaxed)) return;
-  const ExplainQuery q = mb.q;
-  ExplainAnswer a{};
-  a.next_idx = -1;
-  const Shared& sh = *w.sh;
-  const VipKey key{q.dst, q.dport, q.proto, 0};
-  void* data = nullptr;
-  const Service* svc = nullptr;
-  if (rte_hash_lookup_data(sh.vip_table, &key, &data) >= 0) svc = static_cast<const Service*>(data);
-  a.vip_address = is_vip_addr(sh, q.dst);
-  bool reply = false;
-  const Conn* c = w.conns.lookup(make_key(q.src, q.sport, q.dst, q.dport, q.proto), &reply);
-  if (c) {
-    a.conn_found = 1;
-    a.conn_reply = reply;
-    a.conn_alive = dest_alive(w, *c);
-    a.state = static_cast<uint8_t>(c->state);
-    a.conn_dest_ip = c->daddr;
-    a.conn_dest_port = c->dport;
-    a.conn_local_ip = c->laddr;
-    a.conn_local_port = c->lport;
-    a.conn_expires_in_tsc = c->expires > w.now ? c->expires - w.now : 0;
-  }
-  if (svc) {
-    a.service_found = 1;
-    a.sched = static_cast<uint8_t>(svc->sched);
-    a.drop_when_empty = svc->drop_when_empty;
-    a.n_dests = svc->n_dests;
-    a.n_weighted = svc->n_weighted;
-    SchedState copy = w.sched[svc->id];  // predict without moving the real state
-    const SchedCtx ctx{w.dest_counters, q.src, q.dst};
-    int32_t idx = svc->n_weighted ? sched_pick(*svc, copy, ctx) : -1;
-    if (svc->persistence_s) {
-      // A live template decides for new connections (read only: explain
-      // changes nothing).
-      const Template* t = w.tmpls.lookup(TemplateKey{q.dst, q.src, q.dport, q.proto, 0});
-      const int32_t ti = t ? template_dest(w, *svc, *t) : -1;
-      if (ti >= 0) {
-        idx = ti;
-        a.tmpl_found = 1;
-        a.tmpl_expires_in_tsc = t->expires - w.now;
-      }
-    }
-    a.next_idx = idx;
-    if (idx >= 0) {
-      a.next_ip = svc->dests[idx].ip;
-      a.next_port = svc->dests[idx].port;
-    }
-  }
-  mb.a = a;
-  mb.done.store(req, std::memory_order_release);
-}
-
-void sweep_conns(Worker& w, uint32_t budget) noexcept {
-  const uint64_t now = w.now;
-  const Shared& sh = *w.sh;
-  w.conns.sweep(budget, [&](Conn& c) {
-    // A connection whose destination was removed is kept for a short grace
-    // period, so that its next packet still finds it and the client gets a
-    // RST (expire_nodest_conn) instead of silence; then it is reclaimed.
-    if (!dest_alive(w, c) && c.expires > now + sh.t_dead) c.expires = now + sh.t_dead;
-    if (c.expires > now) return false;
-    release(w, c);
-    return true;
-  });
-}
-
-uint32_t sweep_conns_paced(Worker& w) noexcept {
-  const uint32_t cap = w.conns.capacity();
-  if (cap == 0) return 0;
-  const uint64_t period = w.sh->tsc_hz * kSweepPeriodS;
-  uint64_t per_entry = period / cap;  // TSC ticks per entry visited
-  if (per_entry == 0) per_entry = 1;
-  if (w.sweep_last == 0 || w.now < w.sweep_last) {
-    w.sweep_last = w.now;  // first call, or the clock went back (a test)
-    return 0;
-  }
-  const uint64_t owed = (w.now - w.sweep_last) / per_entry;
-  if (owed == 0) return 0;
-  // A slice is bounded (latency of this poll) but grows with the table, so
-  // that a worker that polls rarely (--worker-idle-sleep-us) still covers a
-  // large table within seconds.
-  const uint32_t max_slice = cap / 64 > kSweepMaxSlice ? cap / 64 : kSweepMaxSlice;
-  const uint32_t n = owed > max_slice ? max_slice : static_cast<uint32_t>(owed);
-  sweep_conns(w, n);
-  // Credit what was done; more than one period behind: forget the rest.
-  w.sweep_last += n * per_entry;
-  if (w.now - w.sweep_last > period) w.sweep_last = w.now - period;
-  return n;
-}
-
-int worker_main(void* arg) {
-  Worker& w = *static_cast<Worker*>(arg);
-  Shared& sh = *w.sh;
-  rte_rcu_qsbr_thread_register(sh.qsbr, w.index);
-  rte_rcu_qsbr_thread_online(sh.qsbr, w.index);
-  rte_mbuf* pkts[kRxBurst];
-  while (!sh.stop.load(std::memory_order_relaxed)) {
-    w.now = rte_rdtsc();
-    uint32_t got = 0;
-    for (uint16_t i = 0; i < sh.n_ports; ++i) {
-      uint16_t n = rte_eth_rx_burst(sh.ports[i].port_id, static_cast<uint16_t>(w.index), pkts, kRxBurst);
-      if (n) {
-        bump(w.counters.rx, n);
-        got += n;
-        process_burst(w, pkts, n, false);
-      }
-    }
-    if (sh.n_workers > 1) {
-      unsigned n = rte_ring_sc_dequeue_burst(sh.rings[w.index], reinterpret_cast<void**>(pkts), kRxBurst, nullptr);
-      if (n) {
-        bump(w.counters.redirects_in, n);
-        got += n;
-        process_burst(w, pkts, static_cast<uint16_t>(n), true);
-      }
-    }
-    if (w.n_pending) service_pending(w);
-    serve_mailbox(w);
-    flush_tx(w);
-    sweep_conns_paced(w);
-    w.tmpls.sweep(w.now, 16);
-    rte_rcu_qsbr_quiescent(sh.qsbr, w.index);
-    bump(w.counters.polls);
-    if (got) {
-      bump(w.counters.busy_polls);
-    } else if (sh.idle_sleep_us) {
-      rte_delay_us_sleep(sh.idle_sleep_us);
-    }
-  }
-  flush_tx(w);
-  rte_rcu_qsbr_thread_offline(sh.qsbr, w.index);
-  rte_rcu_qsbr_thread_unregister(sh.qsbr, w.index);
-  return 0;
 }
 
 }  // namespace vipd::dp

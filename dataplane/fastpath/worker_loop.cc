@@ -1,0 +1,153 @@
+// Thread: worker. The poll loop (worker_main) and the housekeeping it runs
+// between bursts: the explain mailbox and the paced expiry sweep. No
+// allocation, no locks, no exceptions, no logging.
+#include <rte_cycles.h>
+#include <rte_ethdev.h>
+#include <rte_hash.h>
+#include <rte_rcu_qsbr.h>
+#include <rte_ring.h>
+
+#include "dataplane/fastpath/worker.h"
+#include "dataplane/fastpath/worker_internal.h"
+
+namespace vipd::dp {
+
+void serve_mailbox(Worker& w) noexcept {
+  Mailbox& mb = w.mailbox;
+  const uint64_t req = mb.req.load(std::memory_order_acquire);
+  if (req == mb.done.load(std::memory_order_relaxed)) return;
+  const ExplainQuery q = mb.q;
+  ExplainAnswer a{};
+  a.next_idx = -1;
+  const Shared& sh = *w.sh;
+  const VipKey key{q.dst, q.dport, q.proto, 0};
+  void* data = nullptr;
+  const Service* svc = nullptr;
+  if (rte_hash_lookup_data(sh.vip_table, &key, &data) >= 0) svc = static_cast<const Service*>(data);
+  a.vip_address = is_vip_addr(sh, q.dst);
+  bool reply = false;
+  const Conn* c = w.conns.lookup(make_key(q.src, q.sport, q.dst, q.dport, q.proto), &reply);
+  if (c) {
+    a.conn_found = 1;
+    a.conn_reply = reply;
+    a.conn_alive = dest_alive(w, *c);
+    a.state = static_cast<uint8_t>(c->state);
+    a.conn_dest_ip = c->daddr;
+    a.conn_dest_port = c->dport;
+    a.conn_local_ip = c->laddr;
+    a.conn_local_port = c->lport;
+    a.conn_expires_in_tsc = c->expires > w.now ? c->expires - w.now : 0;
+  }
+  if (svc) {
+    a.service_found = 1;
+    a.sched = static_cast<uint8_t>(svc->sched);
+    a.drop_when_empty = svc->drop_when_empty;
+    a.n_dests = svc->n_dests;
+    a.n_weighted = svc->n_weighted;
+    SchedState copy = w.sched[svc->id];  // predict without moving the real state
+    const SchedCtx ctx{w.dest_counters, q.src, q.dst};
+    int32_t idx = svc->n_weighted ? sched_pick(*svc, copy, ctx) : -1;
+    if (svc->persistence_s) {
+      // A live template decides for new connections (read only: explain
+      // changes nothing).
+      const Template* t = w.tmpls.lookup(TemplateKey{q.dst, q.src, q.dport, q.proto, 0});
+      const int32_t ti = t ? template_dest(w, *svc, *t) : -1;
+      if (ti >= 0) {
+        idx = ti;
+        a.tmpl_found = 1;
+        a.tmpl_expires_in_tsc = t->expires - w.now;
+      }
+    }
+    a.next_idx = idx;
+    if (idx >= 0) {
+      a.next_ip = svc->dests[idx].ip;
+      a.next_port = svc->dests[idx].port;
+    }
+  }
+  mb.a = a;
+  mb.done.store(req, std::memory_order_release);
+}
+
+void sweep_conns(Worker& w, uint32_t budget) noexcept {
+  const uint64_t now = w.now;
+  const Shared& sh = *w.sh;
+  w.conns.sweep(budget, [&](Conn& c) {
+    // A connection whose destination was removed is kept for a short grace
+    // period, so that its next packet still finds it and the client gets a
+    // RST (expire_nodest_conn) instead of silence; then it is reclaimed.
+    if (!dest_alive(w, c) && c.expires > now + sh.t_dead) c.expires = now + sh.t_dead;
+    if (c.expires > now) return false;
+    release(w, c);
+    return true;
+  });
+}
+
+uint32_t sweep_conns_paced(Worker& w) noexcept {
+  const uint32_t cap = w.conns.capacity();
+  if (cap == 0) return 0;
+  const uint64_t period = w.sh->tsc_hz * kSweepPeriodS;
+  uint64_t per_entry = period / cap;  // TSC ticks per entry visited
+  if (per_entry == 0) per_entry = 1;
+  if (w.sweep_last == 0 || w.now < w.sweep_last) {
+    w.sweep_last = w.now;  // first call, or the clock went back (a test)
+    return 0;
+  }
+  const uint64_t owed = (w.now - w.sweep_last) / per_entry;
+  if (owed == 0) return 0;
+  // A slice is bounded (latency of this poll) but grows with the table, so
+  // that a worker that polls rarely (--worker-idle-sleep-us) still covers a
+  // large table within seconds.
+  const uint32_t max_slice = cap / 64 > kSweepMaxSlice ? cap / 64 : kSweepMaxSlice;
+  const uint32_t n = owed > max_slice ? max_slice : static_cast<uint32_t>(owed);
+  sweep_conns(w, n);
+  // Credit what was done; more than one period behind: forget the rest.
+  w.sweep_last += n * per_entry;
+  if (w.now - w.sweep_last > period) w.sweep_last = w.now - period;
+  return n;
+}
+
+int worker_main(void* arg) {
+  Worker& w = *static_cast<Worker*>(arg);
+  Shared& sh = *w.sh;
+  rte_rcu_qsbr_thread_register(sh.qsbr, w.index);
+  rte_rcu_qsbr_thread_online(sh.qsbr, w.index);
+  rte_mbuf* pkts[kRxBurst];
+  while (!sh.stop.load(std::memory_order_relaxed)) {
+    w.now = rte_rdtsc();
+    uint32_t got = 0;
+    for (uint16_t i = 0; i < sh.n_ports; ++i) {
+      uint16_t n = rte_eth_rx_burst(sh.ports[i].port_id, static_cast<uint16_t>(w.index), pkts, kRxBurst);
+      if (n) {
+        bump(w.counters.rx, n);
+        got += n;
+        process_burst(w, pkts, n, false);
+      }
+    }
+    if (sh.n_workers > 1) {
+      unsigned n = rte_ring_sc_dequeue_burst(sh.rings[w.index], reinterpret_cast<void**>(pkts), kRxBurst, nullptr);
+      if (n) {
+        bump(w.counters.redirects_in, n);
+        got += n;
+        process_burst(w, pkts, static_cast<uint16_t>(n), true);
+      }
+    }
+    if (w.n_pending) service_pending(w);
+    serve_mailbox(w);
+    flush_tx(w);
+    sweep_conns_paced(w);
+    w.tmpls.sweep(w.now, 16);
+    rte_rcu_qsbr_quiescent(sh.qsbr, w.index);
+    bump(w.counters.polls);
+    if (got) {
+      bump(w.counters.busy_polls);
+    } else if (sh.idle_sleep_us) {
+      rte_delay_us_sleep(sh.idle_sleep_us);
+    }
+  }
+  flush_tx(w);
+  rte_rcu_qsbr_thread_offline(sh.qsbr, w.index);
+  rte_rcu_qsbr_thread_unregister(sh.qsbr, w.index);
+  return 0;
+}
+
+}  // namespace vipd::dp
