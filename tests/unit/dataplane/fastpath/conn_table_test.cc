@@ -33,6 +33,15 @@ Flow flow(uint32_t i) {
 }
 
 // Fills the entry like the worker does, so remove() finds both keys.
+void fill(Conn* c, const Flow& f);
+
+// Inserts f's keys and fills the entry; nullptr when refused.
+Conn* add(ConnTable& t, const Flow& f) {
+  Conn* c = t.insert(f.fwd(), f.rev());
+  if (c) fill(c, f);
+  return c;
+}
+
 void fill(Conn* c, const Flow& f) {
   c->caddr = f.c;
   c->cport = f.cp;
@@ -107,12 +116,10 @@ TEST_P(ConnTableTest, RemoveDeletesBothKeysAndFreesEntry) {
   ConnTable t;
   ASSERT_TRUE(init(t, 16));
   const Flow a = flow(1), b = flow(2);
-  Conn* ca = t.insert(a.fwd(), a.rev());
+  Conn* ca = add(t, a);
   ASSERT_NE(ca, nullptr);
-  fill(ca, a);
-  Conn* cb = t.insert(b.fwd(), b.rev());
+  Conn* cb = add(t, b);
   ASSERT_NE(cb, nullptr);
-  fill(cb, b);
   t.remove(ca);
   EXPECT_EQ(ca->in_use, 0);
   EXPECT_EQ(t.size(), 1u);
@@ -124,9 +131,8 @@ TEST_P(ConnTableTest, RemoveDeletesBothKeysAndFreesEntry) {
   t.remove(ca);
   EXPECT_EQ(t.size(), 1u);
   // The same flow can be inserted again.
-  Conn* again = t.insert(a.fwd(), a.rev());
+  Conn* again = add(t, a);
   ASSERT_NE(again, nullptr);
-  fill(again, a);
   EXPECT_EQ(t.lookup(a.rev(), &reply), again);
   EXPECT_TRUE(reply);
   EXPECT_EQ(t.size(), 2u);
@@ -166,9 +172,8 @@ TEST_P(ConnTableTest, DuplicateForwardKeyIsRejected) {
   ConnTable t;
   ASSERT_TRUE(init(t, 16));
   const Flow a = flow(1);
-  Conn* ca = t.insert(a.fwd(), a.rev());
+  Conn* ca = add(t, a);
   ASSERT_NE(ca, nullptr);
-  fill(ca, a);
   Flow dup = flow(2);
   dup.c = a.c;
   dup.cp = a.cp;  // same client key, different reply key
@@ -187,9 +192,8 @@ TEST_P(ConnTableTest, DuplicateReverseKeyIsRejected) {
   ConnTable t;
   ASSERT_TRUE(init(t, 16));
   const Flow a = flow(1);
-  Conn* ca = t.insert(a.fwd(), a.rev());
+  Conn* ca = add(t, a);
   ASSERT_NE(ca, nullptr);
-  fill(ca, a);
   Flow dup = flow(2);
   dup.l = a.l;
   dup.lp = a.lp;
@@ -321,9 +325,8 @@ TEST_P(ConnTableTest, ReplyKeyMustMatchWhole) {
   ConnTable t;
   ASSERT_TRUE(init(t, 16));
   const Flow a = flow(1);
-  Conn* ca = t.insert(a.fwd(), a.rev());
+  Conn* ca = add(t, a);
   ASSERT_NE(ca, nullptr);
-  fill(ca, a);
   bool reply = false;
   ASSERT_EQ(t.lookup(a.rev(), &reply), ca);
   EXPECT_TRUE(reply);
@@ -357,9 +360,8 @@ TEST(ConnTablePortIndex, RefusesClientKeysToLocalAddressesAndTakenPorts) {
   std::string err;
   ASSERT_TRUE(t.init(uniq("ct_"), 16, 0, &err, kLocals, 3)) << err;
   Flow a = flow(1);
-  Conn* ca = t.insert(a.fwd(), a.rev());
+  Conn* ca = add(t, a);
   ASSERT_NE(ca, nullptr);
-  fill(ca, a);
   Flow b = flow(2);
   b.lp = a.lp;
   b.d = ip4(10, 1, 0, 12);  // another backend, the same local port
@@ -372,9 +374,8 @@ TEST(ConnTablePortIndex, RefusesClientKeysToLocalAddressesAndTakenPorts) {
   EXPECT_EQ(t.lookup(a.rev(), &reply), ca) << "refused inserts leave the first connection's port alone";
   t.remove(ca);
   EXPECT_EQ(t.lookup(a.rev(), &reply), nullptr);
-  Conn* cb = t.insert(b.fwd(), b.rev());  // the other backend, a.lp
+  Conn* cb = add(t, b);  // the other backend, a.lp
   ASSERT_NE(cb, nullptr) << "a freed port can be handed out again";
-  fill(cb, b);
   EXPECT_EQ(t.lookup(b.rev(), &reply), cb);
   EXPECT_EQ(t.lookup(a.rev(), &reply), nullptr) << "the port's former connection does not match its new one";
 }
