@@ -1,10 +1,10 @@
 // Thread: worker. The first stages of process_burst (worker.cc): every frame
 // of a burst is checked and parsed, the VIP and connection keys of its TCP/UDP
 // packets are hashed once and looked up in bulk (rte_hash_*_with_hash_bulk):
-// the connection table for all of them, the VIP table only for those that
-// match no connection. What the per-packet stage will touch next (connection
-// entries, their destination slot and counters, the Service of a new flow) is
-// prefetched.
+// the connection table for all of them (a full-NAT reply in its port index
+// instead, conn_table.h), the VIP table only for those that match no
+// connection. What the per-packet stage will touch next (connection entries,
+// their destination counters, the Service of a new flow) is prefetched.
 // These stages only read: every effect (drops, replies, new connections,
 // counters) stays in the per-packet stage, in packet order, so that a burst
 // behaves exactly like its packets one by one. A connection lookup made here
@@ -38,14 +38,15 @@ struct PktInfo {
 };
 
 // Fills info[0..n) for pkts[0..n), n <= kBurst (worker.h): frame checks and
-// parse, the bulk lookups, and prefetches of the connection entries found (and
-// of the Service of a new flow). The caller starts the connection table's
+// parse, the lookups, and prefetches of the connection entries found (and of
+// the Service of a new flow). A full-NAT reply's entry is a candidate, found
+// by local address and port only: the per-packet stage checks its whole key. The caller starts the connection table's
 // change log (ConnTable::begin_burst) before the first of the bursts it
 // prepares ahead of processing them.
 void prepare_burst(Worker& w, rte_mbuf* const* pkts, uint16_t n, PktInfo* info) noexcept;
 
 // Reads the connection entries of info[0..n) (prefetched by prepare_burst)
-// and prefetches their destination slots and counters: the last stage before
+// and prefetches their destination counters: the last stage before
 // the per-packet one, run when the entries had time to arrive.
 void prefetch_dests(Worker& w, const PktInfo* info, uint16_t n) noexcept;
 
