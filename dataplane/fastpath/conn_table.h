@@ -123,7 +123,8 @@ class ConnTable {
   // Same with the key's precomputed hash (rte_hash_crc(k, 16, kConnHashInit)).
   Conn* lookup(const FlowKey& k, uint32_t sig, bool* reply) noexcept;
 
-  // Looks up n (1..64) keys with precomputed hashes at once; returns the
+  // Looks up n (1..64) keys with precomputed hashes at once in the hash (not
+  // the port index: a full-NAT reply key never hits here); returns the
   // bitmask of hits, data[i] of a hit goes to decode().
   uint64_t lookup_bulk(const void** keys, uint32_t* sigs, uint32_t n, void** data) noexcept;
   // The entry and direction a bulk lookup's data stands for.

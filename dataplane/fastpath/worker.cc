@@ -1,4 +1,5 @@
-// Thread: worker. No allocation (mbufs come from the mempool), no locks, no
+// Thread: worker. The per-packet path (the poll loop around it is in
+// worker_loop.cc). No allocation (mbufs come from the mempool), no locks, no
 // exceptions, no logging.
 #include "dataplane/fastpath/worker.h"
 
