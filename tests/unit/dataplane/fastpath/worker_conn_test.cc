@@ -207,6 +207,22 @@ TEST_F(WorkerTest, FnatPacketToAHeldLocalPortFromAnotherSourceIsDropped) {
   EXPECT_EQ(w().conns.size(), 1u);
 }
 
+// Full NAT: a packet to a local address is only ever a reply (the port index
+// owns those addresses), so a Service published on one, which the control
+// plane refuses anyway, opens no connection in the dataplane either.
+TEST_F(WorkerTest, FnatServiceOnALocalAddressOpensNoConnection) {
+  build(Forward::kFnat);
+  if (HasFatalFailure()) return;
+  cp::ServiceTable next = table_;
+  put(next, vsvc(kLocal, 9000, Protocol::kTcp, {rs(kB3, 80)}));
+  std::string err;
+  ASSERT_TRUE(pub_->apply(next, cp::TableDiff::compute(table_, next), false, &err)) << err;
+  rx(build_frame(from_client(47260, kTcpSyn, kLocal, 9000)), 0);
+  expect_nothing_out("a SYN to a Service on a local address");
+  EXPECT_EQ(drops(kNoService), 1u) << drop_summary();
+  EXPECT_EQ(w().conns.size(), 0u);
+}
+
 // NAT mode: a packet that matches a connection's reply key is the reply,
 // even when its destination (the client's address and port) is also a
 // Service: the connection table is looked up first, and the VIP table not at
