@@ -104,7 +104,7 @@ class ConnTable {
     }
   }
   Conn* local_candidate(int li, uint16_t port) noexcept { return candidate_at(port_entry(li, port)); }
-  const uint32_t* port_entry(int li, uint16_t port) const noexcept {
+  uint32_t* port_entry(int li, uint16_t port) noexcept {
     return &port_index_[(static_cast<uint32_t>(li) << 16) | port];
   }
   Conn* candidate_at(const uint32_t* entry) noexcept {
@@ -192,9 +192,11 @@ class ConnTable {
   static constexpr uint32_t kMaxLocal = 64;
   static constexpr uint32_t kLocalMap = 256;  // open addressing, at most a quarter full
   static uint32_t local_slot(uint32_t addr) noexcept { return (addr * 0x9e3779b1u) >> 24; }
+  // The port index entry of a reply key, or nullptr if its destination is not
+  // a local address (writable: insert and remove set and clear it).
   uint32_t* port_slot(const FlowKey& rev) noexcept {
     const int li = local_index(rev.dst);
-    return li < 0 ? nullptr : &port_index_[(static_cast<uint32_t>(li) << 16) | rev.dport];
+    return li < 0 ? nullptr : port_entry(li, rev.dport);
   }
 
   rte_hash* hash_ = nullptr;
