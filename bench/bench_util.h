@@ -67,6 +67,8 @@ inline uint64_t pipeline_conn_capacity(uint64_t flows) { return std::max<uint64_
 inline uint64_t pipeline_dests(uint64_t services, uint64_t backends) {
   return std::max<uint64_t>(262144, services * backends);
 }
+// Full-NAT local addresses (16 x 64512 ports, and a port index of 4 MiB).
+constexpr uint32_t kPipelineLocalAddrs = 16;
 
 // Addresses of the synthetic topology (host order).
 constexpr uint32_t ip4(uint32_t a, uint32_t b, uint32_t c, uint32_t d) { return a << 24 | b << 16 | c << 8 | d; }

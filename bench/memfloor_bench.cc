@@ -104,11 +104,16 @@ void free_shape(Shape& s) {
   s.regions.clear();
 }
 
-// Adds one region per size to `s` (false + *err when the heap is too small).
-bool add_regions(Shape& s, const std::vector<uint64_t>& sizes, Rng& rng, std::string* err) {
+// Adds one region per size to `s`; false, with the error printed, when the
+// heap is too small.
+bool add_regions(Shape& s, const std::vector<uint64_t>& sizes, Rng& rng) {
   for (uint64_t b : sizes) {
     s.regions.emplace_back();
-    if (!alloc_region(&s.regions.back(), b, rng, err)) return false;
+    std::string err;
+    if (!alloc_region(&s.regions.back(), b, rng, &err)) {
+      fprintf(stderr, "vipd_bench: memfloor: %s\n", err.c_str());
+      return false;
+    }
   }
   return true;
 }
@@ -195,14 +200,15 @@ int run_memfloor(const Args& a) {
   const unsigned max_chain = static_cast<unsigned>(std::min<uint64_t>(kMaxLevels, a.num("max-chain", 5)));
 
   // The sizes benchmark 1 gives the structures (pipeline_bench.cc: full NAT,
-  // DpOptions' local addresses), and rte_hash's own layout for a table of one
-  // key per connection (the replies are in the port index): buckets of 8
-  // entries (64 bytes) for the next power of two of the entries, and one key
-  // slot (8-byte data pointer + 16-byte key, 16-byte aligned) per entry.
+  // kPipelineLocalAddrs local addresses), and rte_hash's own layout for a
+  // table of one key per connection (the replies are in the port index):
+  // buckets of 8 entries (64 bytes) for the next power of two of the entries,
+  // and one key slot (8-byte data pointer + 16-byte key, 16-byte aligned) per
+  // entry.
   const uint64_t conn_cap = pipeline_conn_capacity(flows);
   const uint64_t dests = pipeline_dests(services, backends);
   const uint64_t entries = conn_cap;
-  const uint64_t port_index_bytes = uint64_t{DpOptions{}.n_local_addrs} << 16 << 2;
+  const uint64_t port_index_bytes = uint64_t{kPipelineLocalAddrs} << 16 << 2;
   uint64_t pow2 = 1;
   while (pow2 < entries) pow2 <<= 1;
   const uint64_t bucket_bytes = pow2 / 8 * 64;
@@ -244,10 +250,7 @@ int run_memfloor(const Args& a) {
   {
     Shape s;
     s.name = "est";
-    if (!add_regions(s, {bucket_bytes, key_bytes, conn_bytes, counter_bytes}, rng, &err)) {
-      fprintf(stderr, "vipd_bench: memfloor: %s\n", err.c_str());
-      return 2;
-    }
+    if (!add_regions(s, {bucket_bytes, key_bytes, conn_bytes, counter_bytes}, rng)) return 2;
     s.levels[0] = Level{{{0, false}, {0, false}}, 2};  // primary, secondary bucket
     s.levels[1] = Level{{{1, false}}, 1};              // key slot
     s.levels[2] = Level{{{2, true}}, 1};               // Conn
@@ -262,10 +265,7 @@ int run_memfloor(const Args& a) {
   {
     Shape s;
     s.name = "reply";
-    if (!add_regions(s, {port_index_bytes, conn_bytes, counter_bytes}, rng, &err)) {
-      fprintf(stderr, "vipd_bench: memfloor: %s\n", err.c_str());
-      return 2;
-    }
+    if (!add_regions(s, {port_index_bytes, conn_bytes, counter_bytes}, rng)) return 2;
     s.levels[0] = Level{{{0, false}}, 1};  // port index entry
     s.levels[1] = Level{{{1, true}}, 1};   // Conn
     s.levels[2] = Level{{{2, true}}, 1};   // DestCounters
@@ -278,10 +278,7 @@ int run_memfloor(const Args& a) {
   for (unsigned n = 1; n <= max_chain; ++n) {
     Shape s;
     s.name = "chain" + std::to_string(n);
-    if (!add_regions(s, std::vector<uint64_t>(n, chain_mb << 20), rng, &err)) {
-      fprintf(stderr, "vipd_bench: memfloor: %s\n", err.c_str());
-      return 2;
-    }
+    if (!add_regions(s, std::vector<uint64_t>(n, chain_mb << 20), rng)) return 2;
     for (unsigned l = 0; l < n; ++l) s.levels[l] = Level{{{l, false}}, 1};
     s.n_levels = n;
     add_result(j, s.name, run_shape(s, packets, reps, rng, ns_per_cycle));
@@ -295,10 +292,7 @@ int run_memfloor(const Args& a) {
     Shape s;
     const unsigned n = std::min(max_chain, kMaxReads);
     s.name = "wide";
-    if (!add_regions(s, std::vector<uint64_t>(n, chain_mb << 20), rng, &err)) {
-      fprintf(stderr, "vipd_bench: memfloor: %s\n", err.c_str());
-      return 2;
-    }
+    if (!add_regions(s, std::vector<uint64_t>(n, chain_mb << 20), rng)) return 2;
     for (unsigned k = 0; k < n; ++k) s.levels[0].reads[k] = Read{k, false};
     s.levels[0].n = n;
     s.n_levels = 1;

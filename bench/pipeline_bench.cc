@@ -328,7 +328,7 @@ int run_pipeline(const Args& a) {
   o.max_dests = static_cast<uint32_t>(dests);
   o.conn_capacity = static_cast<uint32_t>(conn_cap);
   o.fnat = fnat;
-  o.n_local_addrs = 16;
+  o.n_local_addrs = kPipelineLocalAddrs;
   BenchDataplane d;
   const int64_t heap0 = dpdk_heap_used();
   if (!d.init(o, &err)) {
