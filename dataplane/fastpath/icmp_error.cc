@@ -14,18 +14,6 @@ namespace {
 
 using namespace bytes;  // rd16/wr16/raw16/... (bytes.h)
 
-inline bool is_local_addr(const Shared& sh, uint32_t ip) {
-  for (uint32_t i = 0; i < sh.n_local_addrs; ++i)
-    if (sh.local_addrs[i] == ip) return true;
-  return false;
-}
-
-inline bool is_port_addr(const Shared& sh, uint32_t ip) {
-  for (uint16_t i = 0; i < sh.n_ports; ++i)
-    if (sh.ports[i].ip == ip) return true;
-  return false;
-}
-
 // The port vipd reaches `addr` through (the same choice as worker.cc's
 // route(): a connected subnet first, then the first port with a gateway).
 int facing_port(const Shared& sh, uint32_t addr) {
@@ -44,10 +32,10 @@ constexpr size_t kMaxRegion = 60 + 18;
 
 DropReason parse_icmp_quote(const Shared& sh, const uint8_t* f, const Parsed& p,
                             IcmpQuote* q) noexcept {
-  if (is_port_addr(sh, p.dst)) return kLocalUnhandled;
+  if (is_port_ip(sh, p.dst)) return kLocalUnhandled;
   if (rte_hash_lookup(sh.vip_addrs, &p.dst) >= 0) {
     q->to_client = false;  // quotes a reply vipd sent from the VIP
-  } else if (sh.forward == Forward::kNat || is_local_addr(sh, p.dst)) {
+  } else if (sh.forward == Forward::kNat || local_addr_index(sh, p.dst) >= 0) {
     q->to_client = true;  // quotes a packet vipd sent to a destination
   } else {
     return kNoService;

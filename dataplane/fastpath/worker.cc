@@ -26,18 +26,6 @@ inline void drop(Worker& w, rte_mbuf* m, DropReason r) {
   rte_pktmbuf_free(m);
 }
 
-inline bool is_port_ip(const Shared& sh, uint32_t ip) {
-  for (uint16_t i = 0; i < sh.n_ports; ++i)
-    if (sh.ports[i].ip == ip) return true;
-  return false;
-}
-
-inline int local_addr_index(const Shared& sh, uint32_t ip) {
-  for (uint32_t i = 0; i < sh.n_local_addrs; ++i)
-    if (sh.local_addrs[i] == ip) return static_cast<int>(i);
-  return -1;
-}
-
 inline int port_index(const Shared& sh, uint16_t port_id) {
   for (uint16_t i = 0; i < sh.n_ports; ++i)
     if (sh.ports[i].port_id == port_id) return i;

@@ -75,6 +75,20 @@ struct Shared {
 // set-up. False (rte_errno set) when DPDK cannot allocate them.
 bool create_vip_tables(Shared& sh, const std::string& prefix, uint32_t entries, int socket);
 
+// Whether an IPv4 address (host order) is one of the ports' own addresses.
+inline bool is_port_ip(const Shared& sh, uint32_t ip) noexcept {
+  for (uint16_t i = 0; i < sh.n_ports; ++i)
+    if (sh.ports[i].ip == ip) return true;
+  return false;
+}
+
+// Which full-NAT local address `ip` is (its index in local_addrs), or -1.
+inline int local_addr_index(const Shared& sh, uint32_t ip) noexcept {
+  for (uint32_t i = 0; i < sh.n_local_addrs; ++i)
+    if (sh.local_addrs[i] == ip) return static_cast<int>(i);
+  return -1;
+}
+
 // A removed destination's slot gets a new generation, in DestSlot and in
 // every worker's copy; that expires every connection still pinned to it.
 // Publisher thread, after no worker can still read the destination.

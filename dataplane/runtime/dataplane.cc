@@ -433,9 +433,7 @@ ExplainResult DpdkDataplane::explain(uint8_t proto, uint32_t src, uint16_t sport
   // The owner of the flow: the client side decides (see worker.cc). A query in
   // the reply direction is answered by whichever worker would own the reply.
   uint32_t owner = flow_owner(src, sport, sh_.n_workers);
-  bool is_local = false;
-  for (uint32_t i = 0; i < sh_.n_local_addrs; ++i) is_local = is_local || sh_.local_addrs[i] == dst;
-  if (is_local) owner = dport % sh_.n_workers;
+  if (local_addr_index(sh_, dst) >= 0) owner = dport % sh_.n_workers;
   Worker& w = *workers_[owner];
   r.worker_lcore = w.lcore;
   std::lock_guard<std::mutex> g(explain_mu_);
