@@ -7,8 +7,8 @@
 //
 // A *shape* is a chain of levels; each level reads one line from each of its
 // regions, at an index that depends on the line read at the level before (the
-// way an established packet goes rte_hash bucket -> key slot -> Conn ->
-// destination). Packets go in bursts of kBurst (worker.h), level by level
+// way an established packet goes rte_hash bucket -> key slot (which holds
+// the Conn) -> destination). Packets go in bursts of kBurst (worker.h), level by level
 // across the burst, with every line of a level prefetched for the whole burst
 // before the first is read: the pipeline's own pattern (dataplane/fastpath/
 // burst.cc and DPDK's bulk lookup), i.e. the most memory parallelism that
@@ -21,11 +21,12 @@
 //   est      the established packet at that size (full NAT, one key per
 //            connection in the hash): 2 buckets (rte_hash's bulk lookup
 //            prefetches the primary and the secondary bucket and compares the
-//            signatures of both), the key slot, the Conn (written: expiry)
-//            and the DestCounters (written; they hold the worker's copy of
-//            the destination's generation too) — 5 lines, 4 levels
-//   reply    a full-NAT reply: its port index entry (conn_table.h), the Conn
-//            and the DestCounters — 3 lines, 3 levels
+//            signatures of both), the key slot, which holds the Conn
+//            (conn_table.h; written: expiry), and the DestCounters (written;
+//            they hold the worker's copy of the destination's generation
+//            too) — 4 lines, 3 levels
+//   reply    a full-NAT reply: its port index entry (conn_table.h), the key
+//            slot with the Conn and the DestCounters — 3 lines, 3 levels
 //   chainN   N levels of one line each in regions of --chain-mb MiB (N = 1..5):
 //            the cost of one more dependent level
 //   wide     min(N, 3) lines of one level, in as many such regions: the same
@@ -203,7 +204,7 @@ int run_memfloor(const Args& a) {
   // kPipelineLocalAddrs local addresses), and rte_hash's own layout for a
   // table of one key per connection (the replies are in the port index):
   // buckets of 8 entries (64 bytes) for the next power of two of the entries,
-  // and one key slot (8-byte data pointer + 16-byte key, 16-byte aligned) per
+  // and one 64-byte key slot (8-byte data pointer + the Conn as the key) per
   // entry.
   const uint64_t conn_cap = pipeline_conn_capacity(flows);
   const uint64_t dests = pipeline_dests(services, backends);
@@ -212,10 +213,10 @@ int run_memfloor(const Args& a) {
   uint64_t pow2 = 1;
   while (pow2 < entries) pow2 <<= 1;
   const uint64_t bucket_bytes = pow2 / 8 * 64;
-  const uint64_t key_bytes = (entries + 1) * 32;
-  const uint64_t conn_bytes = conn_cap * sizeof(dp::Conn);
+  const uint64_t key_bytes = (entries + 1) * 64;
+  static_assert(sizeof(dp::Conn) + 8 <= 64, "a key slot holds the Conn");
   const uint64_t counter_bytes = dests * sizeof(dp::DestCounters);
-  const uint64_t est_total = bucket_bytes + key_bytes + conn_bytes + counter_bytes + port_index_bytes;
+  const uint64_t est_total = bucket_bytes + key_bytes + counter_bytes + port_index_bytes;
   const uint64_t chain_total = chain_mb * max_chain << 20;
 
   EalOptions eo;
@@ -241,7 +242,6 @@ int run_memfloor(const Args& a) {
   j.num("tsc_hz", static_cast<double>(tsc_hz()));
   j.integer("est_bucket_bytes", static_cast<int64_t>(bucket_bytes));
   j.integer("est_key_bytes", static_cast<int64_t>(key_bytes));
-  j.integer("est_conn_bytes", static_cast<int64_t>(conn_bytes));
   j.integer("est_destcounters_bytes", static_cast<int64_t>(counter_bytes));
   j.integer("reply_portindex_bytes", static_cast<int64_t>(port_index_bytes));
   j.integer("chain_region_bytes", static_cast<int64_t>(chain_mb << 20));
@@ -250,24 +250,24 @@ int run_memfloor(const Args& a) {
   {
     Shape s;
     s.name = "est";
-    if (!add_regions(s, {bucket_bytes, key_bytes, conn_bytes, counter_bytes}, rng)) return 2;
+    if (!add_regions(s, {bucket_bytes, key_bytes, counter_bytes}, rng)) return 2;
     s.levels[0] = Level{{{0, false}, {0, false}}, 2};  // primary, secondary bucket
-    s.levels[1] = Level{{{1, false}}, 1};              // key slot
-    s.levels[2] = Level{{{2, true}}, 1};               // Conn
-    s.levels[3] = Level{{{3, true}}, 1};               // DestCounters
-    s.n_levels = 4;
+    s.levels[1] = Level{{{1, true}}, 1};               // key slot = Conn
+    s.levels[2] = Level{{{2, true}}, 1};               // DestCounters
+    s.n_levels = 3;
     Result r = run_shape(s, packets, reps, rng, ns_per_cycle);
     add_result(j, "est", r);
     j.integer("est_lines", s.lines_per_pkt());
+    j.integer("est_levels", s.n_levels);
     j.integer("est_sink", static_cast<int64_t>(r.sink & 0xffff));
     free_shape(s);
   }
   {
     Shape s;
     s.name = "reply";
-    if (!add_regions(s, {port_index_bytes, conn_bytes, counter_bytes}, rng)) return 2;
+    if (!add_regions(s, {port_index_bytes, key_bytes, counter_bytes}, rng)) return 2;
     s.levels[0] = Level{{{0, false}}, 1};  // port index entry
-    s.levels[1] = Level{{{1, true}}, 1};   // Conn
+    s.levels[1] = Level{{{1, true}}, 1};   // key slot = Conn
     s.levels[2] = Level{{{2, true}}, 1};   // DestCounters
     s.n_levels = 3;
     Result r = run_shape(s, packets, reps, rng, ns_per_cycle);

@@ -237,7 +237,7 @@ class Bench {
   void expire_new_flows(uint64_t after_s = 100) {
     dp::Worker& w = *d_.w;
     w.now = rte_rdtsc() + after_s * d_.sh.tsc_hz;
-    dp::sweep_conns(w, w.conns.capacity());
+    dp::sweep_conns(w, w.conns.slots());
   }
 
   uint32_t rng_pick(uint32_t n) { return rng_.below(n); }

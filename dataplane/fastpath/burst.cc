@@ -58,8 +58,8 @@ void lookup_conns(Worker& w, PktInfo* info, const void** fptr, uint32_t* fsig, c
   // the others (new flows), so an established flow's cost does not grow with
   // the number of services. The per-packet stage looks the Service of a
   // connection hit up by itself in the rare cases that need it.
-  void* fdata[kBurst];
-  const uint64_t fhits = w.conns.lookup_bulk(fptr, fsig, nl, fdata);
+  int32_t fpos[kBurst];
+  const uint64_t fhits = w.conns.lookup_bulk(fptr, fsig, nl, fpos);
   VipKey vkeys[kBurst];
   const void* vptr[kBurst];
   uint32_t vsig[kBurst];
@@ -68,9 +68,10 @@ void lookup_conns(Worker& w, PktInfo* info, const void** fptr, uint32_t* fsig, c
   for (uint32_t j = 0; j < nl; ++j) {
     PktInfo& pi = info[which[j]];  // svc, conn, reply: cleared in stage 1
     if ((fhits >> j) & 1) {
-      pi.conn = w.conns.decode(fdata[j], &pi.reply);
-      rte_prefetch0(pi.conn);
-      rte_prefetch0(reinterpret_cast<const char*>(pi.conn) + sizeof(Conn) - 1);
+      // In the client's direction the entry is the key slot the lookup just
+      // compared (in cache); a NAT reply's alias points elsewhere.
+      pi.conn = w.conns.decode(fpos[j], &pi.reply);
+      if (pi.reply) rte_prefetch0(pi.conn);
     }
     // A NAT-mode reply's key ends at a client's address and port: no VIP of
     // ours.
@@ -149,8 +150,7 @@ void prepare_burst(Worker& w, rte_mbuf* const* pkts, uint16_t n, PktInfo* info) 
     pi.conn = w.conns.candidate_at(pentry[r]);
     if (!pi.conn) continue;
     pi.reply = true;
-    rte_prefetch0(pi.conn);
-    rte_prefetch0(reinterpret_cast<const char*>(pi.conn) + sizeof(Conn) - 1);
+    rte_prefetch0(pi.conn);  // one line: a Conn sits 8 bytes into a 64-byte key slot
   }
 }
 

@@ -1,10 +1,19 @@
 // Thread: worker (one table per worker, never shared); init/destroy from the
 // control thread before the worker starts / after it stopped.
-// Connection table: an rte_hash from flow keys to entries of a preallocated
-// array, a free list, and an incremental expiry sweep. The burst path
-// (burst.cc) hashes keys itself (conn_hash) and looks them up in bulk; a
-// per-burst change log tells which of those results a later packet of the
-// same burst may have made stale.
+// Connection table: an rte_hash from flow keys to connection entries, and an
+// incremental expiry sweep. The burst path (burst.cc) hashes keys itself
+// (conn_hash) and looks them up in bulk; a per-burst change log tells which
+// of those results a later packet of the same burst may have made stale.
+//
+// An entry lives in the hash's own key slot: the hash's key is the whole
+// Conn (48 bytes), of which the table's compare and hash functions read the
+// client's flow key only (its first 13 bytes); the rest is the entry's state,
+// which the hash copies in at insert and never reads. The key slot is the
+// line a lookup reads to compare the key, so a packet of a known flow finds
+// its entry there instead of reading one more random line of a separate
+// array (issue 7). rte_hash returns a key's position, and its key slots are
+// one array of 64-byte slots: init checks that layout and refuses to run on
+// a DPDK that lays them out otherwise.
 //
 // Both directions of a connection are keys of the hash, except in full NAT: a
 // reply there is addressed to a local address and port that this worker
@@ -12,9 +21,11 @@
 // finds it by that address and port in a direct index (the *port index*)
 // and checks the rest of the key against the entry. Half the keys in the
 // hash, one insert per new connection, and a reply reads one index line
-// instead of two buckets and a key slot.
+// instead of two buckets and a key slot. In NAT mode the reply key's slot is
+// an *alias*: it holds the position of the connection's slot.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -64,17 +75,30 @@ const char* conn_state_name(ConnState s);
 
 // Client c -> VIP v is sent as l -> d (fnat: l = local address/port; nat:
 // l = c). Replies d -> l are sent back as v -> c.
+//
+// The entry is the hash's key (see the top of this file): its first 13 bytes
+// are the client's FlowKey (caddr = src, vaddr = dst, cport = sport, vport =
+// dport, proto), which the hash compares: insert sets them, nothing may
+// write them after.
 struct Conn {
-  uint32_t caddr, vaddr, laddr, daddr;
-  uint16_t cport, vport, lport, dport;
+  uint32_t caddr, vaddr;
+  uint16_t cport, vport;
   uint8_t proto;
   ConnState state;
-  uint8_t in_use;
+  uint8_t in_use;     // kSlotFree, kSlotConn, or kSlotAlias (a NAT reply key)
   uint8_t laddr_idx;  // fnat: index in the local address pool
-  uint32_t dest_slot, dest_gen;
+  uint32_t laddr, daddr;
+  uint16_t lport, dport;
+  uint32_t dest_slot, dest_gen;  // an alias: dest_slot is its connection's position
   uint32_t tmpl;     // persistence template index + 1 (0 = none)
   uint64_t expires;  // TSC
 };
+static_assert(sizeof(Conn) == 48, "48 bytes: with rte_hash's 8-byte data pointer, one 64-byte key slot");
+static_assert(offsetof(Conn, caddr) == offsetof(FlowKey, src) && offsetof(Conn, vaddr) == offsetof(FlowKey, dst) &&
+                  offsetof(Conn, cport) == offsetof(FlowKey, sport) &&
+                  offsetof(Conn, vport) == offsetof(FlowKey, dport) && offsetof(Conn, proto) == offsetof(FlowKey, proto),
+              "a Conn starts with its client key in FlowKey's layout");
+constexpr uint8_t kSlotFree = 0, kSlotConn = 1, kSlotAlias = 2;
 
 class ConnTable {
  public:
@@ -109,11 +133,11 @@ class ConnTable {
   }
   Conn* candidate_at(const uint32_t* entry) noexcept {
     const uint32_t v = *entry;
-    return v ? &conns_[v - 1] : nullptr;
+    return v ? at(v - 1) : nullptr;
   }
   // True when entry c is the connection of reply key k.
   static bool reply_matches(const Conn& c, const FlowKey& k) noexcept {
-    return c.in_use && c.daddr == k.src && c.dport == k.sport && c.laddr == k.dst && c.lport == k.dport &&
+    return c.in_use == kSlotConn && c.daddr == k.src && c.dport == k.sport && c.laddr == k.dst && c.lport == k.dport &&
            c.proto == k.proto;
   }
 
@@ -125,13 +149,14 @@ class ConnTable {
 
   // Looks up n (1..64) keys with precomputed hashes at once in the hash (not
   // the port index: a full-NAT reply key never hits here); returns the
-  // bitmask of hits, data[i] of a hit goes to decode().
-  uint64_t lookup_bulk(const void** keys, uint32_t* sigs, uint32_t n, void** data) noexcept;
-  // The entry and direction a bulk lookup's data stands for.
-  Conn* decode(const void* data, bool* reply) noexcept {
-    const auto v = reinterpret_cast<uintptr_t>(data);
-    *reply = (v & 1) != 0;
-    return &conns_[v >> 1];
+  // bitmask of hits, pos[i] of a hit goes to decode().
+  uint64_t lookup_bulk(const void** keys, uint32_t* sigs, uint32_t n, int32_t* pos) noexcept;
+  // The entry and direction a bulk lookup's position stands for. The slot is
+  // in cache (the lookup compared its key); an alias's connection is not.
+  Conn* decode(int32_t pos, bool* reply) noexcept {
+    Conn* c = at(static_cast<uint32_t>(pos));
+    *reply = c->in_use == kSlotAlias;
+    return *reply ? at(c->dest_slot) : c;
   }
 
   // Burst change log: begin_burst() forgets; then every key added or removed
@@ -153,8 +178,9 @@ class ConnTable {
     return false;
   }
 
-  // Takes a free entry and indexes it under both keys. nullptr when full
-  // (or the key already exists).
+  // Adds an entry under both keys and fills in what they say (client key,
+  // laddr/lport, daddr/dport); the rest is zero. nullptr when full (or a key
+  // already exists).
   Conn* insert(const FlowKey& fwd, const FlowKey& rev) noexcept;
   // Same with fwd's precomputed hash; fwd_absent: the caller has just looked
   // fwd up and not found it (saves the table's own check).
@@ -163,21 +189,28 @@ class ConnTable {
   // Removes both keys and frees the entry.
   void remove(Conn* c) noexcept;
 
-  // Visits up to `budget` entries from where the last sweep stopped; removes
-  // each in-use entry for which expire(Conn&) returns true (the callback
+  // Visits up to `budget` key slots from where the last sweep stopped
+  // (slots() of them: one per connection in full NAT, two in NAT); removes
+  // each connection for which expire(Conn&) returns true (the callback
   // releases what the entry holds).
   template <typename F>
   void sweep(uint32_t budget, F&& expire) noexcept {
-    for (uint32_t n = 0; n < budget && capacity_ > 0; ++n) {
-      Conn& c = conns_[cursor_];
-      if (++cursor_ >= capacity_) cursor_ = 0;
-      if (c.in_use && expire(c)) remove(&c);
+    for (uint32_t n = 0; n < budget && slots_ > 0; ++n) {
+      Conn& c = *at(cursor_);
+      if (++cursor_ >= slots_) cursor_ = 0;
+      if (c.in_use == kSlotConn && expire(c)) remove(&c);
     }
   }
 
   uint32_t size() const noexcept { return used_; }
   uint32_t capacity() const noexcept { return capacity_; }
-  Conn* entry(uint32_t i) noexcept { return &conns_[i]; }
+  uint32_t slots() const noexcept { return slots_; }
+  // The hash's compare and hash functions: they read the client key of a
+  // Conn or a FlowKey (the first 13 bytes), nothing after it. 0 = equal.
+  static int key_cmp(const void* a, const void* b, size_t key_len) noexcept;
+  static uint32_t key_hash(const void* key, uint32_t key_len, uint32_t init) noexcept;
+  // The entry in key slot `pos` (a position rte_hash returned).
+  Conn* at(uint32_t pos) noexcept { return reinterpret_cast<Conn*>(base_ + size_t{pos} * kSlotBytes); }
 
  private:
   static constexpr uint32_t kLogMax = 256;  // 4 per packet of a 64-packet rx (kRxBurst)
@@ -188,6 +221,9 @@ class ConnTable {
     if (n_log_ < kLogMax) log_[n_log_] = sig;
     if (n_log_ <= kLogMax) ++n_log_;
   }
+
+  static constexpr size_t kSlotBytes = 64;  // rte_hash key slot: 8-byte data pointer, then the key
+  bool find_layout(std::string* error) noexcept;
 
   static constexpr uint32_t kMaxLocal = 64;
   static constexpr uint32_t kLocalMap = 256;  // open addressing, at most a quarter full
@@ -200,14 +236,13 @@ class ConnTable {
   }
 
   rte_hash* hash_ = nullptr;
-  uint32_t* port_index_ = nullptr;  // [n_local_ << 16]: entry index + 1, 0 = free
+  uint32_t* port_index_ = nullptr;  // [n_local_ << 16]: entry position + 1, 0 = free
   uint32_t local_addrs_[kMaxLocal] = {};
   int8_t local_map_[kLocalMap];     // slot -> index in local_addrs_, -1 = empty
   uint32_t n_local_ = 0;
-  Conn* conns_ = nullptr;
-  uint32_t* free_ = nullptr;  // stack of free indexes
-  uint32_t free_top_ = 0;
-  uint32_t capacity_ = 0;
+  char* base_ = nullptr;  // the Conn of position 0 (in the hash's key slots)
+  uint32_t capacity_ = 0;  // connections
+  uint32_t slots_ = 0;     // key slots: positions 0 .. slots_ - 1
   uint32_t used_ = 0;
   uint32_t cursor_ = 0;
   uint32_t n_log_ = 0;

@@ -321,16 +321,7 @@ void new_flow(Worker& w, rte_mbuf* m, const Parsed& p, const Service& svc, uint3
     if (sh.forward == Forward::kFnat) w.fnat[lidx].ports[w.fnat[lidx].top++] = lport;
     return drop(w, m, w.conns.size() >= w.conns.capacity() ? kConnTableFull : kConnKeyInUse);
   }
-  c->caddr = p.src;
-  c->cport = p.sport;
-  c->vaddr = p.dst;
-  c->vport = p.dport;
-  c->laddr = laddr;
-  c->lport = lport;
-  c->daddr = d.ip;
-  c->dport = d.port;
-  c->proto = p.proto;
-  c->laddr_idx = lidx;
+  c->laddr_idx = lidx;  // the addresses and ports: filled in from the keys
   c->dest_slot = d.slot;
   c->dest_gen = d.gen;
   c->state = p.proto != kProtoTcp ? ConnState::kUdp

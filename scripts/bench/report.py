@@ -335,17 +335,22 @@ for fl in floor:
       "instruction saving removes on this machine.")
     A("")
     mib = lambda b: f"{b / 1048576:.1f} MiB"
+    # Since the Conn moved into the hash's key slot (conn_table.h) the
+    # results have no est_conn_bytes: the key slot is that line.
+    conn_in_slot = "est_conn_bytes" not in fl
+    slot_words = "key slot holding the `Conn` (written)" if conn_in_slot else "key slot, `Conn` (written)"
+    est_regions = [fl["est_bucket_bytes"], fl["est_key_bytes"]] + ([] if conn_in_slot else [fl["est_conn_bytes"]])
     rows = [["established packet: primary + secondary rte_hash bucket (rte_hash compares the signatures "
-             "of both), key slot, "
-             "`Conn` (written), `DestCounters` (written, with the worker's copy of the destination's "
-             "generation)", f"{fl.get('est_lines', 5)} / 4",
-             f"{mib(fl['est_bucket_bytes'])}, {mib(fl['est_key_bytes'])}, {mib(fl['est_conn_bytes'])}, "
-             f"{mib(fl['est_destcounters_bytes'])}",
+             f"of both), {slot_words}, `DestCounters` (written, with the worker's copy of the destination's "
+             "generation)", f"{fl.get('est_lines', 5)} / {fl.get('est_levels', 4)}",
+             ", ".join(mib(b) for b in est_regions + [fl["est_destcounters_bytes"]]),
              fmt(fl.get("est_ns")), fmt(fl.get("est_ns_p10")), fmt(fl.get("est_ns_p90"))]]
     if fl.get("reply_ns"):
-        rows.append(["full-NAT reply: port index entry, `Conn` (written), `DestCounters` (written)",
+        rows.append([f"full-NAT reply: port index entry, {'the `Conn` in its key slot' if conn_in_slot else '`Conn`'} "
+                     "(written), `DestCounters` (written)",
                      f"{fl.get('reply_lines', 3)} / 3",
-                     f"{mib(fl['reply_portindex_bytes'])}, {mib(fl['est_conn_bytes'])}, "
+                     f"{mib(fl['reply_portindex_bytes'])}, "
+                     f"{mib(fl['est_key_bytes'] if conn_in_slot else fl['est_conn_bytes'])}, "
                      f"{mib(fl['est_destcounters_bytes'])}",
                      fmt(fl["reply_ns"]), fmt(fl.get("reply_ns_p10")), fmt(fl.get("reply_ns_p90"))])
     n = 1
@@ -487,10 +492,11 @@ src = matrix[-1] if matrix else None
 mrow = mem[0] if mem else None
 if src:
     A(f"- Connection table: **{src['conn_bytes_per_entry']:.0f} bytes per connection** of capacity "
-      f"(DPDK heap taken by `ConnTable::init` for {src['conn_capacity']:,} entries: the `Conn` entry itself is "
-      f"{src['conn_struct_bytes']} bytes, the rest is the rte_hash with one 16-byte key per connection "
-      "(the client's; full NAT finds replies in the port index, 4 bytes per local address and port, "
-      "included), its buckets and extendable buckets, and the free list; NAT mode has both keys in the hash).")
+      f"(DPDK heap taken by `ConnTable::init` for {src['conn_capacity']:,} entries: the rte_hash's key slot of "
+      f"the client's key, 64 bytes, which holds the {src['conn_struct_bytes']}-byte `Conn` as the key itself "
+      "(conn_table.h), the hash's buckets and extendable buckets, and full NAT's port index for the replies "
+      "(4 bytes per local address and port); NAT mode takes a second key slot per connection for the reply "
+      "key).")
     svc = next((r for r in cpl if r["services"] == 10000 and r["worker"] == "offline"), None)
     A(f"- Service: `Service` object {src['service_struct_bytes']} bytes + {src['destref_struct_bytes']} bytes per "
       f"endpoint, plus rte_malloc's per-allocation header and padding: {src['service_bytes_each']:.0f} bytes of "
@@ -630,12 +636,13 @@ if one and big and one.get("est_ns") and big.get("est_ns"):
                 f"{n_human(big['flows'])} flows (the target is <= 100 ns there). "
                 "Tried on 2026-12-01 and not kept: software pipelining inside a burst (groups of 4, 8 or 16 "
                 "packets: within noise; across two bursts it landed, above), a 64-byte `Conn` (no gain); leaving the per-destination counters out "
-                "saves only ~10 ns at 100k / 1M. Measured but not landed: a connection table of vipd's own "
-                "(cuckoo hash, 64-byte buckets of 8 slots, the key read from the `Conn` itself: 79 instead of "
-                "186 bytes per connection then, before full-NAT replies left the hash (123 since); 1034 -> 871 instructions per established packet and 213 -> 188 ns "
-                "interleaved at 100k / 1M, 172 ns in a full run, 159 ns on 2 MiB hugepages, all measured before "
-                "the connection-first change above). It replaces rte_hash, the DPDK library made for this job, "
-                "so it waits for that decision. "
+                "saves only ~10 ns at 100k / 1M; a burst of 64 packets instead of 32 (no gain, new connections "
+                "slower). Measured but not landed: a connection table of vipd's own "
+                "(cuckoo hash, 64-byte buckets of 8 slots, the key read from the `Conn` itself). Its main gain, "
+                "one line less per packet, is now had within rte_hash (the `Conn` is the hash's key, above); "
+                "what it still has over rte_hash is that it read a key's second bucket only when the first "
+                "missed, where rte_hash's bulk lookup reads both: one line of the four. It replaces rte_hash, "
+                "the DPDK library made for this job, so that waits for a decision. "
                 + (f"The memory floor (section 1) puts reading an established packet's lines alone at "
                    f"{floor[-1]['est_ns']:.0f} ns at {n_human(floor[-1]['services'])} / "
                    f"{n_human(floor[-1]['flows'])} on this VM (about {floor[-1].get('chain1_ns', 0):.0f} ns per "
@@ -644,9 +651,8 @@ if one and big and one.get("est_ns") and big.get("est_ns"):
                    "On this VM random reads are throughput-bound (~19 ns each on 4 KiB pages), so only touching "
                    "fewer cache lines helps. ")
                 + "What an established packet still "
-                "touches: its frame, the connection hash's bucket and key slot (rte_hash keeps keys apart from "
-                "the buckets: the own table would save this line), the `Conn` (48 bytes, may straddle two "
-                "lines; a 64-byte `Conn` measured no gain) and its `DestCounters`, which also hold the "
+                "touches: its frame, the connection hash's two buckets, the key slot that holds its `Conn` "
+                "(one line) and its `DestCounters`, which also hold the "
                 "worker's copy of the destination's generation.")
 if cg:
     asks.append("**Instructions:** an established packet's count (section 5's profile) is now spread over "

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "dataplane/fastpath/flow_hash.h"
 #include "dataplane/fastpath/packet.h"
 #include "tests/unit/dataplane/test_util.h"
 
@@ -218,6 +219,9 @@ TEST_P(ConnTableTest, DuplicateReverseKeyIsRejected) {
 TEST_P(ConnTableTest, SweepExpiresOnlyExpiredWithinBudget) {
   ConnTable t;
   ASSERT_TRUE(init(t, 16));
+  // The sweep walks the hash's key slots: one per connection with the
+  // replies in the port index, two (the reply key's alias) without.
+  EXPECT_EQ(t.slots(), GetParam() ? 16u : 32u);
   std::vector<Conn*> c(16);
   for (uint32_t i = 0; i < 16; ++i) {
     c[i] = t.insert(flow(i).fwd(), flow(i).rev());
@@ -226,28 +230,33 @@ TEST_P(ConnTableTest, SweepExpiresOnlyExpiredWithinBudget) {
     c[i]->expires = (i % 2) ? 100 : 1000;  // odd ones expire at t=100
   }
   const uint64_t now = 500;
-  // Budget 4: looks at 4 entries only.
-  std::vector<Conn*> visited;
-  t.sweep(4, [&](Conn& x) {
-    visited.push_back(&x);
+  // The budget counts slots: a quarter of them shows a part of the
+  // connections only, each once.
+  std::set<Conn*> seen;
+  size_t calls = 0;
+  t.sweep(t.slots() / 4, [&](Conn& x) {
+    ++calls;
+    EXPECT_TRUE(seen.insert(&x).second) << "visited twice";
     return x.expires <= now;
   });
-  EXPECT_EQ(visited.size(), 4u);
-  EXPECT_EQ(t.size(), 14u) << "2 of the first 4 visited are expired";
+  EXPECT_GE(calls, 1u);
+  EXPECT_LE(calls, t.slots() / 4);
+  const uint32_t removed_first = 16 - t.size();
+  EXPECT_LE(removed_first, calls);
   // Budget 0 does nothing.
-  size_t calls = 0;
+  size_t none = 0;
   t.sweep(0, [&](Conn&) {
-    ++calls;
+    ++none;
     return true;
   });
-  EXPECT_EQ(calls, 0u);
-  // The next 12 visit the rest; the cursor wraps after that.
-  std::set<Conn*> seen(visited.begin(), visited.end());
-  t.sweep(12, [&](Conn& x) {
+  EXPECT_EQ(none, 0u);
+  EXPECT_EQ(t.size(), 16 - removed_first);
+  // The rest of the round visits the others; every connection once in all.
+  t.sweep(t.slots() - t.slots() / 4, [&](Conn& x) {
     EXPECT_TRUE(seen.insert(&x).second) << "visited twice before wrapping";
     return x.expires <= now;
   });
-  EXPECT_EQ(seen.size(), 16u) << "every entry visited once over 16 steps";
+  EXPECT_EQ(seen.size(), 16u) << "every connection visited once over one round of the slots";
   EXPECT_EQ(t.size(), 8u);
   bool reply;
   for (uint32_t i = 0; i < 16; ++i) {
@@ -255,16 +264,90 @@ TEST_P(ConnTableTest, SweepExpiresOnlyExpiredWithinBudget) {
     EXPECT_EQ(alive, i % 2 == 0) << i;
     EXPECT_EQ(t.lookup(flow(i).rev(), &reply) != nullptr, i % 2 == 0) << i;
   }
-  // After wrapping, free entries are skipped (the callback sees in-use ones
-  // only) and a big budget simply goes round again.
+  // After wrapping, free slots (and aliases) are skipped: the callback sees
+  // connections only, and two rounds see each of the 8 left twice.
   calls = 0;
-  t.sweep(40, [&](Conn& x) {
+  t.sweep(2 * t.slots(), [&](Conn& x) {
     ++calls;
-    EXPECT_EQ(x.in_use, 1);
+    EXPECT_EQ(x.in_use, kSlotConn);
     return false;
   });
-  EXPECT_EQ(calls, 8u * 40 / 16) << "40 steps over 16 slots, 8 in use";
+  EXPECT_EQ(calls, 16u);
   EXPECT_EQ(t.size(), 8u);
+}
+
+// The entry is the hash's key (conn_table.h): insert fills it from the keys,
+// each entry sits within one cache line, and writing an entry's own state
+// (everything after the client key) changes no lookup, its own or another's.
+TEST_P(ConnTableTest, EntriesLiveInTheirKeySlots) {
+  ConnTable t;
+  ASSERT_TRUE(init(t, 64));
+  std::vector<Conn*> c(64);
+  std::set<uintptr_t> lines;
+  for (uint32_t i = 0; i < 64; ++i) {
+    const Flow f = flow(i);
+    c[i] = t.insert(f.fwd(), f.rev());
+    ASSERT_NE(c[i], nullptr) << i;
+    EXPECT_EQ(c[i]->in_use, kSlotConn);
+    EXPECT_EQ(c[i]->caddr, f.c);
+    EXPECT_EQ(c[i]->cport, f.cp);
+    EXPECT_EQ(c[i]->vaddr, f.v);
+    EXPECT_EQ(c[i]->vport, f.vp);
+    EXPECT_EQ(c[i]->proto, f.proto);
+    EXPECT_EQ(c[i]->laddr, f.l);
+    EXPECT_EQ(c[i]->lport, f.lp);
+    EXPECT_EQ(c[i]->daddr, f.d);
+    EXPECT_EQ(c[i]->dport, f.dp);
+    EXPECT_EQ(c[i]->expires, 0u);
+    const auto a = reinterpret_cast<uintptr_t>(c[i]);
+    EXPECT_EQ(a / 64, (a + sizeof(Conn) - 1) / 64) << "entry " << i << " straddles two cache lines";
+    EXPECT_TRUE(lines.insert(a / 64).second) << "two entries on one line";
+  }
+  for (uint32_t i = 0; i < 64; ++i) {
+    c[i]->state = ConnState::kEstablished;
+    c[i]->laddr_idx = static_cast<uint8_t>(i);
+    c[i]->dest_slot = 1000 + i;
+    c[i]->dest_gen = 7;
+    c[i]->tmpl = i + 1;
+    c[i]->expires = ~uint64_t{0} - i;
+  }
+  for (uint32_t i = 0; i < 64; ++i) {
+    bool reply = true;
+    ASSERT_EQ(t.lookup(flow(i).fwd(), &reply), c[i]) << i;
+    EXPECT_FALSE(reply);
+    ASSERT_EQ(t.lookup(flow(i).rev(), &reply), c[i]) << i;
+    EXPECT_TRUE(reply);
+    EXPECT_EQ(c[i]->dest_slot, 1000 + i);
+    EXPECT_EQ(c[i]->expires, ~uint64_t{0} - i);
+  }
+}
+
+// The hash compares and hashes the 13 bytes of the client key, whether it
+// is handed a FlowKey (lookups) or a Conn (inserts), and nothing of the
+// entry's state after them.
+TEST(ConnTableKey, CompareAndHashReadTheClientKeyOnly) {
+  const FlowKey k = flow(7).fwd();
+  Conn c{};
+  c.caddr = k.src;
+  c.vaddr = k.dst;
+  c.cport = k.sport;
+  c.vport = k.dport;
+  c.proto = k.proto;
+  c.state = ConnState::kEstablished;
+  c.in_use = kSlotConn;
+  c.laddr_idx = 9;
+  c.laddr = 1;
+  c.expires = 12345;
+  EXPECT_EQ(ConnTable::key_cmp(&k, &c, sizeof(Conn)), 0);
+  EXPECT_EQ(ConnTable::key_cmp(&c, &k, sizeof(Conn)), 0);
+  EXPECT_EQ(ConnTable::key_hash(&c, sizeof(Conn), 0), conn_hash(k));
+  EXPECT_EQ(ConnTable::key_hash(&k, sizeof(Conn), 0), conn_hash(k));
+  for (size_t b = 0; b < 13; ++b) {
+    Conn d = c;
+    reinterpret_cast<uint8_t*>(&d)[b] ^= 0x10;
+    EXPECT_NE(ConnTable::key_cmp(&k, &d, sizeof(Conn)), 0) << "byte " << b << " of the key";
+    EXPECT_NE(ConnTable::key_hash(&d, sizeof(Conn), 0), conn_hash(k)) << "byte " << b;
+  }
 }
 
 TEST_P(ConnTableTest, SweepOnEmptyTableAndUninitialised) {

@@ -52,14 +52,24 @@ class WorkerBurstTest : public WorkerTest {
   }
   static std::vector<uint8_t> tuple_of(const Frame& f) { return Frame(f.begin() + 26, f.begin() + 38); }
 
-  // An established flow from `cport` on B1, then B1 removed by the control
-  // plane (the flow's next packet expires it): its connection entry.
-  const Conn* flow_on_removed_b1(uint16_t cport) {
+  // The entry-reuse tests' table: kReuseCap connections, filled by the flow
+  // on B1 and kFillers more, so that once that flow is expired its entry
+  // is the only free one and the next new connection takes it (the hash
+  // hands freed key slots out last).
+  static constexpr uint32_t kReuseCap = 16, kFillers = kReuseCap - 1;
+
+  // An established flow from `cport` on B1, `fillers` SYN-only flows from
+  // the ports above it, then B1 removed by the control plane (the flow's next
+  // packet expires it): its connection entry.
+  const Conn* flow_on_removed_b1(uint16_t cport, uint32_t fillers) {
     const Frame a = one_out(build_frame(from_client(cport, kTcpSyn)), 0, 1);
     EXPECT_FALSE(a.empty());
     if (a.empty()) return nullptr;
     EXPECT_EQ(ip_dst(a.data()), kB1);
     one_out(build_frame(from_client(cport, kTcpAck)), 0, 1);
+    for (uint32_t k = 0; k < fillers; ++k)
+      EXPECT_FALSE(one_out(build_frame(from_client(static_cast<uint16_t>(cport + 100 + k), kTcpSyn)), 0, 1).empty())
+          << "filler " << k << drop_summary();
     bool reply = false;
     const Conn* c = w().conns.lookup(make_key(kClient, cport, kVip, 8080, kProtoTcp), &reply);
     cp::ServiceTable next = table_;
@@ -69,9 +79,10 @@ class WorkerBurstTest : public WorkerTest {
     return c;
   }
 
-  // After a burst in which flow A (on the removed B1, entry `ca`) got its RST
-  // and a new flow B from `bport` took A's entry: only B's `n_to_backends`
-  // packets went to a backend (B2), A's later packet was dropped (no_conn).
+  // After a burst in which flow A (on the removed B1, entry `ca`, with
+  // kFillers other connections) got its RST and a new flow B from `bport`
+  // took A's entry: only B's `n_to_backends` packets went to a backend (B2),
+  // A's later packet was dropped (no_conn).
   void expect_b_took_a_entry(const Conn* ca, uint16_t bport, size_t n_to_backends) {
     bool reply = false;
     const Conn* cb = w().conns.lookup(make_key(kClient, bport, kVip, 8080, kProtoTcp), &reply);
@@ -86,7 +97,7 @@ class WorkerBurstTest : public WorkerTest {
       EXPECT_EQ(ip_dst(f.data()), kB2);
     }
     EXPECT_EQ(drops(kNoConn), 1u) << drop_summary();
-    EXPECT_EQ(w().conns.size(), 1u);
+    EXPECT_EQ(w().conns.size(), 1u + kFillers);
   }
 };
 
@@ -126,14 +137,14 @@ TEST_F(WorkerBurstTest, PortReuseAfterCloseWithinOneBurst) {
 }
 
 // A connection removed by an earlier packet of the burst, and its entry taken
-// by another flow's new connection right after (the free list hands the same
-// entry back), must not be used by a later packet of the removed flow: the
+// by another flow's new connection right after (the only free entry, in a
+// full table), must not be used by a later packet of the removed flow: the
 // burst's lookup for that packet named the entry, the change log sends it to
 // a fresh lookup, which finds nothing (as one packet at a time would).
 TEST_F(WorkerBurstTest, EntryReusedByAnotherFlowWithinOneBurst) {
-  build(Forward::kFnat);
+  build(Forward::kFnat, 1, kReuseCap);
   if (HasFatalFailure()) return;
-  const Conn* ca = flow_on_removed_b1(46000);  // the flow's next packet expires it
+  const Conn* ca = flow_on_removed_b1(46000, kFillers);  // the flow's next packet expires it
   ASSERT_FALSE(HasFailure());
   ASSERT_NE(ca, nullptr);
   // One burst: A mid-flow (expired: RST), a new flow B (takes A's entry), A
@@ -153,9 +164,9 @@ TEST_F(WorkerBurstTest, EntryReusedByAnotherFlowWithinOneBurst) {
 // of kBurst: A expired and B taking A's entry in the first, A's next packet
 // in the second, and a third burst prepared in between.
 TEST_F(WorkerBurstTest, EntryReusedByAnotherFlowSeenByTheNextBurst) {
-  build(Forward::kFnat);
+  build(Forward::kFnat, 1, kReuseCap);
   if (HasFatalFailure()) return;
-  const Conn* ca = flow_on_removed_b1(46100);
+  const Conn* ca = flow_on_removed_b1(46100, kFillers);
   ASSERT_FALSE(HasFailure());
   ASSERT_NE(ca, nullptr);
   // [0] A (expired: RST), [1] B's SYN (A's entry), B's ACKs up to the end of

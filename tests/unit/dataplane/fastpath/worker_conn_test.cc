@@ -342,9 +342,10 @@ TEST_F(WorkerTest, ConnTableFull) {
 // The poll loop's sweep visits the whole table once per kSweepPeriodS, in
 // slices sized by the time since its last call, whatever the packet rate.
 TEST_F(WorkerTest, PacedSweepVisitsTheTableOncePerPeriod) {
-  build(Forward::kNat, 1, 1000);
+  build(Forward::kFnat, 1, 1000);  // one key slot per connection (NAT: two)
   if (HasFatalFailure()) return;
   const uint32_t cap = w().conns.capacity();
+  ASSERT_EQ(w().conns.slots(), cap);
   for (uint32_t k = 0; k < cap; ++k) rx(build_frame(from_client(static_cast<uint16_t>(20000 + k), kTcpSyn)), 0);
   drain_all();
   ASSERT_EQ(w().conns.size(), cap) << "every entry in use, so each one visited is one reclaimed;" << drop_summary();
