@@ -6,6 +6,7 @@
 #include <rte_hash_crc.h>
 #include <rte_malloc.h>
 
+#include <bit>
 #include <cstring>
 
 #include "dataplane/fastpath/flow_hash.h"
@@ -20,7 +21,18 @@ bool listed(const uint32_t* addrs, uint32_t n, uint32_t addr) {
   return false;
 }
 
+// Bytes 8..12 of a key (ports and protocol) in its second 8-byte word.
+static_assert(std::endian::native == std::endian::little, "key_cmp masks the key's second word as little-endian");
 constexpr uint64_t kLow5Bytes = 0xffffffffffull;
+
+// The Conn image that rte_hash copies into the key slot: key k, the rest zero
+// (in_use too: a slot that a failed insert took and gave back must not look
+// used; insert marks it after the add succeeded).
+Conn key_image(const FlowKey& k) {
+  Conn c{};
+  std::memcpy(&c, &k, 13);
+  return c;
+}
 
 }  // namespace
 
@@ -42,19 +54,6 @@ uint32_t ConnTable::key_hash(const void* key, uint32_t, uint32_t) noexcept {
   std::memcpy(&k, key, 13);
   return conn_hash(k);
 }
-
-namespace {
-
-// The Conn image that rte_hash copies into the key slot: key k, the rest zero
-// (in_use too: a slot that a failed insert took and gave back must not look
-// used; insert marks it after the add succeeded).
-Conn key_image(const FlowKey& k) {
-  Conn c{};
-  std::memcpy(&c, &k, 13);
-  return c;
-}
-
-}  // namespace
 
 const char* conn_state_name(ConnState s) {
   switch (s) {
