@@ -194,15 +194,16 @@ void flush_tx(Worker& w) noexcept;
 void service_pending(Worker& w) noexcept;
 // Answers a pending explain query, if any.
 void serve_mailbox(Worker& w) noexcept;
-// Expires up to `budget` connections.
+// Visits up to `budget` of the connection table's key slots (ConnTable::
+// slots(): one per connection in full NAT, two in NAT) and expires what is due.
 void sweep_conns(Worker& w, uint32_t budget) noexcept;
 // The poll loop's sweep: visits the whole connection table once per
 // kSweepPeriodS whatever the packet rate, a slice per call sized by the time
-// since the last one (at most the larger of kSweepMaxSlice entries and 1/64
+// since the last one (at most the larger of kSweepMaxSlice slots and 1/64
 // of the table: a long pause is made up over the following calls). An expired
 // connection lives on about that long at most; a busy worker spends a
-// fraction of an entry per packet on it.
-// Returns the number of entries visited.
+// fraction of a slot per packet on it.
+// Returns the number of slots visited.
 constexpr uint64_t kSweepPeriodS = 1;
 constexpr uint32_t kSweepMaxSlice = 256;
 uint32_t sweep_conns_paced(Worker& w) noexcept;
