@@ -666,11 +666,26 @@ if one and big and one.get("est_ns") and big.get("est_ns"):
                 "what it still has over rte_hash is that it read a key's second bucket only when the first "
                 "missed, where rte_hash's bulk lookup reads both: one line of the four. It replaces rte_hash, "
                 "the DPDK library made for this job, so that waits for a decision. "
+                "Tried on 2026-12-02 and not kept (interleaved A/Bs at 100k / 1M against the tree without them): "
+                "prefetching each key's two rte_hash buckets as soon as its hash is known, one or two bursts "
+                "before its lookup (the bucket array found in rte_hash's private struct and checked at start): "
+                "established slower, median ratio 1.15 (0 of 7 rounds lower; 1.25 with bursts of 16), and the "
+                "same three-stage reordering without the prefetch 1.13 (0 of 7), so the reordering itself "
+                "costs; the bucket prefetch alone, in today's order, right after each key's hash: 0.98 (4 of 7, "
+                "noise); the next burst's destination prefetch before the current burst's packets: 1.00 "
+                "(3 of 5). "
                 + (f"The memory floor (section 1) puts reading an established packet's lines alone at "
                    f"{floor[-1]['est_ns']:.0f} ns at {n_human(floor[-1]['services'])} / "
                    f"{n_human(floor[-1]['flows'])} on this VM (about {floor[-1].get('chain1_ns', 0):.0f} ns per "
-                   "random line), so the target is out of reach here for any "
-                   "design that reads these lines, and only touching fewer lines helps. " if floor else
+                   "random line), "
+                   + ("so the target is out of reach here for any design that reads these lines, and only "
+                      "touching fewer lines helps. " if floor[-1]['est_ns'] >= 100 else
+                      f"which leaves {100 - floor[-1]['est_ns']:.0f} ns of the target for the instructions only "
+                      "if they overlap the misses; they take about 60 ns at 1 service / 1k flows (all in "
+                      "cache) and overlap them only in part: rte_hash's bulk lookup waits for its buckets and "
+                      "then its key slots inside one call, and the orderings above that tried to hide it "
+                      "did not. ")
+                   if floor else
                    "On this VM random reads are throughput-bound (~19 ns each on 4 KiB pages), so only touching "
                    "fewer cache lines helps. ")
                 + "What an established packet still "
