@@ -37,7 +37,7 @@ Args::Args(int argc, char** argv, int first) {
     } else if (i + 1 < argc && std::string(argv[i + 1]).rfind("--", 0) != 0) {
       kv_[a] = argv[++i];
     } else {
-      kv_[a] = "1";
+      kv_[a] = std::string(1, '1');
     }
   }
 }

@@ -92,7 +92,10 @@ bool DpdkDataplane::init_eal(std::string* error) {
   for (const auto& a : cfg_.eal_args) args.push_back(a);
   if (!has_arg(cfg_.eal_args, {"-l", "--lcores", "-c"})) {
     std::string l = std::to_string(cfg_.main_lcore);
-    for (unsigned w : cfg_.worker_lcores) l += "," + std::to_string(w);
+    for (unsigned w : cfg_.worker_lcores) {
+      l += ',';
+      l += std::to_string(w);
+    }
     args.push_back("-l");
     args.push_back(l);
   }
