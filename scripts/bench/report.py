@@ -674,11 +674,11 @@ if one and big and one.get("est_ns") and big.get("est_ns"):
                 "same three-stage reordering without the prefetch 1.13 (0 of 7), so the reordering itself "
                 "costs; the bucket prefetch alone, in today's order, right after each key's hash: 0.98 (4 of 7, "
                 "noise); the next burst's destination prefetch before the current burst's packets: 1.00 "
-                "(3 of 5); reading only a key's first bucket when it holds the key (its signatures scanned "
+                "(3 of 5); an rx of 128 packets (four bursts per poll, so that three in four are prepared "
+                "while the one before runs): established 0.97 (6 of 9, noise), new connections 1.41 (0 of 9); "
+                "reading only a key's first bucket when it holds the key (its signatures scanned "
                 "for the key slot to prefetch, then rte_hash's single lookup, which stops at the first "
-                "bucket, instead of the bulk one): 1.04 (4 of 9, noise, and 28 more instructions per packet); "
-                "an rx of 128 packets (four bursts per poll, so that three in four are prepared while the "
-                "one before runs): established 0.97 (6 of 9, noise), new connections 1.41 (0 of 9). "
+                "bucket, instead of the bulk one): 1.04 (4 of 9, noise, and 28 more instructions per packet). "
                 "So the second bucket is not what costs here; a likely reason, not measured: at 100k / 1M the "
                 "bucket array (16 MiB) fits the 32 MiB L3 far better than the key slots (80 MiB). "
                 + (f"The memory floor (section 1) puts reading an established packet's lines alone at "
@@ -689,7 +689,7 @@ if one and big and one.get("est_ns") and big.get("est_ns"):
                       "touching fewer lines helps. " if floor[-1]['est_ns'] >= 100 else
                       f"which leaves {100 - floor[-1]['est_ns']:.0f} ns of the target for the instructions only "
                       "if they overlap the misses; they take about 60 ns at 1 service / 1k flows (all in "
-                      "cache) and overlap them only in part: rte_hash's bulk lookup waits for its buckets and "
+                      "cache) outside the VM's slow phases (see the machine note) and overlap them only in part: rte_hash's bulk lookup waits for its buckets and "
                       "then its key slots inside one call, and the orderings above that tried to hide it "
                       "did not. ")
                    if floor else
