@@ -657,29 +657,15 @@ if one and big and one.get("est_ns") and big.get("est_ns"):
     asks.append(f"**The rest of the gap at scale.** Established forwarding costs {one['est_ns']:.0f} ns "
                 f"with 1 service / 1k flows and {big['est_ns']:.0f} ns with {n_human(big['services'])} services / "
                 f"{n_human(big['flows'])} flows (the target is <= 100 ns there). "
-                "Tried on 2026-12-01 and not kept: software pipelining inside a burst (groups of 4, 8 or 16 "
-                "packets: within noise; across two bursts it landed, above), a 64-byte `Conn` (no gain); leaving the per-destination counters out "
-                "saves only ~10 ns at 100k / 1M; a burst of 64 packets instead of 32 (no gain, new connections "
-                "slower). Measured but not landed: a connection table of vipd's own "
+                "What was tried and not kept is in the table below. "
+                "Measured but not landed: a connection table of vipd's own "
                 "(cuckoo hash, 64-byte buckets of 8 slots, the key read from the `Conn` itself). Its main gain, "
                 "one line less per packet, is now had within rte_hash (the `Conn` is the hash's key, above); "
                 "what it still has over rte_hash is that it read a key's second bucket only when the first "
                 "missed, where rte_hash's bulk lookup reads both: one line of the four, which the last "
-                "experiment below found not to matter on this machine. It would replace rte_hash, the DPDK "
+                "row of the table found not to matter on this machine. It would replace rte_hash, the DPDK "
                 "library made for this job, for no measured gain, so it is not pursued. "
-                "Tried on 2026-12-02 and not kept (interleaved A/Bs at 100k / 1M against the tree without them): "
-                "prefetching each key's two rte_hash buckets as soon as its hash is known, one or two bursts "
-                "before its lookup (the bucket array found in rte_hash's private struct and checked at start): "
-                "established slower, median ratio 1.15 (0 of 7 rounds lower; 1.25 with bursts of 16), and the "
-                "same three-stage reordering without the prefetch 1.13 (0 of 7), so the reordering itself "
-                "costs; the bucket prefetch alone, in today's order, right after each key's hash: 0.98 (4 of 7, "
-                "noise); the next burst's destination prefetch before the current burst's packets: 1.00 "
-                "(3 of 5); an rx of 128 packets (four bursts per poll, so that three in four are prepared "
-                "while the one before runs): established 0.97 (6 of 9, noise), new connections 1.41 (0 of 9); "
-                "reading only a key's first bucket when it holds the key (its signatures scanned "
-                "for the key slot to prefetch, then rte_hash's single lookup, which stops at the first "
-                "bucket, instead of the bulk one): 1.04 (4 of 9, noise, and 28 more instructions per packet). "
-                "So the second bucket is not what costs here; a likely reason, not measured: at 100k / 1M the "
+                "The second bucket is not what costs here; a likely reason, not measured: at 100k / 1M the "
                 "bucket array (16 MiB) fits the 32 MiB L3 far better than the key slots (80 MiB). "
                 + (f"The memory floor (section 1) puts reading an established packet's lines alone at "
                    f"{floor[-1]['est_ns']:.0f} ns at {n_human(floor[-1]['services'])} / "
@@ -690,8 +676,8 @@ if one and big and one.get("est_ns") and big.get("est_ns"):
                       f"which leaves {100 - floor[-1]['est_ns']:.0f} ns of the target for the instructions only "
                       "if they overlap the misses; they take about 60 ns at 1 service / 1k flows (all in "
                       "cache) outside the VM's slow phases (see the machine note) and overlap them only in part: rte_hash's bulk lookup waits for its buckets and "
-                      "then its key slots inside one call, and the orderings above that tried to hide it "
-                      "did not. ")
+                      "then its key slots inside one call, and the orderings in the table that tried to "
+                      "hide it did not. ")
                    if floor else
                    "On this VM random reads are throughput-bound (~19 ns each on 4 KiB pages), so only touching "
                    "fewer cache lines helps. ")
@@ -762,6 +748,7 @@ asks.extend(report_kernel.asks(res_dir, n_human))
 for i, a in enumerate(asks, 1):
     A(f"{i}. {a}")
 A("")
+L.extend(report_prose.not_kept())
 
 with open(doc_path, "w") as f:
     f.write("\n".join(L))

@@ -146,3 +146,57 @@ def done(cg_by, n_human):
       "no clear change.")
     A("")
     return L
+
+
+# Fast-path changes tried for the established target at 100k services / 1M
+# flows and not kept: (date, change, established ratio, new-connection ratio,
+# why not kept). Ratios are after / before, medians of paired rounds of
+# scripts/bench/ab.sh against the tree without the change ("lower in k of n"
+# counts the rounds where the change was faster).
+NOT_KEPT = [
+    ("2026-12-01", "software pipelining inside a burst (groups of 4, 8 or 16 packets)",
+     "within noise", "—", "no gain (across two bursts it landed: *Done since 2026-11-30*, above)"),
+    ("2026-12-01", "a 64-byte `Conn` (one line per entry instead of 1.5)",
+     "1.05 (11 rounds)", "0.99", "noise, for 16 more bytes per connection"),
+    ("2026-12-01", "a burst of 64 packets instead of 32", "no change (3 of 5)", "1.15 (0 of 5 lower)",
+     "new connections slower"),
+    ("2026-12-01", "per-destination counters and generation off the established path (an upper bound: "
+     "no counters at all)", "0.90 (6 of 8)", "—",
+     "at best ~10 %, before the cost of folding counters in at the sweep; backend counters up to a "
+     "sweep period late"),
+    ("2026-12-01", "per-destination counters in a compact 16-byte array", "no clear change", "—", "no gain"),
+    ("2026-12-01", "`DestCounters` prefetched straight after the bulk lookup", "worse in 4 of 5", "—",
+     "no gain"),
+    ("2026-12-02", "three-stage pipeline: parse, hash and prefetch both rte_hash buckets one or two bursts "
+     "before the lookup (the bucket array read from rte_hash's private struct, checked at start)",
+     "1.15 (0 of 7); 1.25 with bursts of 16", "0.99", "slower"),
+    ("2026-12-02", "the same three-stage order without the bucket prefetch", "1.13 (0 of 7)", "1.04",
+     "slower: the reordering itself costs"),
+    ("2026-12-02", "bucket prefetch right after each key's hash, in today's order", "0.98 (4 of 7)", "1.08",
+     "noise"),
+    ("2026-12-02", "the next burst's `DestCounters` prefetch before the current burst's packets",
+     "1.00 (3 of 5)", "1.08", "noise"),
+    ("2026-12-02", "an rx of 128 packets (four bursts per poll)", "0.97 (6 of 9)", "1.41 (0 of 9)",
+     "new connections slower"),
+    ("2026-12-02", "only the first bucket when it holds the key (its signatures scanned for the key slot to "
+     "prefetch, then rte_hash's single lookup, which stops there)", "1.04 (4 of 9)", "1.03",
+     "noise, 28 more instructions per packet"),
+]
+
+
+def not_kept():
+    L = []
+    A = L.append
+    A("### Tried for the established target and not kept")
+    A("")
+    A("Interleaved A/Bs at 100k services / 1M flows (`scripts/bench/ab.sh`, 5-11 paired rounds), "
+      "after / before, median of the paired ratios; \"k of n\": rounds in which the change was faster. "
+      "Paired ratios of the same two binaries ranged from 0.73 to 1.79 on this VM, so only a ratio well "
+      "away from 1 in most rounds counts.")
+    A("")
+    A("| date | change | established | new connection | not kept because |")
+    A("|---|---|---|---|---|")
+    for date, change, est, nc, why in NOT_KEPT:
+        A(f"| {date} | {change} | {est} | {nc} | {why} |")
+    A("")
+    return L
