@@ -108,10 +108,8 @@ def done(cg_by, n_human):
       "established shape. Instructions 624 -> 621 (1k / 1k). Interleaved A/B, 11 runs each at 100k / 1M "
       "(`scripts/bench/ab.sh` with the options above, BEFORE = 3d2cf16, 2026-12-01 17:26Z): established "
       "177 -> 159 ns (median; lower in 9 of 11 paired rounds, median ratio 0.92), reply 206 -> 177 ns "
-      "(8 of 11, 0.88), new connection 621 -> 589 ns (7 of 11). Tried again and not kept: a 64-byte `Conn` "
-      "(one line per entry instead of 1.5 on average; 11 paired rounds against the same tree without it: "
-      "established ratio 1.05, reply 0.95, new connection 0.99, i.e. noise, for 16 more bytes per "
-      "connection).")
+      "(8 of 11, 0.88), new connection 621 -> 589 ns (7 of 11). A 64-byte `Conn`, tried again then, was not "
+      "kept (the table at the end).")
     A("")
     A("Then full-NAT replies left the rte_hash: a reply is addressed to a local address and port that the "
       "worker handed out to one connection at a time, so the connection table finds it in a direct port index "
@@ -138,12 +136,7 @@ def done(cg_by, n_human):
       "new connection 1466 -> 1450. Interleaved A/B, 9 runs each at 100k / 1M (BEFORE = 3124f6a, "
       "2026-12-01 20:37Z to 21:08Z): established 174 -> 156 ns (lower in 9 of 9 paired rounds, median ratio "
       "0.86), reply 148 -> 139 ns (9 of 9, 0.94), new connection 363 -> 353 ns (3 of 9, 1.04: no clear "
-      "change). Measured alongside and not kept: taking the per-destination counters and generation off the "
-      "established path altogether (the generation read from the shared `DestSlot` array, no counters: "
-      "an upper bound for keeping them in the `Conn` and folding them in at the sweep) gave a median ratio of "
-      "0.90 (lower in 6 of 8 rounds) before any cost of that folding, for per-backend packet and byte counters "
-      "up to a second late; per-destination counters in a compact 16-byte array instead of the 64-byte line: "
-      "no clear change.")
+      "change). What was measured alongside and not kept is in the table at the end.")
     A("")
     return L
 
@@ -156,15 +149,17 @@ def done(cg_by, n_human):
 NOT_KEPT = [
     ("2026-12-01", "software pipelining inside a burst (groups of 4, 8 or 16 packets)",
      "within noise", "—", "no gain (across two bursts it landed: *Done since 2026-11-30*, above)"),
-    ("2026-12-01", "a 64-byte `Conn` (one line per entry instead of 1.5)",
-     "1.05 (11 rounds)", "0.99", "noise, for 16 more bytes per connection"),
+    ("2026-12-01", "a 64-byte `Conn` (one line per entry instead of 1.5 on average)",
+     "1.05 (11 rounds; reply 0.95)", "0.99", "noise, for 16 more bytes per connection"),
     ("2026-12-01", "a burst of 64 packets instead of 32", "no change (3 of 5)", "1.15 (0 of 5 lower)",
      "new connections slower"),
-    ("2026-12-01", "per-destination counters and generation off the established path (an upper bound: "
-     "no counters at all)", "0.90 (6 of 8)", "—",
+    ("2026-12-01", "per-destination counters and generation off the established path (the generation read "
+     "from the shared `DestSlot` array, no counters: an upper bound for keeping them in the `Conn` and "
+     "folding them in at the sweep)", "0.90 (6 of 8)", "—",
      "at best ~10 %, before the cost of folding counters in at the sweep; backend counters up to a "
      "sweep period late"),
-    ("2026-12-01", "per-destination counters in a compact 16-byte array", "no clear change", "—", "no gain"),
+    ("2026-12-01", "per-destination counters in a compact 16-byte array instead of the 64-byte line",
+     "no clear change", "—", "no gain"),
     ("2026-12-01", "`DestCounters` prefetched straight after the bulk lookup", "worse in 4 of 5", "—",
      "no gain"),
     ("2026-12-02", "three-stage pipeline: parse, hash and prefetch both rte_hash buckets one or two bursts "
@@ -191,8 +186,8 @@ def not_kept():
     A("")
     A("Interleaved A/Bs at 100k services / 1M flows (`scripts/bench/ab.sh`, 5-11 paired rounds), "
       "after / before, median of the paired ratios; \"k of n\": rounds in which the change was faster. "
-      "Paired ratios of the same two binaries ranged from 0.73 to 1.79 on this VM, so only a ratio well "
-      "away from 1 in most rounds counts.")
+      "Single paired ratios within one A/B ranged from 0.73 to 1.79 on this VM, so only a median well "
+      "away from 1, with most rounds on its side, counts.")
     A("")
     A("| date | change | established | new connection | not kept because |")
     A("|---|---|---|---|---|")
