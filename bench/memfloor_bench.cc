@@ -31,6 +31,15 @@
 //            the cost of one more dependent level
 //   wide     min(N, 3) lines of one level, in as many such regions: the same
 //            lines without the dependency
+//   sizeN    one random line per packet (one level) out of a packed region
+//            of N MiB (N = 1, 4, 16, 64): where the machine's caches end,
+//            as this process sees them (a shared L3 holds other tenants'
+//            lines too)
+//   xlat     one random line per packet out of 16384 lines (1 MiB, as size1)
+//            spread one per 4 KiB page (64 MiB of address space): against
+//            size1, the same lines in the same number, so the difference is
+//            the cost of finding their pages (TLB misses and page walks,
+//            nested ones in a VM)
 // Everything stays in memory of this process (DPDK's heap, the same pages as
 // benchmark 1: --no-huge unless --hugepages / --huge-dir).
 #include <rte_cycles.h>
@@ -59,7 +68,9 @@ constexpr unsigned kMaxReads = 3;  // lines per level
 
 struct Region {
   uint8_t* base = nullptr;
-  uint64_t lines = 0;
+  uint64_t lines = 0;      // lines that are read
+  unsigned shift = 0;      // line i is at line (i << shift) + ((i * 7) & mask) of the region
+  uint64_t mask = 0;       // 0: packed; shift 6, mask 63: one line per 4 KiB page
 };
 
 // One line read of a level: region r, index word w of the previous level's
@@ -88,15 +99,20 @@ struct Shape {
 
 // Every line holds 16 random words: word k of a line at level l is the index
 // (modulo the region's lines) of read k of level l + 1.
-bool alloc_region(Region* r, uint64_t bytes, Rng& rng, std::string* err) {
-  r->lines = std::max<uint64_t>(1, (bytes + kLine - 1) / kLine);
-  r->base = static_cast<uint8_t*>(rte_malloc("memfloor", r->lines * kLine, kLine));
+// A sparse region (shift > 0) reads one line out of every 1 << shift.
+bool alloc_region(Region* r, uint64_t bytes, Rng& rng, std::string* err, unsigned shift = 0) {
+  const uint64_t total = std::max<uint64_t>(1, (bytes + kLine - 1) / kLine);
+  r->shift = shift;
+  r->mask = (uint64_t{1} << shift) - 1;
+  r->lines = std::max<uint64_t>(1, total >> shift);
+  const uint64_t alloc_lines = r->lines << shift;
+  r->base = static_cast<uint8_t*>(rte_malloc("memfloor", alloc_lines * kLine, 4096));
   if (!r->base) {
-    *err = "rte_malloc of " + std::to_string(r->lines * kLine >> 20) + " MiB failed (raise --mem)";
+    *err = "rte_malloc of " + std::to_string(alloc_lines * kLine >> 20) + " MiB failed (raise --mem)";
     return false;
   }
   auto* w = reinterpret_cast<uint32_t*>(r->base);
-  for (uint64_t i = 0; i < r->lines * (kLine / 4); ++i) w[i] = static_cast<uint32_t>(rng.next() >> 32);
+  for (uint64_t i = 0; i < alloc_lines * (kLine / 4); ++i) w[i] = static_cast<uint32_t>(rng.next() >> 32);
   return true;
 }
 
@@ -107,11 +123,11 @@ void free_shape(Shape& s) {
 
 // Adds one region per size to `s`; false, with the error printed, when the
 // heap is too small.
-bool add_regions(Shape& s, const std::vector<uint64_t>& sizes, Rng& rng) {
+bool add_regions(Shape& s, const std::vector<uint64_t>& sizes, Rng& rng, unsigned shift = 0) {
   for (uint64_t b : sizes) {
     s.regions.emplace_back();
     std::string err;
-    if (!alloc_region(&s.regions.back(), b, rng, &err)) {
+    if (!alloc_region(&s.regions.back(), b, rng, &err, shift)) {
       fprintf(stderr, "vipd_bench: memfloor: %s\n", err.c_str());
       return false;
     }
@@ -120,7 +136,8 @@ bool add_regions(Shape& s, const std::vector<uint64_t>& sizes, Rng& rng) {
 }
 
 inline uint8_t* line_at(const Region& r, uint32_t word) {
-  return r.base + (uint64_t{word} % r.lines) * kLine;
+  const uint64_t i = uint64_t{word} % r.lines;
+  return r.base + ((i << r.shift) + ((i * 7) & r.mask)) * kLine;
 }
 
 // One burst: `first[i]` is packet i's random word for level 0.
@@ -217,7 +234,7 @@ int run_memfloor(const Args& a) {
   static_assert(sizeof(dp::Conn) + 8 <= 64, "a key slot holds the Conn");
   const uint64_t counter_bytes = dests * sizeof(dp::DestCounters);
   const uint64_t est_total = bucket_bytes + key_bytes + counter_bytes + port_index_bytes;
-  const uint64_t chain_total = chain_mb * max_chain << 20;
+  const uint64_t chain_total = std::max<uint64_t>(chain_mb * max_chain << 20, uint64_t{64} << 20);
 
   EalOptions eo;
   eo.hugepages = a.flag("hugepages") || a.flag("huge-dir");
@@ -297,6 +314,19 @@ int run_memfloor(const Args& a) {
     s.levels[0].n = n;
     s.n_levels = 1;
     j.integer("wide_lines", n);
+    add_result(j, s.name, run_shape(s, packets, reps, rng, ns_per_cycle));
+    free_shape(s);
+  }
+  // Where the caches end, and what finding a line's page costs: one random
+  // line per packet from packed regions of growing size, then the lines of
+  // size1 spread one per 4 KiB page.
+  for (const unsigned mb : {1u, 4u, 16u, 64u, 0u}) {
+    Shape s;
+    const unsigned shift = mb ? 0 : 6;
+    s.name = mb ? "size" + std::to_string(mb) : "xlat";
+    if (!add_regions(s, {(mb ? mb : 1u) << 20 << shift}, rng, shift)) return 2;
+    s.levels[0] = Level{{{0, false}}, 1};
+    s.n_levels = 1;
     add_result(j, s.name, run_shape(s, packets, reps, rng, ns_per_cycle));
     free_shape(s);
   }

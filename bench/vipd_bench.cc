@@ -9,7 +9,8 @@
 //                   [--worker running|offline]
 //   vipd_bench decode [--mb N] [--endpoints N] [--reps N]
 //   vipd_bench memfloor [--services N] [--flows N] [--backends N] [--chain-mb N]
-//                       [--max-chain N] [--packets N] [--reps N] [--hugepages]
+//                       [--max-chain N] [--packets N] [--reps N]
+//                       [--hugepages | --huge-dir DIR]
 //   vipd_bench ipt [--services N] [--endpoints N] [--changes N] [--full-reps N]
 //                  [--iptables legacy] [--timeout-s S]
 //                  (iptables mode; only inside a private network namespace)

@@ -387,8 +387,28 @@ for fl in floor:
         rows.append([f"{w} lines with no dependency between them (one level)", f"{w} / 1",
                      f"{w} x {mib(fl['chain_region_bytes'])}", fmt(fl["wide_ns"]), fmt(fl.get("wide_ns_p10")),
                      fmt(fl.get("wide_ns_p90"))])
+    sizes = [mb for mb in (1, 4, 16, 64) if f"size{mb}_ns" in fl]
+    for mb in sizes:
+        rows.append([f"one line of a packed {mb} MiB region", "1 / 1", f"{mb}.0 MiB", fmt(fl[f"size{mb}_ns"]),
+                     fmt(fl.get(f"size{mb}_ns_p10")), fmt(fl.get(f"size{mb}_ns_p90"))])
+    if fl.get("xlat_ns"):
+        rows.append(["one line of 1 MiB of lines spread one per 4 KiB page (the lines of the 1 MiB row)", "1 / 1",
+                     "64.0 MiB", fmt(fl["xlat_ns"]), fmt(fl.get("xlat_ns_p10")), fmt(fl.get("xlat_ns_p90"))])
     A(table(["reads per packet", "lines / levels", "regions", "ns/packet", "p10", "p90"], rows))
     A("")
+    if sizes and fl.get("xlat_ns") and fl.get("size1_ns") and fl.get("size64_ns"):
+        s16 = fl.get("size16_ns")
+        A(f"Where the lines come from: one random line costs {fmt(fl['size1_ns'])} ns from a packed 1 MiB region"
+          + (f", {fmt(s16)} ns from 16 MiB (the size of the connection hash's bucket array here)" if s16 else "")
+          + f" and {fmt(fl['size64_ns'])} ns from 64 MiB"
+          + (f": a 16 MiB region costs {s16 / fl['size64_ns'] * 100:.0f} % of what 64 MiB does, so this process "
+             "does not get the 32 MiB L3 to itself (it is shared with the machine's other tenants) and the bucket "
+             "array is read from memory as much as the key slots are" if s16 else "")
+          + f". The same 1 MiB of lines spread one per 4 KiB page costs {fmt(fl['xlat_ns'])} ns a line: finding "
+          f"the page (a TLB miss and a page walk, a nested one in this VM) adds "
+          f"{fl['xlat_ns'] - fl['size1_ns']:.1f} ns to a line, a part of the {fmt(fl['size64_ns'])} ns a line "
+          "from memory costs, not most of it.")
+        A("")
     if pr.get("est_ns") and fl.get("est_ns"):
         c1 = fl.get("chain1_ns")
         wl = fl.get("wide_lines", 3)
@@ -418,6 +438,11 @@ for fl in floor:
           f"(against {fmt(fl.get('est_ns'))} on 4 KiB pages), one line {fmt(fh.get('chain1_ns'))} ns (against "
           f"{fmt(fl.get('chain1_ns'))})"
           + (f", a chain of {deep} {fmt(fh[f'chain{deep}_ns'])} ns (against {fmt(fl[f'chain{deep}_ns'])})" if deep > 1 else "")
+          + (f", one line of 1 MiB of lines spread one per 4 KiB page {fmt(fh['xlat_ns'])} ns against "
+             f"{fmt(fh['size1_ns'])} packed (on 4 KiB pages: {fmt(fl['xlat_ns'])} against {fmt(fl['size1_ns'])})"
+             if all(k in fh and k in fl for k in ("xlat_ns", "size1_ns")) else "")
+          + (f", one line of a packed 16 MiB region {fmt(fh['size16_ns'])} ns (against {fmt(fl['size16_ns'])})"
+             if "size16_ns" in fh and "size16_ns" in fl else "")
           + ". One run each, so differences of tens of percent are within this VM's noise"
           + (": here the page size barely moves the floor." if fh.get("est_ns") and fl.get("est_ns")
              and abs(fh["est_ns"] / fl["est_ns"] - 1) < 0.1 else
@@ -665,8 +690,14 @@ if one and big and one.get("est_ns") and big.get("est_ns"):
                 "missed, where rte_hash's bulk lookup reads both: one line of the four, which the last "
                 "row of the table found not to matter on this machine. It would replace rte_hash, the DPDK "
                 "library made for this job, for no measured gain, so it is not pursued. "
-                "The second bucket is not what costs here; a likely reason, not measured: at 100k / 1M the "
-                "bucket array (16 MiB) fits the 32 MiB L3 far better than the key slots (80 MiB). "
+                + ("Why the second bucket did not show is not settled. It is not that the bucket array (16 MiB) "
+                   f"stays in cache: a line of a packed 16 MiB region costs this process {floor[-1]['size16_ns']:.0f} "
+                   f"ns against {floor[-1]['size64_ns']:.0f} ns from 64 MiB (memory floor, section 1). The "
+                   "experiment also added a dependent step and 28 instructions per packet, which may have cost "
+                   "what the line saved. "
+                   if floor and "size16_ns" in floor[-1] and "size64_ns" in floor[-1] else
+                   "The second bucket is not what costs here; a likely reason, not measured: at 100k / 1M the "
+                   "bucket array (16 MiB) fits the 32 MiB L3 far better than the key slots (80 MiB). ")
                 + (f"The memory floor (section 1) puts reading an established packet's lines alone at "
                    f"{floor[-1]['est_ns']:.0f} ns at {n_human(floor[-1]['services'])} / "
                    f"{n_human(floor[-1]['flows'])} on this VM (about {floor[-1].get('chain1_ns', 0):.0f} ns per "
@@ -719,7 +750,13 @@ if hv and big and hv[0].get("est_ns"):
                 f"{n_human(h['flows'])} flows on 2 MiB pages: {h['est_ns']:.0f} ns established, "
                 f"{h.get('newconn_ns', 0):.0f} ns new connection, against {base.get('est_ns', 0):.0f} / "
                 f"{base.get('newconn_ns', 0):.0f} ns on 4 KiB pages. TLB reach is not the main cost; the "
-                "number of cache lines missed is (item 1, and the memory floor in section 1). Use hugepages in production anyway (DPDK's default).")
+                "number of cache lines missed is (item 1, and the memory floor in section 1)"
+                + (lambda fl, fh: f": finding a line's page adds {fl['xlat_ns'] - fl['size1_ns']:.1f} ns to it on "
+                   f"4 KiB pages and {fh['xlat_ns'] - fh['size1_ns']:.1f} ns on 2 MiB pages, of the "
+                   f"{fl['size64_ns']:.0f} ns a line from memory costs"
+                   if fl and fh and all(k in fl and k in fh for k in ("xlat_ns", "size1_ns")) and "size64_ns" in fl
+                   else "")(floor[-1] if floor else None, floor_huge[-1] if floor_huge else None)
+                + ". Use hugepages in production anyway (DPDK's default).")
 else:
     asks.append("**Hugepages** for the tables (TLB reach): `scripts/bench.sh --huge-variant` runs the largest "
                 "case on 2 MiB pages too. Measured on 2026-12-01 outside the report: with rte_hash, 5 interleaved "
