@@ -402,8 +402,9 @@ for fl in floor:
           + (f", {fmt(s16)} ns from 16 MiB (the size of the connection hash's bucket array here)" if s16 else "")
           + f" and {fmt(fl['size64_ns'])} ns from 64 MiB"
           + (f": a 16 MiB region costs {s16 / fl['size64_ns'] * 100:.0f} % of what 64 MiB does, so this process "
-             "does not get the 32 MiB L3 to itself (it is shared with the machine's other tenants) and the bucket "
-             "array is read from memory as much as the key slots are" if s16 else "")
+             "does not get the 32 MiB L3 to itself (a likely reason, not measured: it is the host's, shared with "
+             "its other tenants) and the bucket array comes from memory nearly as often as the key slots do"
+             if s16 else "")
           + f". The same 1 MiB of lines spread one per 4 KiB page costs {fmt(fl['xlat_ns'])} ns a line: finding "
           f"the page (a TLB miss and a page walk, a nested one in this VM) adds "
           f"{fl['xlat_ns'] - fl['size1_ns']:.1f} ns to a line, a part of the {fmt(fl['size64_ns'])} ns a line "
