@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # usage: scripts/bench-bootstrap.sh
-# Installs what scripts/bench.sh needs on top of scripts/bootstrap.sh's
-# packages: gnuplot (plots for docs/benchmarks.md; the no-X11 build) and
-# valgrind (callgrind instruction counts, and <valgrind/callgrind.h> for the
-# client requests in bench/). Idempotent; Debian 12; root.
+# Installs what scripts/bench.sh needs: scripts/bootstrap.sh's packages, which
+# now include both of these (tests/integration/bench_test.sh runs the suite at
+# tiny sizes), and checks gnuplot (plots for docs/benchmarks.md; the no-X11
+# build) and valgrind (callgrind instruction counts, and <valgrind/callgrind.h>
+# for the client requests in bench/). Idempotent; Debian 12; root.
 set -euo pipefail
 "$(dirname "$0")/bootstrap.sh"
 PKGS=(gnuplot-nox valgrind python3)

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# usage: scripts/bench.sh [--quick] [--hugepages] [--huge-variant] [--rt]
+# usage: scripts/bench.sh [--quick | --smoke] [--hugepages] [--huge-variant] [--rt]
 #                         [--rounds N] [--no-kernel] [--no-build] [--no-doc] [--out DIR]
 # Runs the benchmark suite of issue 7 (docs/benchmarks.md) with bounded time:
 #   full (default)  about 5-10 minutes on a 2-core VM
 #   --quick         about 1-2 minutes: fewer cases, fewer packets
-# Writes raw results to DIR (default bench/results/full or bench/results/quick):
+#   --smoke         seconds, at tiny sizes: that every benchmark runs and the
+#                   report renders, on any build (tests/integration/bench_test.sh);
+#                   its numbers mean nothing
+# Writes raw results to DIR (default bench/results/full, .../quick or .../smoke):
 #   machine.json, pipeline.jsonl, memfloor.jsonl, cp.jsonl, sync.jsonl, decode.jsonl, memory.jsonl, callgrind.jsonl,
 #   ipt.jsonl, kernel.jsonl, callgrind_*.txt (per-function profiles), run.log
 # (the previous results of the same mode move to DIR.prev; the report shows
@@ -32,11 +35,12 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
-QUICK=0 HUGE=0 HVAR=0 RT=0 BUILD=1 DOC=1 OUT= KERNEL=1 ROUNDS=
+QUICK=0 SMOKE=0 HUGE=0 HVAR=0 RT=0 BUILD=1 DOC=1 OUT= KERNEL=1 ROUNDS=
 CMDLINE="scripts/bench.sh $*"
 while [ $# -gt 0 ]; do
   case $1 in
     --quick) QUICK=1 ;;
+    --smoke) QUICK=1 SMOKE=1 ;;
     --hugepages) HUGE=1 ;;
     --huge-variant) HVAR=1 ;;
     --rt) RT=1 ;;
@@ -50,7 +54,7 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-MODE=$([ $QUICK = 1 ] && echo quick || echo full)
+MODE=$([ $SMOKE = 1 ] && echo smoke || { [ $QUICK = 1 ] && echo quick || echo full; })
 ROUNDS=${ROUNDS:-$([ $QUICK = 1 ] && echo 1 || echo 3)}
 case $ROUNDS in ''|*[!0-9]*|0) echo "bench.sh: --rounds needs a number >= 1" >&2; exit 2 ;; esac
 OUT=${OUT:-bench/results/$MODE}
@@ -157,7 +161,11 @@ EOF
 } >"$OUT/machine.json"
 
 # ---- 1. pipeline ----
-if [ $QUICK = 1 ]; then
+if [ $SMOKE = 1 ]; then
+  PKTS=20000 REPS=1 NC=5000
+  MATRIX="1:1000 1000:1000 1000:10000"
+  EXTRA=""
+elif [ $QUICK = 1 ]; then
   PKTS=200000 REPS=3 NC=50000
   MATRIX="1:1000 100000:1000 1000:100000"
   EXTRA=""
@@ -181,31 +189,33 @@ if [ $QUICK = 0 ]; then
 fi
 # 1b. the memory floor of the largest case: its lines read, nothing else done
 last=${MATRIX##* }
-run "$OUT/memfloor.jsonl" 300 memfloor --services "${last%%:*}" --flows "${last##*:}" --reps 3 "${HUGE_ARGS[@]}"
+MFA=(--reps 3)
+[ $SMOKE = 1 ] && MFA=(--reps 1 --packets 20000 --chain-mb 8 --max-chain 3)
+run "$OUT/memfloor.jsonl" 300 memfloor --services "${last%%:*}" --flows "${last##*:}" "${MFA[@]}" "${HUGE_ARGS[@]}"
 if [ $HVAR = 1 ] && [ $HUGE = 0 ]; then
   run "$OUT/pipeline.jsonl" 300 pipeline --services "${last%%:*}" --flows "${last##*:}" --packets $PKTS \
     --reps $REPS --newconn-packets $NC --huge-dir "$HUGE_MNT"
-  run "$OUT/memfloor.jsonl" 300 memfloor --services "${last%%:*}" --flows "${last##*:}" --reps 3 --huge-dir "$HUGE_MNT"
+  run "$OUT/memfloor.jsonl" 300 memfloor --services "${last%%:*}" --flows "${last##*:}" "${MFA[@]}" --huge-dir "$HUGE_MNT"
 fi
 
 # ---- 4. memory: RSS with the flows really touched (no prefault) ----
-if [ $QUICK = 1 ]; then MF=100000 MS=1000; else MF=1000000 MS=100000; fi
+if [ $SMOKE = 1 ]; then MF=10000 MS=100; elif [ $QUICK = 1 ]; then MF=100000 MS=1000; else MF=1000000 MS=100000; fi
 run "$OUT/memory.jsonl" 300 pipeline --services $MS --flows $MF --phases fill --no-prefault --no-warmup "${HUGE_ARGS[@]}"
 
 # ---- 2. control plane ----
-if [ $QUICK = 1 ]; then CH=200; else CH=1000; fi
-run "$OUT/cp.jsonl" 300 cp --services 10000 --endpoints 10 --changes $CH --worker running "${HUGE_ARGS[@]}"
-run "$OUT/cp.jsonl" 300 cp --services 10000 --endpoints 10 --changes $CH --worker offline "${HUGE_ARGS[@]}"
+if [ $SMOKE = 1 ]; then CH=20 CPS=1000; elif [ $QUICK = 1 ]; then CH=200 CPS=10000; else CH=1000 CPS=10000; fi
+run "$OUT/cp.jsonl" 300 cp --services $CPS --endpoints 10 --changes $CH --worker running "${HUGE_ARGS[@]}"
+run "$OUT/cp.jsonl" 300 cp --services $CPS --endpoints 10 --changes $CH --worker offline "${HUGE_ARGS[@]}"
 if [ $QUICK = 0 ]; then
   run "$OUT/cp.jsonl" 300 cp --services 1000 --endpoints 10 --changes $CH --worker offline "${HUGE_ARGS[@]}"
   run "$OUT/cp.jsonl" 300 cp --services 100000 --endpoints 10 --changes 200 --worker offline --mem 2048 "${HUGE_ARGS[@]}"
 fi
 
 # ---- 2b/2c. control plane end to end, and the decoding of a 50 MB list ----
-BCH=$([ $QUICK = 1 ] && echo 5 || echo 20)
-run "$OUT/sync.jsonl" 300 sync --services 10000 --endpoints 10 --changes $CH --baseline-changes $BCH --worker running "${HUGE_ARGS[@]}"
-run "$OUT/sync.jsonl" 300 sync --services 10000 --endpoints 10 --changes $CH --baseline-changes $BCH --worker offline "${HUGE_ARGS[@]}"
-run "$OUT/decode.jsonl" 300 decode --mb 50 --endpoints 10 --reps $([ $QUICK = 1 ] && echo 1 || echo 3)
+BCH=$([ $SMOKE = 1 ] && echo 2 || { [ $QUICK = 1 ] && echo 5 || echo 20; })
+run "$OUT/sync.jsonl" 300 sync --services $CPS --endpoints 10 --changes $CH --baseline-changes $BCH --worker running "${HUGE_ARGS[@]}"
+run "$OUT/sync.jsonl" 300 sync --services $CPS --endpoints 10 --changes $CH --baseline-changes $BCH --worker offline "${HUGE_ARGS[@]}"
+run "$OUT/decode.jsonl" 300 decode --mb $([ $SMOKE = 1 ] && echo 2 || echo 50) --endpoints 10 --reps $([ $QUICK = 1 ] && echo 1 || echo 3)
 
 # ---- 3. kernel modes: iptables sync time (3a), new connections/s per mode (3b) ----
 if [ $KERNEL = 1 ]; then
@@ -251,12 +261,14 @@ fi
 # ---- 5. callgrind: instructions per packet ----
 if command -v valgrind >/dev/null 2>&1; then
   if [ $QUICK = 1 ]; then CG="1:1000"; else CG="1:1000 100000:1000 1000:10000 100000:1000000"; fi
+  CGP=20000 CGN=10000
+  [ $SMOKE = 1 ] && CGP=2000 CGN=1000
   for c in $CG; do
     s=${c%%:*} f=${c##*:}
     d=$(mktemp -d /tmp/vipd-bench-cg.XXXXXX)
     log "valgrind --tool=callgrind $BIN pipeline --services $s --flows $f"
     if timeout 600 valgrind --tool=callgrind --collect-atstart=no --callgrind-out-file="$d/cg.%p" \
-         "$BIN" pipeline --services "$s" --flows "$f" --packets 20000 --reps 1 --newconn-packets 10000 \
+         "$BIN" pipeline --services "$s" --flows "$f" --packets "$CGP" --reps 1 --newconn-packets "$CGN" \
          --no-warmup >"$d/out.json" 2>>"$LOG"; then
       python3 scripts/bench/callgrind_summary.py "$d" "$s" "$f" "$OUT" >>"$OUT/callgrind.jsonl" || log "callgrind summary failed"
     else
@@ -265,7 +277,7 @@ if command -v valgrind >/dev/null 2>&1; then
     rm -rf "$d"
   done
   # control plane: instructions per call of each part (one dump per call)
-  if [ $QUICK = 1 ]; then CGS="1000"; else CGS="1000 10000"; fi
+  if [ $SMOKE = 1 ]; then CGS="200"; elif [ $QUICK = 1 ]; then CGS="1000"; else CGS="1000 10000"; fi
   for s in $CGS; do
     d=$(mktemp -d /tmp/vipd-bench-cg.XXXXXX)
     log "valgrind --tool=callgrind $BIN cp --services $s --changes 20 --worker offline"

@@ -21,6 +21,7 @@ PKGS=(
   libpcap0.8  # scapy compiles its sniffers' kernel (BPF) filters with it
   prometheus
   qemu-system-x86 cpio busybox-static
+  valgrind gnuplot-nox  # tests/integration/bench_test.sh: instruction counts (callgrind) and plots
 )
 
 missing=()

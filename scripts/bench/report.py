@@ -12,14 +12,33 @@ import shutil
 import subprocess
 import sys
 
+if len(sys.argv) != 4:
+    sys.exit(__doc__.strip().splitlines()[0])
 res_dir, doc_path, img_dir = sys.argv[1], sys.argv[2], sys.argv[3]
+for need in ("machine.json", "pipeline.jsonl"):
+    if not os.path.isfile(os.path.join(res_dir, need)):
+        sys.exit(f"report.py: {res_dir} has no {need}: not the results of scripts/bench.sh (run it first)")
+
+
+def read_jsonl(p):
+    """The JSON lines of file p; a line that is not a JSON object (a run cut
+    short) is skipped with a warning."""
+    rows = []
+    for n, l in enumerate(open(p), 1):
+        if not l.strip().startswith("{"):
+            continue
+        try:
+            rows.append(json.loads(l))
+        except ValueError as e:
+            print(f"report.py: {p} line {n} is not JSON ({e}): skipped", file=sys.stderr)
+    return rows
 
 
 def jsonl(name):
     p = os.path.join(res_dir, name)
     if not os.path.exists(p):
         return []
-    return [json.loads(l) for l in open(p) if l.strip().startswith("{")]
+    return read_jsonl(p)
 
 
 def median_runs(rows):
@@ -45,17 +64,16 @@ prev_dir = res_dir.rstrip("/") + ".prev"
 prev_machine, prev_by, prev_cg = None, {}, {}
 if os.path.exists(os.path.join(prev_dir, "machine.json")):
     prev_machine = json.load(open(os.path.join(prev_dir, "machine.json")))
-    prev_rows = [json.loads(l) for l in open(os.path.join(prev_dir, "pipeline.jsonl")) if l.strip().startswith("{")]
+    pp = os.path.join(prev_dir, "pipeline.jsonl")
+    prev_rows = read_jsonl(pp) if os.path.exists(pp) else []
     for r in median_runs(prev_rows):
         if (r.get("proto"), r.get("fwd")) == ("tcp", "fnat") and bool(r.get("hugepages")) == bool(prev_machine.get("hugepages")):
             prev_by[(r["services"], r["flows"])] = r
     p = os.path.join(prev_dir, "callgrind.jsonl")
     if os.path.exists(p):
-        for l in open(p):
-            if l.strip().startswith("{"):
-                r = json.loads(l)
-                if r.get("bench") != "cp":
-                    prev_cg[(r["services"], r["flows"])] = r
+        for r in read_jsonl(p):
+            if r.get("bench") != "cp":
+                prev_cg[(r["services"], r["flows"])] = r
 pipe = median_runs(jsonl("pipeline.jsonl"))
 n_runs = max((len(r["est_ns_runs"]) for r in pipe), default=1)
 cpl = jsonl("cp.jsonl")
@@ -655,7 +673,9 @@ A("  at most 64512 concurrent connections).")
 A("- Not measured: multi-core scaling (each run is one worker; this VM has 2 vCPUs and no larger")
 A("  machine was available to this run), and traffic with locality (flows are uniformly random).")
 A("- Reproduce: `scripts/bench-bootstrap.sh` (gnuplot, valgrind), then `scripts/bench.sh` (or")
-A("  `--quick`; `--hugepages` to run on 2 MiB pages, `--rt` for SCHED_FIFO). Raw results:")
+A("  `--quick`; `--hugepages` to run on 2 MiB pages, `--rt` for SCHED_FIFO; `--smoke` runs every")
+A("  benchmark at tiny sizes in seconds, which `tests/integration/bench_test.sh` does to check that the")
+A("  suite and this report still work: its numbers mean nothing). Raw results:")
 A(f"  `{res_dir}/` (JSON lines per program; `callgrind_*.txt` profiles; `run.log`).")
 A("")
 
