@@ -70,7 +70,7 @@ missing=()
 for f in machine.json pipeline.jsonl memfloor.jsonl memory.jsonl cp.jsonl sync.jsonl decode.jsonl; do
   [ -s "$OUT/$f" ] || missing+=("$f")
 done
-failed=$(grep -E 'FAILED|no result from|failed' "$OUT/run.log" 2>/dev/null | head -n 3)
+failed=$(grep -E '^bench: .*(FAILED|no result from|failed)' "$OUT/run.log" 2>/dev/null | head -n 3)
 if [ "$rc" -eq 0 ] && [ "${#missing[@]}" -eq 0 ] && [ -z "$failed" ]; then
   pass suite-runs
   note "bench.sh --smoke: $(tail -n 1 "$OUT/run.log" | sed 's/^bench: //')"
