@@ -373,7 +373,10 @@ for fl in floor:
       "established packet must read, in the pipeline's own pattern (bursts of 32, one level at a time, every "
       "line of a level prefetched for the whole burst before the first is read), over regions of the sizes the "
       "real structures have in this case, on the same kind of pages. It is the part of the cost that no "
-      "instruction saving removes on this machine.")
+      "instruction saving removes on this machine."
+      + (" The last rows read one line per packet from packed regions of growing size, and the lines of the "
+         "1 MiB region spread one per 4 KiB page: where this process's caches end, and what finding a line's "
+         "page costs." if "xlat_ns" in fl else ""))
     A("")
     mib = lambda b: f"{b / 1048576:.1f} MiB"
     # Since the Conn moved into the hash's key slot (conn_table.h) the
