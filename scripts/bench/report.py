@@ -766,6 +766,18 @@ if hund and one and hund.get("est_ns") and one.get("est_ns") and hund["est_ns"] 
                 f"{one['est_ns']:.0f} ns for 1 (1k flows).{same_ir} An established packet no longer looks "
                 "the VIP table up (the connection comes first); what still grows with services is the working "
                 "set of `DestCounters` (4 destinations per service).")
+
+
+def xlat_cost(fl, fh):
+    """What finding a line's page costs on 4 KiB and on 2 MiB pages (memory
+    floor rows xlat and size1), as a clause; "" without those rows."""
+    if not (fl and fh and all(k in fl and k in fh for k in ("xlat_ns", "size1_ns")) and "size64_ns" in fl):
+        return ""
+    return (f": finding a line's page adds {fl['xlat_ns'] - fl['size1_ns']:.1f} ns to it on 4 KiB pages and "
+            f"{fh['xlat_ns'] - fh['size1_ns']:.1f} ns on 2 MiB pages, of the {fl['size64_ns']:.0f} ns a line "
+            "from memory costs")
+
+
 hv = [r for r in pipe if bool(r.get("hugepages")) != bool(machine.get("hugepages"))]
 if hv and big and hv[0].get("est_ns"):
     h = hv[0]
@@ -775,11 +787,7 @@ if hv and big and hv[0].get("est_ns"):
                 f"{h.get('newconn_ns', 0):.0f} ns new connection, against {base.get('est_ns', 0):.0f} / "
                 f"{base.get('newconn_ns', 0):.0f} ns on 4 KiB pages. TLB reach is not the main cost; the "
                 "number of cache lines missed is (item 1, and the memory floor in section 1)"
-                + (lambda fl, fh: f": finding a line's page adds {fl['xlat_ns'] - fl['size1_ns']:.1f} ns to it on "
-                   f"4 KiB pages and {fh['xlat_ns'] - fh['size1_ns']:.1f} ns on 2 MiB pages, of the "
-                   f"{fl['size64_ns']:.0f} ns a line from memory costs"
-                   if fl and fh and all(k in fl and k in fh for k in ("xlat_ns", "size1_ns")) and "size64_ns" in fl
-                   else "")(floor[-1] if floor else None, floor_huge[-1] if floor_huge else None)
+                + xlat_cost(floor[-1] if floor else None, floor_huge[-1] if floor_huge else None)
                 + ". Use hugepages in production anyway (DPDK's default).")
 else:
     asks.append("**Hugepages** for the tables (TLB reach): `scripts/bench.sh --huge-variant` runs the largest "
