@@ -20,9 +20,12 @@ for need in ("machine.json", "pipeline.jsonl"):
         sys.exit(f"report.py: {res_dir} has no {need}: not the results of scripts/bench.sh (run it first)")
 
 
-def read_jsonl(p):
-    """The JSON lines of file p; a line that is not a JSON object (a run cut
-    short) is skipped with a warning."""
+def jsonl(name, d=res_dir):
+    """The JSON lines of file `name` in directory d ([] when there is none); a
+    line that is not a JSON object (a run cut short) is skipped with a warning."""
+    p = os.path.join(d, name)
+    if not os.path.exists(p):
+        return []
     rows = []
     for n, l in enumerate(open(p), 1):
         if not l.strip().startswith("{"):
@@ -32,13 +35,6 @@ def read_jsonl(p):
         except ValueError as e:
             print(f"report.py: {p} line {n} is not JSON ({e}): skipped", file=sys.stderr)
     return rows
-
-
-def jsonl(name):
-    p = os.path.join(res_dir, name)
-    if not os.path.exists(p):
-        return []
-    return read_jsonl(p)
 
 
 def median_runs(rows):
@@ -64,16 +60,12 @@ prev_dir = res_dir.rstrip("/") + ".prev"
 prev_machine, prev_by, prev_cg = None, {}, {}
 if os.path.exists(os.path.join(prev_dir, "machine.json")):
     prev_machine = json.load(open(os.path.join(prev_dir, "machine.json")))
-    pp = os.path.join(prev_dir, "pipeline.jsonl")
-    prev_rows = read_jsonl(pp) if os.path.exists(pp) else []
-    for r in median_runs(prev_rows):
+    for r in median_runs(jsonl("pipeline.jsonl", prev_dir)):
         if (r.get("proto"), r.get("fwd")) == ("tcp", "fnat") and bool(r.get("hugepages")) == bool(prev_machine.get("hugepages")):
             prev_by[(r["services"], r["flows"])] = r
-    p = os.path.join(prev_dir, "callgrind.jsonl")
-    if os.path.exists(p):
-        for r in read_jsonl(p):
-            if r.get("bench") != "cp":
-                prev_cg[(r["services"], r["flows"])] = r
+    for r in jsonl("callgrind.jsonl", prev_dir):
+        if r.get("bench") != "cp":
+            prev_cg[(r["services"], r["flows"])] = r
 pipe = median_runs(jsonl("pipeline.jsonl"))
 n_runs = max((len(r["est_ns_runs"]) for r in pipe), default=1)
 cpl = jsonl("cp.jsonl")
