@@ -7,7 +7,9 @@
 #include <algorithm>
 #include <boost/program_options.hpp>
 #include <cctype>
+#include <cerrno>
 #include <charconv>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
@@ -276,13 +278,25 @@ std::string strip_dashes(std::string s) {
   return s;
 }
 
+constexpr size_t kMaxConfigBytes = 1 << 20;
+
 void store_file(const std::string& file, const po::options_description& desc,
                 po::variables_map& vm) {
   std::error_code ec;
   if (std::filesystem::is_directory(file, ec)) fail("config", file, "cannot open file (is a directory)");
-  std::ifstream in(file);
+  std::ifstream in(file, std::ios::binary);
   if (!in) fail("config", file, "cannot open file");
-  std::istringstream text(check_file_syntax(file, in));
+  // Read at most one byte past the cap: /dev/zero or a huge file fails here
+  // instead of being read without end, and a read error is an error.
+  std::string content(kMaxConfigBytes + 1, '\0');
+  errno = 0;
+  in.read(content.data(), static_cast<std::streamsize>(content.size()));
+  if (in.bad()) fail("config", file, errno ? std::string("read error: ") + std::strerror(errno) : "read error");
+  content.resize(static_cast<size_t>(in.gcount()));
+  if (content.size() > kMaxConfigBytes) fail("config", file, "file is larger than 1 MiB");
+  if (content.find('\0') != std::string::npos) fail("config", file, "file contains a NUL byte (not a text file)");
+  std::istringstream raw(content);
+  std::istringstream text(check_file_syntax(file, raw));
   try {
     auto parsed = po::parse_config_file(text, desc, /*allow_unregistered=*/true);
     for (const auto& o : parsed.options)

@@ -1,7 +1,11 @@
 // Thread: the owning reflector thread.
 #include "controlplane/kube/watch_decoder.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <vector>
+
+#include "controlplane/sources/k8s_objects.h"
 
 namespace vipd::cp::kube {
 
@@ -88,7 +92,9 @@ std::string key_of(simdjson::dom::element obj) {
   std::string_view ns, name;
   if (obj["metadata"]["name"].get(name) != simdjson::SUCCESS || name.empty()) return "";
   if (obj["metadata"]["namespace"].get(ns) != simdjson::SUCCESS || ns.empty()) ns = "default";
-  return std::string(ns) + "/" + std::string(name);
+  // The key names the object in logs and errors: printable() leaves valid
+  // names as they are and escapes (injectively) what an invalid one holds.
+  return k8s::printable(ns) + "/" + k8s::printable(name);
 }
 
 std::optional<ApiStatus> parse_status(simdjson::dom::element e) {
@@ -169,16 +175,25 @@ YAML::Node to_yaml(simdjson::dom::element e) {
       for (auto v : a) s.push_back(to_yaml(v));
       return s;
     }
-    case element_type::STRING:
-      return YAML::Node(std::string(e.get_string().value_unsafe()));
+    case element_type::STRING: {
+      // Tagged "!" like a quoted YAML scalar: the object rules never take a
+      // string for a number or a boolean ("port": "80" is refused).
+      YAML::Node n(std::string(e.get_string().value_unsafe()));
+      n.SetTag("!");
+      return n;
+    }
     case element_type::INT64:
       return YAML::Node(std::to_string(e.get_int64().value_unsafe()));
     case element_type::UINT64:
       return YAML::Node(std::to_string(e.get_uint64().value_unsafe()));
     case element_type::DOUBLE: {
-      char buf[40];
+      // Always with a '.' or an exponent, so that 80.0 is not an integer to
+      // the rules, as it is not to the API server's decoder.
+      char buf[48];
       std::snprintf(buf, sizeof buf, "%.17g", e.get_double().value_unsafe());
-      return YAML::Node(std::string(buf));
+      std::string t(buf);
+      if (t.find_first_of(".eEni") == std::string::npos) t += ".0";
+      return YAML::Node(t);
     }
     case element_type::BOOL:
       return YAML::Node(std::string(e.get_bool().value_unsafe() ? "true" : "false"));
@@ -190,10 +205,30 @@ YAML::Node to_yaml(simdjson::dom::element e) {
 
 namespace {
 
+// True when the annotations hold something the rules refuse (a key given
+// twice, a value that is not a string or null) in any annotation, including
+// the ones the lean conversion would drop: then the metadata is converted in
+// full so that the rules see it and refuse the object, as they would from
+// to_yaml().
+bool annotations_refused(simdjson::dom::element a) {
+  if (!a.is_object()) return false;  // kept as it is; the rules say what is wrong
+  std::vector<std::string_view> keys;
+  const simdjson::dom::object ao = a.get_object().value_unsafe();
+  for (auto an : ao) {
+    if (!an.value.is_string() && !an.value.is_null() && !an.value.is_number() && !an.value.is_bool())
+      return true;
+    keys.push_back(an.key);
+  }
+  std::sort(keys.begin(), keys.end());
+  return std::adjacent_find(keys.begin(), keys.end()) != keys.end();
+}
+
 YAML::Node metadata_for_rules(simdjson::dom::element md) {
   if (!md.is_object()) return to_yaml(md);  // the rules say what is wrong with it
   YAML::Node m(YAML::NodeType::Map);
   const simdjson::dom::object o = md.get_object().value_unsafe();  // not a temporary in the for
+  for (auto field : o)
+    if (field.key == "annotations" && annotations_refused(field.value)) return to_yaml(md);
   for (auto field : o) {
     const std::string_view k = field.key;
     if (k == "name" || k == "namespace" || k == "labels") {

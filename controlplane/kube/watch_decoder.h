@@ -87,11 +87,16 @@ class WatchDecoder {
 
 // metadata.resourceVersion of an object, or "".
 std::string resource_version_of(simdjson::dom::element obj);
-// "ns/name" of an object ("default" namespace when absent), or "" without a name.
+// "ns/name" of an object ("default" namespace when absent), or "" without a
+// name; bytes that are not printable ASCII (and quotes, backslashes) are
+// escaped with k8s::printable, so the key is safe in logs and errors.
 std::string key_of(simdjson::dom::element obj);
 
 // The element as a yaml-cpp node (strings, numbers, booleans as scalars; null as Null).
-// A key that appears twice in one JSON object keeps its first value.
+// Strings are tagged "!" like quoted YAML scalars, so the object rules never
+// take "80" for a number; a non-integral number always shows a '.' or an
+// exponent (80.0 stays "80.0"). A key that appears twice in one JSON object is
+// kept twice; the object rules refuse a key they read that is given twice.
 YAML::Node to_yaml(simdjson::dom::element e);
 
 // A Service or EndpointSlice object as a yaml-cpp node for the object rules of
@@ -100,6 +105,9 @@ YAML::Node to_yaml(simdjson::dom::element e);
 // managedFields, ownerReferences, last-applied-configuration...), and the
 // targetRef / deprecatedTopology of each endpoint are dropped. Building
 // yaml-cpp nodes is most of the cost of decoding a list (docs/benchmarks.md).
+// Where the rules would refuse a part it drops (annotations given twice or
+// with a value that is not a string), the metadata is converted in full
+// instead, so the rules accept or refuse the same objects as from to_yaml().
 YAML::Node to_yaml_for_rules(simdjson::dom::element obj);
 
 }  // namespace vipd::cp::kube

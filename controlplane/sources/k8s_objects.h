@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <yaml-cpp/yaml.h>
@@ -187,5 +188,25 @@ std::string conflict_reason(const VirtualService& loser, const std::string& winn
 
 // IPVS scheduler names accepted in the vipd.io/scheduler annotation.
 bool is_known_scheduler(const std::string& name);
+
+// Text taken from an object, made safe for an error message or a log line:
+// printable ASCII stays, a backslash or quote gets a backslash, every other byte
+// (control characters, NUL, ESC, DEL, anything non-ASCII) becomes \xNN.
+std::string printable(std::string_view s);
+
+// The name rules of the API server (apimachinery validation; docs/kubernetes.md).
+// Each returns "" when `s` is valid, else why not ("must be at most 63
+// characters", "must consist of lower case alphanumeric characters or '-'...").
+std::string dns1123_label_problem(std::string_view s);      // namespaces, port names
+std::string dns1123_subdomain_problem(std::string_view s);  // EndpointSlice names, node names
+std::string dns1035_label_problem(std::string_view s);      // Service names
+std::string label_key_problem(std::string_view s);          // [prefix/]name
+std::string label_value_problem(std::string_view s);
+
+// The class of address the API server refuses for an endpoint address and a
+// Service external IP (ValidateNonSpecialIP): "unspecified", "loopback",
+// "link-local", "link-local multicast"; nullptr for any other address (and for
+// text that is not an address). IPv4-mapped IPv6 addresses count as IPv4.
+const char* special_ip_class(const std::string& ip);
 
 }  // namespace vipd::cp::k8s

@@ -30,13 +30,16 @@ constexpr off_t kMaxFileBytes = 16 << 20;
 constexpr int64_t kMaxMtimeAgeNs = 10'000'000'000;  // older mtimes are not "the change"
 constexpr int kRewatchPollMs = 100;
 
-// Remembers where the last document started (ManifestSource::load_documents).
+// Remembers where the last document started (ManifestSource::load_documents)
+// and refuses the first alias.
 struct DocStarts : YAML::EventHandler {
   YAML::Mark start = YAML::Mark::null_mark();
   void OnDocumentStart(const YAML::Mark& m) override { start = m; }
   void OnDocumentEnd() override {}
   void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
-  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark& m, YAML::anchor_t) override {
+    throw ManifestSource::AliasRefused(m);
+  }
   void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
   void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
   void OnSequenceEnd() override {}
@@ -220,6 +223,11 @@ bool ManifestSource::wait(int timeout_ms) {
   return changed;
 }
 
+ManifestSource::AliasRefused::AliasRefused(const YAML::Mark& mark)
+    : YAML::ParserException(mark, "YAML aliases (*name) are not allowed in manifests: each alias "
+                                  "repeats its anchored node, so a small file can expand without "
+                                  "bound") {}
+
 std::vector<YAML::Node> ManifestSource::load_documents(const std::string& text) {
   {
     // Event-only pass first: every document must start after the previous
@@ -252,6 +260,10 @@ void ManifestSource::parse_file(const std::string& name, const std::string& cont
     const std::vector<YAML::Node> docs = load_documents(text);
     for (size_t i = 0; i < docs.size(); ++i)
       k8s::parse_document(docs[i], static_cast<int>(i + 1), &objs);
+  } catch (const AliasRefused& e) {
+    st->errors.push_back({name, "", "YAML alias at line " + std::to_string(e.mark.line + 1) +
+                                        ", column " + std::to_string(e.mark.column + 1) + ": " + e.msg +
+                                        "; file refused"});
   } catch (const YAML::Exception& e) {
     st->errors.push_back({name, "", e.mark.is_null()
                                         ? "YAML error: " + e.msg

@@ -6,6 +6,7 @@
 // possibly holding several `---` documents. A file is all or nothing: when it has
 // a syntax error or an invalid object, its errors are reported and its last good
 // version (if any) stays in force, so a bad edit never loses good state.
+// YAML aliases are refused (the whole file, with its line and column).
 #pragma once
 
 #include <cstdint>
@@ -50,10 +51,19 @@ class ManifestSource : public Source {
   // True for names load() reads: *.yaml, *.yml, *.json, not hidden, not editor temp.
   static bool is_manifest_name(const std::string& name);
 
+  // Thrown by load_documents for the first YAML alias (*name) in a text.
+  struct AliasRefused : YAML::ParserException {
+    explicit AliasRefused(const YAML::Mark& mark);
+  };
+
   // YAML::LoadAll(text), except that it throws YAML::ParserException where
   // yaml-cpp 0.7 would loop forever (a stray ',' at block level makes it
-  // return empty documents without consuming input until memory runs out).
-  // Found by tests/fuzz/fuzz_manifest.
+  // return empty documents without consuming input until memory runs out;
+  // found by tests/fuzz/fuzz_manifest), and AliasRefused (a ParserException)
+  // for an alias: an alias stands for its whole anchored node, and the object
+  // rules read it once per alias, so a 400 KB file of aliases to a large
+  // anchored list expands to gigabytes of objects. The check is an event-only
+  // pass over the text that stops at the first alias, before any node is built.
   static std::vector<YAML::Node> load_documents(const std::string& text);
 
  private:

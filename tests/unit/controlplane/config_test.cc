@@ -122,6 +122,19 @@ TEST_F(ConfigTest, MissingConfigFile) {
   EXPECT_THAT(error({"--config", dir_.path()}), StartsWith("config: --config '" + dir_.path() + "': cannot open file"));
 }
 
+// /dev/zero never ends: it is refused at the size cap, not read without end
+// (vipd exits 2 on the ConfigError, as on every configuration error).
+TEST_F(ConfigTest, EndlessOrHugeConfigFileRefused) {
+  EXPECT_EQ(error({"--config", "/dev/zero"}), "config: --config '/dev/zero': file is larger than 1 MiB");
+  const std::string big = dir_.write("big.conf", std::string((1 << 20) - 12, '#') + "\nmode = ipvs\n");
+  EXPECT_EQ(error({"--config", big}), "config: --config '" + big + "': file is larger than 1 MiB");
+  const std::string nul = dir_.write("nul.conf", std::string("mode = ipvs\n\0\n", 13));
+  EXPECT_EQ(error({"--config", nul}), "config: --config '" + nul + "': file contains a NUL byte (not a text file)");
+  // Just under the cap is read.
+  const std::string fits = dir_.write("fits.conf", std::string((1 << 20) - 13, '#') + "\nmode = ipvs\n");
+  EXPECT_EQ(ok({"--config", fits}).mode, Mode::kIpvs);
+}
+
 TEST_F(ConfigTest, OptionGivenTwice) {
   EXPECT_EQ(error({"--mode", "ipvs", "--mode", "iptables"}), "config: --mode: given more than once");
   const std::string f = dir_.write("vipd.conf", "mode = ipvs\nmode = dpdk\n");

@@ -474,5 +474,224 @@ TEST(K8sBuild, KnownSchedulers) {
   EXPECT_FALSE(is_known_scheduler("random"));
 }
 
+// ---- Validation as the API server does it (docs/kubernetes.md, "Validation").
+
+std::string svc_named(const std::string& name_yaml, const std::string& ns_yaml = "default") {
+  return "apiVersion: v1\nkind: Service\nmetadata: {name: " + name_yaml + ", namespace: " + ns_yaml +
+         "}\nspec: {clusterIP: 10.96.0.1, ports: [{name: http, port: 80}]}\n";
+}
+
+std::string slice_named(const std::string& name_yaml) {
+  return "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: " + name_yaml +
+         ", labels: {kubernetes.io/service-name: db}}\naddressType: IPv4\n"
+         "endpoints: [{addresses: [10.0.0.1]}]\n";
+}
+
+// Every byte of an error is printable ASCII (nothing can forge a log line or
+// drive a terminal).
+bool all_printable(const std::string& s) {
+  return std::all_of(s.begin(), s.end(), [](char c) { return c >= 0x20 && c < 0x7f; });
+}
+
+TEST(K8sValidate, Printable) {
+  EXPECT_EQ(printable("web-1.x"), "web-1.x");
+  EXPECT_EQ(printable(std::string("a\0b", 3)), "a\\x00b");
+  EXPECT_EQ(printable("a\nb\x1b[31m\x7f"), "a\\x0ab\\x1b[31m\\x7f");
+  EXPECT_EQ(printable("q\"u'o\\te"), "q\\\"u\\'o\\\\te");
+  EXPECT_EQ(printable("\xff\xfe\xc3\xa9"), "\\xff\\xfe\\xc3\\xa9");
+}
+
+TEST(K8sValidate, HostileServiceNamesRefused) {
+  // YAML text of the name -> the name as the error shows it.
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"("a\"b")", "a\\\"b"},
+      {R"("a'b")", "a\\'b"},
+      {R"("a\nb")", "a\\x0ab"},
+      {R"("a\0b")", "a\\x00b"},
+      {R"("a\e[2Jb")", "a\\x1b[2Jb"},
+      {"a\xff\xfe" "b", "a\\xff\\xfeb"},  // invalid UTF-8, raw
+      {"Web", "Web"},
+      {"1web", "1web"},      // DNS-1035: starts with a letter
+      {"web-", "web-"},
+      {"web.x", "web.x"},    // a subdomain, not a label
+      {std::string(64, 'a'), std::string(64, 'a')},
+  };
+  for (const auto& [yaml, shown] : cases) {
+    const ParsedObjects p = parse_yaml(svc_named(yaml));
+    ASSERT_EQ(p.errors.size(), 1u) << yaml;
+    EXPECT_TRUE(p.services.empty()) << yaml;
+    EXPECT_EQ(p.errors[0].object, "Service default/" + shown);
+    EXPECT_THAT(p.errors[0].reason, HasSubstr("metadata.name: '" + shown + "' must be "));
+    EXPECT_TRUE(all_printable(p.errors[0].object + p.errors[0].reason)) << p.errors[0].reason;
+  }
+  EXPECT_THAT(only_error(svc_named(std::string(64, 'a'))), HasSubstr("must be at most 63 characters"));
+  EXPECT_THAT(only_error(svc_named("1web")), HasSubstr("RFC 1035 label"));
+  // The longest valid name, and one with digits and dashes.
+  EXPECT_TRUE(parse_yaml(svc_named(std::string(63, 'a'))).errors.empty());
+  EXPECT_TRUE(parse_yaml(svc_named("web-2-x")).errors.empty());
+}
+
+TEST(K8sValidate, HostileNamespacesRefused) {
+  EXPECT_EQ(only_error(svc_named("web", R"("kube\nsystem")")),
+            "Service kube\\x0asystem/web | metadata.namespace: 'kube\\x0asystem' " +
+                dns1123_label_problem("-"));
+  EXPECT_THAT(only_error(svc_named("web", std::string(64, 'n'))), HasSubstr("at most 63 characters"));
+  EXPECT_THAT(only_error(svc_named("web", "a.b")), HasSubstr("metadata.namespace: 'a.b' must be"));
+  EXPECT_TRUE(parse_yaml(svc_named("web", "0-team")).errors.empty());  // DNS-1123: may start with a digit
+}
+
+TEST(K8sValidate, EndpointSliceNamesAreSubdomains) {
+  EXPECT_TRUE(parse_yaml(slice_named("db-abc.v2")).errors.empty());
+  std::string longest;
+  while (longest.size() < 253) longest += longest.empty() ? "a" : ".a";
+  ASSERT_EQ(longest.size(), 253u);
+  EXPECT_TRUE(parse_yaml(slice_named(longest)).errors.empty());
+  EXPECT_THAT(only_error(slice_named(longest + "a")), HasSubstr("at most 253 characters"));
+  for (const char* bad : {R"("db\tx")", "db..x", ".db", "DB", R"("db\u00e9")", R"("a\0")"}) {
+    const ParsedObjects p = parse_yaml(slice_named(bad));
+    ASSERT_EQ(p.errors.size(), 1u) << bad;
+    EXPECT_TRUE(p.slices.empty());
+    EXPECT_THAT(p.errors[0].reason, HasSubstr("RFC 1123 subdomain")) << bad;
+    EXPECT_TRUE(all_printable(p.errors[0].object + p.errors[0].reason));
+  }
+}
+
+TEST(K8sValidate, LabelsAndPortNames) {
+  // The service-name label value: label value rules, at most 63.
+  auto with_label = [](const std::string& label) {
+    return "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: s, labels: {" +
+           label + "}}\naddressType: IPv4\n";
+  };
+  EXPECT_EQ(only_error(with_label("kubernetes.io/service-name: " + std::string(64, 'd'))),
+            "EndpointSlice default/s | metadata.labels.kubernetes.io/service-name: '" +
+                std::string(64, 'd') + "' must be at most 63 characters");
+  EXPECT_THAT(only_error(with_label(R"(kubernetes.io/service-name: "db\nx")")),
+              HasSubstr("'db\\x0ax' must be empty or alphanumeric"));
+  EXPECT_THAT(only_error(with_label(R"("bad key!": x)")), HasSubstr("metadata.labels: 'bad key!' name part"));
+  EXPECT_THAT(only_error(with_label(R"("a/b/c": x)")), HasSubstr("'a/b/c' name part must be"));
+  EXPECT_THAT(only_error(with_label(R"("A_B/c": x)")), HasSubstr("'A_B/c' prefix must be a lowercase RFC 1123"));
+  EXPECT_TRUE(parse_yaml(with_label("app.kubernetes.io/name: My_App.v1, empty: ''")).errors.empty());
+
+  // Service port names: DNS-1123 labels; EndpointSlice port names too, unique.
+  EXPECT_EQ(only_error("apiVersion: v1\nkind: Service\nmetadata: {name: s}\n"
+                       "spec: {clusterIP: 10.96.0.1, ports: [{name: HTTP_1, port: 80}]}\n"),
+            "Service default/s | spec.ports[0].name: 'HTTP_1' " + dns1123_label_problem("_"));
+  EXPECT_THAT(only_error(with_label("kubernetes.io/service-name: db") +
+                         "ports: [{name: \"h\\x1bttp\", port: 80}]\n"),
+              HasSubstr("ports[0].name: 'h\\x1bttp' must be a lowercase RFC 1123 label"));
+  EXPECT_THAT(only_error(with_label("kubernetes.io/service-name: db") +
+                         "ports: [{name: http, port: 80}, {name: http, port: 81}]\n"),
+              HasSubstr("ports[1]: duplicate port name 'http'"));
+  EXPECT_THAT(only_error(with_label("kubernetes.io/service-name: db") +
+                         "endpoints: [{addresses: [10.0.0.1], nodeName: \"n\\x01\"}]\n"),
+              HasSubstr("endpoints[0].nodeName: 'n\\x01' must be a lowercase RFC 1123 subdomain"));
+}
+
+TEST(K8sValidate, SpecialAddressClasses) {
+  EXPECT_STREQ(special_ip_class("0.0.0.0"), "unspecified");
+  EXPECT_STREQ(special_ip_class("127.0.0.1"), "loopback");
+  EXPECT_STREQ(special_ip_class("127.255.0.9"), "loopback");
+  EXPECT_STREQ(special_ip_class("169.254.169.254"), "link-local");
+  EXPECT_STREQ(special_ip_class("224.0.0.251"), "link-local multicast");
+  EXPECT_STREQ(special_ip_class("::"), "unspecified");
+  EXPECT_STREQ(special_ip_class("::1"), "loopback");
+  EXPECT_STREQ(special_ip_class("fe80::1"), "link-local");
+  EXPECT_STREQ(special_ip_class("ff02::1"), "link-local multicast");
+  EXPECT_STREQ(special_ip_class("::ffff:169.254.169.254"), "link-local");
+  // What the API server accepts for endpoints is accepted (docs/kubernetes.md).
+  for (const char* ok : {"10.0.0.1", "128.0.0.1", "169.255.0.1", "224.0.1.1", "239.1.2.3",
+                         "255.255.255.255", "2001:db8::1", "fec0::1", "ff05::1", "nonsense"})
+    EXPECT_EQ(special_ip_class(ok), nullptr) << ok;
+}
+
+TEST(K8sValidate, EndpointAddressesOfRefusedClasses) {
+  for (const char* a : {"0.0.0.0", "127.0.0.1", "169.254.169.254", "224.0.0.1"}) {
+    const ParsedObjects p = parse_yaml(slice("e", std::string("endpoints: [{addresses: [10.0.0.1]}, "
+                                                               "{addresses: [") + a + "]}]\n"));
+    ASSERT_EQ(p.errors.size(), 1u) << a;
+    EXPECT_TRUE(p.slices.empty());
+    const std::string cls = special_ip_class(a);
+    EXPECT_EQ(p.errors[0].reason, std::string("endpoints[1].addresses[0]: '") + a + "' is " +
+                                      (cls[0] == 'u' ? "an " : "a ") + cls +
+                                      " address, which Kubernetes refuses");
+  }
+  const ParsedObjects v6 = parse_yaml(
+      "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: e}\naddressType: IPv6\n"
+      "endpoints: [{addresses: ['fe80::1']}]\n");
+  ASSERT_EQ(v6.errors.size(), 1u);
+  EXPECT_THAT(v6.errors[0].reason, HasSubstr("'fe80::1' is a link-local address"));
+  // Multicast beyond the link-local block and broadcast: accepted as the API server does.
+  EXPECT_TRUE(parse_yaml(slice("e", "endpoints: [{addresses: [239.1.1.1, 255.255.255.255]}]\n")).errors.empty());
+}
+
+TEST(K8sValidate, ServiceAddressesOfRefusedClasses) {
+  auto svc = [](const std::string& spec_extra, const std::string& status = "") {
+    return "apiVersion: v1\nkind: Service\nmetadata: {name: s}\nspec:\n  type: LoadBalancer\n"
+           "  ports: [{port: 80}]\n" + spec_extra + status;
+  };
+  EXPECT_EQ(only_error(svc("  clusterIP: 127.0.0.1\n")),
+            "Service default/s | spec.clusterIP: '127.0.0.1' is a loopback address, which Kubernetes refuses");
+  EXPECT_EQ(only_error(svc("  clusterIP: 10.96.0.1\n  clusterIPs: [10.96.0.1, '::1']\n")),
+            "Service default/s | spec.clusterIPs[1]: '::1' is a loopback address, which Kubernetes refuses");
+  EXPECT_EQ(only_error(svc("  clusterIP: 10.96.0.1\n  externalIPs: [1.2.3.4, 169.254.169.254]\n")),
+            "Service default/s | spec.externalIPs[1]: '169.254.169.254' is a link-local address, "
+            "which Kubernetes refuses");
+  EXPECT_EQ(only_error(svc("  clusterIP: 10.96.0.1\n  externalIPs: [\"1.2.3.4\\n\"]\n")),
+            "Service default/s | spec.externalIPs[0]: '1.2.3.4\\x0a' is not an IP address");
+  EXPECT_EQ(only_error(svc("  clusterIP: 10.96.0.1\n",
+                           "status: {loadBalancer: {ingress: [{ip: 0.0.0.0}]}}\n")),
+            "Service default/s | status.loadBalancer.ingress[0].ip: '0.0.0.0' is an unspecified "
+            "address, which Kubernetes refuses");
+  EXPECT_TRUE(parse_yaml(svc("  clusterIP: 10.96.0.1\n  externalIPs: [239.1.1.1]\n",
+                             "status: {loadBalancer: {ingress: [{ip: 203.0.113.1}, {hostname: lb.x}]}}\n"))
+                  .errors.empty());
+}
+
+TEST(K8sValidate, QuotedNumbersAreStrings) {
+  auto svc_port = [](const std::string& port_map) {
+    return "apiVersion: v1\nkind: Service\nmetadata: {name: s}\nspec: {clusterIP: 10.96.0.1, ports: [" +
+           port_map + "]}\n";
+  };
+  EXPECT_EQ(only_error(svc_port(R"({port: "80"})")),
+            "Service default/s | spec.ports[0].port: expected an integer, got the string '80'");
+  EXPECT_THAT(only_error(svc_port("{port: '80'}")), HasSubstr("got the string '80'"));
+  EXPECT_THAT(only_error(svc_port("{port: !!str 80}")), HasSubstr("got the string '80'"));
+  EXPECT_THAT(only_error(svc_port(R"({port: 80, nodePort: "30080"})")),
+              HasSubstr("spec.ports[0].nodePort: expected an integer, got the string '30080'"));
+  EXPECT_THAT(only_error(svc_port("{port: 80.0}")), HasSubstr("expected an integer, got '80.0'"));
+  EXPECT_THAT(only_error(svc_port("{port: 1_000}")), HasSubstr("expected an integer"));
+  // Unquoted YAML integers as Kubernetes' YAML decoder (YAML 1.1) reads them.
+  for (const char* plain : {"80", "+80", "0x50", "0120"}) {
+    const ParsedObjects p = parse_yaml(svc_port(std::string("{port: ") + plain + "}"));
+    ASSERT_TRUE(p.errors.empty()) << plain << ": " << p.errors[0].reason;
+    EXPECT_EQ(p.services[0].ports[0].port, 80) << plain;
+  }
+  EXPECT_THAT(only_error(slice("e", "ports: [{name: http, port: \"8080\"}]\n")),
+              HasSubstr("ports[0].port: expected an integer, got the string '8080'"));
+  EXPECT_THAT(only_error(slice("e", "endpoints: [{addresses: [10.0.0.1], conditions: {ready: \"true\"}}]\n")),
+              HasSubstr("endpoints[0].conditions.ready: expected true or false, got the string 'true'"));
+  EXPECT_THAT(only_error("apiVersion: v1\nkind: Service\nmetadata: {name: s}\nspec: {clusterIP: 10.96.0.1, "
+                         "sessionAffinity: ClientIP, sessionAffinityConfig: {clientIP: {timeoutSeconds: '60'}}}\n"),
+              HasSubstr("timeoutSeconds: expected an integer, got the string '60'"));
+}
+
+TEST(K8sValidate, DuplicateKeysRefused) {
+  EXPECT_EQ(only_error("apiVersion: v1\nkind: Service\nmetadata: {name: s}\n"
+                       "spec: {clusterIP: 10.96.0.1, ports: [{port: 80, port: 81}]}\n"),
+            "Service default/s | spec.ports[0].port: duplicate key");
+  EXPECT_EQ(only_error("apiVersion: v1\nkind: Service\nmetadata: {name: s}\n"
+                       "spec: {clusterIP: 10.96.0.1, clusterIP: 127.0.0.1}\n"),
+            "Service default/s | spec.clusterIP: duplicate key");
+  EXPECT_THAT(only_error("apiVersion: v1\nkind: Service\nmetadata: {name: s, name: t}\nspec: {}\n"),
+              HasSubstr("metadata.name: duplicate key"));
+  EXPECT_THAT(only_error(slice("e", "addressType: IPv6\n")), HasSubstr("addressType: duplicate key"));
+  EXPECT_THAT(only_error("apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\n"
+                         "metadata: {name: e, labels: {a: x, a: y}}\naddressType: IPv4\n"),
+              HasSubstr("metadata.labels: duplicate key 'a'"));
+  EXPECT_THAT(only_error("apiVersion: v1\nkind: Service\nmetadata: {name: s, annotations: {k: x, k: y}}\n"
+                         "spec: {clusterIP: 10.96.0.1}\n"),
+              HasSubstr("metadata.annotations: duplicate key 'k'"));
+}
+
 }  // namespace
 }  // namespace vipd::cp::k8s

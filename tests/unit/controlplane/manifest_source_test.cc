@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <sys/resource.h>
+
 #include <chrono>
 #include <filesystem>
 
@@ -202,6 +204,84 @@ TEST(ManifestSource, UnreadableDirectoryKeepsState) {
   EXPECT_EQ(r.errors[0].file, dir);
   EXPECT_THAT(r.errors[0].reason, HasSubstr("cannot read directory"));
   EXPECT_EQ(db_backends(r), "10.0.0.1");
+}
+
+// Peak resident memory of this process so far, in MiB.
+long peak_rss_mib() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_maxrss / 1024;
+}
+
+// An alias bomb: a 1,000-address anchored list and then about 400 KB of aliases
+// to it. Expanded, that is tens of millions of addresses (gigabytes, minutes of
+// CPU, the sync loop stuck); refused, it is a few hundred KB of text read once.
+TEST(ManifestSource, AliasBombIsRefusedBeforeExpansion) {
+  TempDir d;
+  d.write("db.yaml", manifest("10.0.0.1"));
+  d.write("other.yaml", "apiVersion: v1\nkind: Service\nmetadata: {name: o}\n"
+                        "spec: {clusterIP: 10.96.0.2, ports: [{port: 1}]}\n");
+  ManifestSource src(d.path(), "rr");
+  LoadResult r = src.load();
+  ASSERT_TRUE(r.errors.empty());
+  ASSERT_EQ(db_backends(r), "10.0.0.1");
+
+  std::string bomb = std::string(kService) +
+                     "---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\n"
+                     "metadata: {name: db-1, labels: {kubernetes.io/service-name: db}}\n"
+                     "addressType: IPv4\nports: [{name: http, port: 8080}]\nendpoints:\n"
+                     "- addresses: &a [";
+  for (int i = 0; i < 1000; ++i)
+    bomb += (i ? ", 10.1." : "10.1.") + std::to_string(i / 250) + "." + std::to_string(i % 250 + 1);
+  bomb += "]\n";
+  while (bomb.size() < 400 * 1024) bomb += "- addresses: *a\n";
+  d.write("db.yaml", bomb);
+  const long before = peak_rss_mib();
+  r = src.load();
+  const long grown = peak_rss_mib() - before;
+  ASSERT_EQ(r.errors.size(), 1u);
+  EXPECT_EQ(r.errors[0].file, "db.yaml");
+  EXPECT_EQ(r.errors[0].reason,
+            "YAML alias at line 15, column 14: YAML aliases (*name) are not allowed in manifests: "
+            "each alias repeats its anchored node, so a small file can expand without bound; "
+            "file refused");
+  // The last good version of the file stays, the other file is untouched.
+  EXPECT_EQ(db_backends(r), "10.0.0.1");
+  EXPECT_EQ(r.table.services.size(), 2u);
+  // Nothing was expanded: the peak grew by far less than one expansion would take.
+  EXPECT_LT(grown, 200) << "MiB";
+}
+
+TEST(ManifestSource, AnyAliasIsRefused) {
+  EXPECT_THROW(ManifestSource::load_documents("a: &x 1\nb: *x\n"), ManifestSource::AliasRefused);
+  EXPECT_THROW(ManifestSource::load_documents("a: 1\n---\nb: [&y 1, *y]\n"), YAML::ParserException);
+  // An anchor that nothing refers to repeats nothing.
+  EXPECT_EQ(ManifestSource::load_documents("a: &x 1\n").size(), 1u);
+}
+
+// A validation error is one error naming file, object and rule; the file keeps
+// its last good version, the other files are applied.
+TEST(ManifestSource, InvalidObjectKeepsLastGoodVersion) {
+  TempDir d;
+  d.write("db.yaml", manifest("10.0.0.1"));
+  ManifestSource src(d.path(), "rr");
+  ASSERT_EQ(db_backends(src.load()), "10.0.0.1");
+  d.write("db.yaml", manifest("169.254.169.254"));
+  d.write("other.yaml", "apiVersion: v1\nkind: Service\nmetadata: {name: \"o\\e[31m\"}\n"
+                        "spec: {clusterIP: 10.96.0.2, ports: [{port: 1}]}\n---\n"
+                        "apiVersion: v1\nkind: Service\nmetadata: {name: p}\n"
+                        "spec: {clusterIP: 10.96.0.3, ports: [{port: \"1\"}]}\n");
+  const LoadResult r = src.load();
+  ASSERT_EQ(r.errors.size(), 3u);
+  EXPECT_EQ(r.errors[0].to_string(),
+            "db.yaml: EndpointSlice default/db-1: endpoints[0].addresses[0]: '169.254.169.254' is a "
+            "link-local address, which Kubernetes refuses");
+  EXPECT_EQ(r.errors[1].file, "other.yaml");
+  EXPECT_EQ(r.errors[1].object, "Service default/o\\x1b[31m");
+  EXPECT_EQ(r.errors[2].to_string(),
+            "other.yaml: Service default/p: spec.ports[0].port: expected an integer, got the string '1'");
+  EXPECT_EQ(db_backends(r), "10.0.0.1");
+  EXPECT_TRUE(r.table.services.size() == 1u);
 }
 
 TEST(ManifestSource, DanglingSymlinkIsAnError) {

@@ -3,6 +3,7 @@
 #include "controlplane/kube/watch_decoder.h"
 
 #include "controlplane/kube/kube_source.h"
+#include "controlplane/sources/k8s_objects.h"
 
 #include <gtest/gtest.h>
 
@@ -172,6 +173,108 @@ TEST(WatchDecoder, ToYamlForRulesKeepsWhatTheRulesRead) {
             simdjson::SUCCESS);
   EXPECT_FALSE(decode_endpoint_slice(a, &why1));
   EXPECT_NE(why1.find("metadata"), std::string::npos) << why1;
+}
+
+// ---- The API path applies the same validation as manifests (k8s_objects).
+
+// The verdict of the rules on a JSON object through the reflector's lean
+// conversion, checked against the full conversion: "" when accepted, else the reason.
+std::string verdict(const std::string& json) {
+  simdjson::dom::parser p;
+  simdjson::dom::element e;
+  if (p.parse(json).get(e) != simdjson::SUCCESS) return "invalid JSON";
+  std::string_view kind;
+  if (e["kind"].get(kind) != simdjson::SUCCESS) kind = "";
+  std::string why;
+  bool ok = kind == "EndpointSlice" ? decode_endpoint_slice(e, &why).has_value()
+                                    : decode_service(e, &why).has_value();
+  // The full conversion decides the same.
+  YAML::Node full = to_yaml(e);
+  k8s::ObjectError err;
+  const bool ok_full = kind == "EndpointSlice" ? k8s::parse_endpoint_slice(full, &err).has_value()
+                                               : k8s::parse_service(full, &err).has_value();
+  EXPECT_EQ(ok, ok_full) << json << ": lean '" << why << "', full '" << err.reason << "'";
+  if (!ok) {
+    EXPECT_EQ(why, err.reason) << json;
+  }
+  return ok ? "" : why;
+}
+
+std::string service_json(const std::string& name, const std::string& port, const std::string& extra = "") {
+  return R"J({"kind":"Service","apiVersion":"v1","metadata":{"name":)J" + name +
+         R"J(,"namespace":"default"},"spec":{"clusterIP":"10.96.0.1","ports":[{"name":"http","port":)J" +
+         port + "}]" + extra + "}}";
+}
+
+std::string slice_json(const std::string& addr, const std::string& metadata_extra = "") {
+  return R"J({"kind":"EndpointSlice","apiVersion":"discovery.k8s.io/v1","metadata":{"name":"db-1")J" +
+         metadata_extra +
+         R"J(,"labels":{"kubernetes.io/service-name":"db"}},"addressType":"IPv4","endpoints":[{"addresses":[")J" +
+         addr + R"J("]}],"ports":[{"name":"http","port":8080}]})J";
+}
+
+TEST(WatchDecoderRules, PortsMustBeJsonNumbers) {
+  EXPECT_EQ(verdict(service_json(R"("web")", "80")), "");
+  EXPECT_EQ(verdict(service_json(R"("web")", R"("80")")),
+            "spec.ports[0].port: expected an integer, got the string '80'");
+  EXPECT_EQ(verdict(service_json(R"("web")", "80.0")), "spec.ports[0].port: expected an integer, got '80.0'");
+  EXPECT_EQ(verdict(service_json(R"("web")", "8e1")), "spec.ports[0].port: expected an integer, got '80.0'");
+  EXPECT_EQ(verdict(service_json(R"("web")", R"("0x50")")),
+            "spec.ports[0].port: expected an integer, got the string '0x50'");
+  EXPECT_EQ(verdict(service_json(R"("web")", "80", R"J(,"sessionAffinity":"ClientIP","sessionAffinityConfig":{"clientIP":{"timeoutSeconds":"60"}})J")),
+            "spec.sessionAffinityConfig.clientIP.timeoutSeconds: expected an integer, got the string '60'");
+  // to_yaml keeps the difference between a string and a number.
+  simdjson::dom::parser p;
+  simdjson::dom::element e;
+  ASSERT_EQ(p.parse(std::string(R"J({"s":"80","n":80,"d":2.0})J")).get(e), simdjson::SUCCESS);
+  const YAML::Node n = to_yaml(e);
+  EXPECT_EQ(n["s"].Tag(), "!");
+  EXPECT_NE(n["n"].Tag(), "!");
+  EXPECT_EQ(n["d"].Scalar(), "2.0");
+}
+
+TEST(WatchDecoderRules, DuplicateKeysRefused) {
+  EXPECT_EQ(verdict(service_json(R"("web")", R"J(80,"port":81)J")), "spec.ports[0].port: duplicate key");
+  EXPECT_EQ(verdict(R"J({"kind":"Service","apiVersion":"v1","metadata":{"name":"web","name":"x"},"spec":{}})J"),
+            "metadata.name: duplicate key");
+  EXPECT_EQ(verdict(slice_json("10.0.0.1", R"J(,"labels":{"a":"b"})J")), "metadata.labels: duplicate key");
+  // Annotations the lean conversion drops: given twice, or not strings, the
+  // object falls back to the full conversion and is refused all the same.
+  EXPECT_EQ(verdict(slice_json("10.0.0.1", R"J(,"annotations":{"x/y":"1","x/y":"2"})J")),
+            "metadata.annotations: duplicate key 'x/y'");
+  EXPECT_EQ(verdict(slice_json("10.0.0.1", R"J(,"annotations":{"x/y":{"deep":1}})J")),
+            "metadata.annotations: expected string keys and values");
+  EXPECT_EQ(verdict(slice_json("10.0.0.1", R"J(,"annotations":{"x/y":"1","n":2,"vipd.io/z":null})J")), "");
+}
+
+TEST(WatchDecoderRules, HostileNamesRefusedAndEscaped) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"("a\"b")", "a\\\"b"},   {R"("a\nb")", "a\\x0ab"},     {R"("a\u0000b")", "a\\x00b"},
+      {R"("a\u001b[2J")", "a\\x1b[2J"}, {R"("caf\u00e9")", "caf\\xc3\\xa9"}, {R"("Web")", "Web"},
+      {"\"" + std::string(64, 'w') + "\"", std::string(64, 'w')},
+  };
+  for (const auto& [json, shown] : cases) {
+    const std::string why = verdict(service_json(json, "80"));
+    EXPECT_EQ(why.rfind("metadata.name: '" + shown + "' must be", 0), 0u) << why;
+    // The key the reflector logs the object under is escaped too.
+    simdjson::dom::parser p;
+    simdjson::dom::element e;
+    ASSERT_EQ(p.parse(service_json(json, "80")).get(e), simdjson::SUCCESS);
+    EXPECT_EQ(key_of(e), "default/" + shown);
+  }
+  // simdjson refuses invalid UTF-8 outright: the stream is invalid JSON.
+  EXPECT_EQ(verdict(service_json("\"a\xff\"", "80")), "invalid JSON");
+}
+
+TEST(WatchDecoderRules, RefusedAddressClasses) {
+  EXPECT_EQ(verdict(slice_json("10.244.0.5")), "");
+  for (const char* a : {"0.0.0.0", "127.0.0.1", "169.254.169.254", "224.0.0.251"}) {
+    const std::string why = verdict(slice_json(a));
+    EXPECT_EQ(why.rfind(std::string("endpoints[0].addresses[0]: '") + a + "' is a", 0), 0u) << why;
+    EXPECT_NE(why.find("which Kubernetes refuses"), std::string::npos) << why;
+  }
+  EXPECT_EQ(verdict(service_json(R"("web")", "80", R"J(,"externalIPs":["169.254.169.254"])J")),
+            "spec.externalIPs[0]: '169.254.169.254' is a link-local address, which Kubernetes refuses");
 }
 
 }  // namespace
