@@ -30,6 +30,8 @@ std::unique_ptr<Source> make_source(const config::Options& opt, std::string* err
     cfg = kube::load_kubeconfig(path, error);
   }
   if (!cfg) return nullptr;
+  cfg->allow_insecure_token = opt.api_allow_insecure_token;
+  if (!kube::check_transport(*cfg, error)) return nullptr;
   kube::KubeSourceOptions ko;
   ko.build = build_options(opt);
   ko.qps = opt.api_qps;

@@ -411,6 +411,77 @@ TEST(KubeConfig, BuildOptionsReserveTheFullNatLocalAddresses) {
   EXPECT_TRUE(build_options(opt).reserved_addrs.empty());
 }
 
+// A kubeconfig with an http:// server and a bearer token: the token would
+// travel in clear. Refused at start (make_source) unless
+// --api-allow-insecure-token, and never sent by the client without it.
+TEST(KubeConfig, TokenOverPlainHttpIsRefusedUnlessAllowed) {
+  const fs::path dir = fs::temp_directory_path() / ("vipd-kc-http-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  const std::string p = dir / "kubeconfig";
+  const auto write = [&](const std::string& server, const std::string& user) {
+    std::ofstream(p) << "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+                        "contexts:\n- name: c\n  context: {cluster: k, user: u}\n"
+                        "clusters:\n- name: k\n  cluster:\n    server: " << server << "\n"
+                     << "users:\n- name: u\n  user:\n" << user;
+  };
+  config::Options opt;
+  opt.source = config::SourceKind::kKubernetes;
+  opt.kubeconfig = p;
+  std::string err;
+  for (const char* user : {"    token: sekret\n", "    tokenFile: /run/tok\n"}) {
+    for (const char* server : {"http://127.0.0.1:1", "HTTP://127.0.0.1:1"}) {
+      SCOPED_TRACE(std::string(server) + " " + user);
+      write(server, user);
+      err.clear();
+      EXPECT_EQ(make_source(opt, &err), nullptr);
+      EXPECT_NE(err.find("plain http"), std::string::npos) << err;
+      EXPECT_NE(err.find("--api-allow-insecure-token"), std::string::npos) << err;
+      auto cfg = load_kubeconfig(p, &err);
+      ASSERT_TRUE(cfg) << err;
+      EXPECT_FALSE(check_transport(*cfg, &err));
+      cfg->allow_insecure_token = true;
+      ::testing::internal::CaptureStderr();
+      EXPECT_TRUE(check_transport(*cfg, &err));
+      EXPECT_NE(::testing::internal::GetCapturedStderr().find("warn: kube: --api-allow-insecure-token"),
+                std::string::npos);
+    }
+  }
+  // No token (client certificates, or none): plain http is the user's business.
+  write("http://127.0.0.1:1", "    client-certificate: c.crt\n");
+  auto cfg = load_kubeconfig(p, &err);
+  ASSERT_TRUE(cfg) << err;
+  EXPECT_TRUE(check_transport(*cfg, &err)) << err;
+  // The client itself never puts the token on a plain http request.
+  ClientConfig c;
+  c.server = "http://127.0.0.1:1";
+  c.token = "sekret";
+  ApiClient api(c);
+  std::atomic<bool> stop{false};
+  std::string body;
+  HttpResult r = api.get("/api/v1/services", &body, stop, 5);
+  EXPECT_NE(r.error.find("refusing to send the bearer token"), std::string::npos) << r.error;
+  fs::remove_all(dir);
+}
+
+TEST(KubeConfig, InsecureSkipTlsVerifyWarnsAtEveryStart) {
+  ClientConfig c;
+  c.server = "https://127.0.0.1:6443";
+  c.origin = "kubeconfig /x (context c)";
+  c.token = "sekret";
+  std::string err;
+  ::testing::internal::CaptureStderr();
+  EXPECT_TRUE(check_transport(c, &err));
+  EXPECT_EQ(::testing::internal::GetCapturedStderr().find("TLS verification is OFF"), std::string::npos);
+  c.insecure = true;
+  for (int start = 0; start < 2; ++start) {
+    ::testing::internal::CaptureStderr();
+    EXPECT_TRUE(check_transport(c, &err));
+    const std::string out = ::testing::internal::GetCapturedStderr();
+    EXPECT_NE(out.find("vipd warn: kube: TLS verification is OFF for https://127.0.0.1:6443"), std::string::npos)
+        << out;
+  }
+}
+
 TEST(KubeConfig, LabelSelector) {
   EXPECT_EQ(proxy_label_selector(""), "!service.kubernetes.io/headless,!service.kubernetes.io/service-proxy-name");
   EXPECT_EQ(proxy_label_selector("vipd"), "service.kubernetes.io/service-proxy-name=vipd");
