@@ -8,7 +8,11 @@
 #include "controlplane/kube/source_factory.h"
 
 #include <gtest/gtest.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -480,6 +484,61 @@ TEST(KubeConfig, InsecureSkipTlsVerifyWarnsAtEveryStart) {
     EXPECT_NE(out.find("vipd warn: kube: TLS verification is OFF for https://127.0.0.1:6443"), std::string::npos)
         << out;
   }
+}
+
+// libcurl takes its proxy from the environment (docs/security.md "Kubernetes
+// API transport"): HTTPS_PROXY sends an https:// request as CONNECT through the
+// proxy (TLS stays end to end), NO_PROXY bypasses it.
+TEST(KubeConfig, HttpsProxyAndNoProxyAreHonoured) {
+  const int ls = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(ls, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(ls, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(listen(ls, 4), 0);
+  socklen_t len = sizeof a;
+  ASSERT_EQ(getsockname(ls, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  const std::string proxy = "http://127.0.0.1:" + std::to_string(ntohs(a.sin_port));
+  for (const char* v : {"https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY", "no_proxy", "NO_PROXY"}) unsetenv(v);
+  ClientConfig c;
+  c.server = "https://127.0.0.2:1";  // nothing listens there: only the proxy answers
+  c.token = "sekret";
+  ApiClient api(c);
+  std::atomic<bool> stop{false};
+  std::string body;
+
+  setenv("HTTPS_PROXY", proxy.c_str(), 1);
+  std::string request;
+  std::thread proxy_side([&] {
+    pollfd p{ls, POLLIN, 0};
+    if (poll(&p, 1, 30000) != 1) return;
+    const int conn = accept(ls, nullptr, nullptr);
+    if (conn < 0) return;
+    char buf[1024];
+    while (request.find("\r\n\r\n") == std::string::npos) {
+      pollfd q{conn, POLLIN, 0};
+      if (poll(&q, 1, 30000) != 1) break;
+      const ssize_t n = read(conn, buf, sizeof buf);
+      if (n <= 0) break;
+      request.append(buf, static_cast<size_t>(n));
+    }
+    close(conn);  // no answer: the request fails
+  });
+  HttpResult r = api.get("/api/v1/services", &body, stop, 30);
+  proxy_side.join();
+  EXPECT_FALSE(r.ok());
+  EXPECT_EQ(request.rfind("CONNECT 127.0.0.2:1 HTTP/1.1\r\n", 0), 0u) << request;
+  EXPECT_EQ(request.find("Authorization"), std::string::npos) << "the token stays inside the tunnel";
+
+  setenv("NO_PROXY", "127.0.0.2", 1);
+  r = api.get("/api/v1/services", &body, stop, 30);
+  EXPECT_FALSE(r.ok());
+  pollfd p{ls, POLLIN, 0};
+  EXPECT_EQ(poll(&p, 1, 0), 0) << "NO_PROXY: the proxy was not asked";
+  unsetenv("HTTPS_PROXY");
+  unsetenv("NO_PROXY");
+  close(ls);
 }
 
 TEST(KubeConfig, LabelSelector) {
