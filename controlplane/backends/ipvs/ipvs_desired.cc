@@ -98,9 +98,8 @@ const std::vector<Sysctl>& required_sysctls() {
 std::string render_rules(const Desired& d, const RulesOptions& o) {
   std::string s = "*nat\n:" + std::string(kPostroutingChain) + " - [0:0]\n";
   if (o.masquerade_all)
-    s += "-A " + std::string(kPostroutingChain) +
-         " -m comment --comment \"vipd ipvs: masquerade service traffic (fnat)\" -m ipvs --ipvs --vdir ORIGINAL "
-         "--vmethod MASQ -j MASQUERADE\n";
+    s += "-A " + std::string(kPostroutingChain) + " " + comment("vipd ipvs: masquerade service traffic for fnat") +
+         " -m ipvs --ipvs --vdir ORIGINAL --vmethod MASQ -j MASQUERADE\n";
   s += "COMMIT\n*filter\n:" + std::string(kServicesChain) + " - [0:0]\n";
   const std::string chain = "-A " + std::string(kServicesChain) + " ";
   for (const auto& [key, svc] : d.services) {

@@ -186,7 +186,13 @@ int privileged_threads_after(How how) {
     if (how == How::kDropTo && !drop_to(*u, &err)) _exit(202);
     // The syscall itself changes only the calling thread: what a drop that
     // bypasses glibc's broadcast (or capset in one thread) would do.
-    if (how == How::kRawSyscallInOneThread && syscall(SYS_setresuid, u->uid, u->uid, u->uid) != 0) _exit(203);
+    // (Groups first: a thread left in group 0 counts as privileged too.)
+    if (how == How::kRawSyscallInOneThread) {
+      const gid_t g = u->gid;
+      if (syscall(SYS_setgroups, 1, &g) != 0 || syscall(SYS_setresgid, g, g, g) != 0 ||
+          syscall(SYS_setresuid, u->uid, u->uid, u->uid) != 0)
+        _exit(203);
+    }
     for (const auto& c : thread_credentials(&err))
       if (c.privileged()) privileged.fetch_add(1);
     dropped.store(true);
