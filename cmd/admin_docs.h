@@ -51,9 +51,23 @@ inline nlohmann::json privileges_doc(const config::Options& opt) {
   return j;
 }
 
+// /v1/status "kubernetes_api": the API server and how the connection is
+// protected; null for the manifests source.
+inline nlohmann::json kube_api_doc(const cp::Source* source) {
+  const auto* kube = dynamic_cast<const cp::kube::KubeSource*>(source);
+  if (!kube) return nullptr;
+  const cp::kube::ClientConfig& c = kube->client_config();
+  return nlohmann::json{{"server", c.server},
+                        {"tls_verify", !cp::kube::plain_http(c.server) && !c.insecure},
+                        {"insecure_skip_tls_verify", c.insecure},
+                        {"plain_http", cp::kube::plain_http(c.server)},
+                        {"token_in_clear", cp::kube::plain_http(c.server) && cp::kube::has_token(c)}};
+}
+
 // /v1/status: mode and sync state; `config` holds the options every mode has
 // (the caller adds its own: workers, ports, ...).
-inline nlohmann::json status_doc(const cp::SyncLoop& sync, const config::Options& opt, const char* fwd) {
+inline nlohmann::json status_doc(const cp::SyncLoop& sync, const config::Options& opt, const char* fwd,
+                                 const cp::Source* source = nullptr) {
   const auto s = sync.status();
   return nlohmann::json{{"mode", config::mode_name(opt.mode)},
                         {"forward_method", fwd},
@@ -67,6 +81,7 @@ inline nlohmann::json status_doc(const cp::SyncLoop& sync, const config::Options
                         {"last_error", s.last_error},
                         {"source_errors", s.source_errors},
                         {"privileges", privileges_doc(opt)},
+                        {"kubernetes_api", kube_api_doc(source)},
                         {"config", {{"config_file", opt.config_file},
                                     {"manifests_dir", opt.manifests_dir},
                                     {"admin_socket", opt.admin_socket},

@@ -57,7 +57,7 @@ int run_kernel_mode(const config::Options& opt, cp::Source& source, cp::Backend&
   admin.handle("/v1/services", [&] { return kernel_services_json(sync, mode, fwd); });
   admin.handle_ordered("/v1/table", [&] { return table_doc(sync); });
   admin.handle("/v1/status", [&] {
-    nlohmann::json j = status_doc(sync, opt, fwd);
+    nlohmann::json j = status_doc(sync, opt, fwd, &source);
     j[mode.name] = mode.backend_json();
     j["config"]["workers"] = nlohmann::json::array();
     j["config"]["ports"] = 0;

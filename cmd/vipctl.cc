@@ -26,6 +26,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cmd/vipctl_format.h"
+#include "common/text.h"
 #include "controlplane/model/service_table.h"
 
 namespace po = boost::program_options;
@@ -365,7 +366,7 @@ int main(int argc, char** argv) {
     std::cerr << "vipctl: cannot reach vipd at " << socket << ": " << e.what() << "\n";
     return kExitFail;
   } catch (const std::exception& e) {
-    std::cerr << "vipctl: " << e.what() << "\n";
+    std::cerr << "vipctl: " << vipd::escape_control(e.what()) << "\n";  // may quote the daemon's answer
     return kExitFail;
   }
 }

@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/text.h"
+
 namespace vipd::ctl {
 namespace {
 
@@ -32,7 +34,11 @@ uint64_t as_u64(const json& v) {
 }
 
 double as_double(const json& v) { return v.is_number() ? v.get<double>() : 0.0; }
-std::string as_str(const json& v) { return v.is_string() ? v.get<std::string>() : std::string(); }
+// Every string of the daemon's answer reaches the terminal through here (and
+// scalar_text): names come from Kubernetes objects and manifests, so control
+// characters (newline, ESC sequences) and bytes that are not UTF-8 are shown
+// as escapes, never written raw.
+std::string as_str(const json& v) { return v.is_string() ? escape_control(v.get<std::string>()) : std::string(); }
 
 uint64_t u64(const json& j, const char* key) { return as_u64(field(j, key)); }
 std::string str(const json& j, const char* key) { return as_str(field(j, key)); }
@@ -144,7 +150,7 @@ std::string field_line(const std::string& name, const std::string& value) {
 }
 
 std::string scalar_text(const json& v) {
-  if (v.is_string()) return v.get<std::string>();
+  if (v.is_string()) return escape_control(v.get<std::string>());
   return v.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
@@ -336,6 +342,15 @@ std::string format_status(const json& doc, int64_t now_unix_ns) {
   const json& errs = arr(doc, "source_errors");
   out += field_line("Source errors", errs.empty() ? "none" : std::to_string(errs.size()));
   for (const auto& e : errs) out += "  " + scalar_text(e) + "\n";
+  if (const json& api = field(doc, "kubernetes_api"); api.is_object()) {
+    std::string tls = field(api, "plain_http") == true ? "none (plain http)"
+                      : field(api, "insecure_skip_tls_verify") == true
+                          ? "OFF (insecure-skip-tls-verify): the API server is not authenticated"
+                          : "verified";
+    if (field(api, "token_in_clear") == true) tls += "; bearer token sent in clear (--api-allow-insecure-token)";
+    out += field_line("Kubernetes API", str(api, "server"));
+    out += field_line("TLS verification", tls);
+  }
   if (const json& pr = field(doc, "privileges"); pr.is_object()) {
     const std::string user = str(pr, "user");
     std::string line = (user == "root" ? std::string("root (no --user)") : "user " + user) + ", uid " +
@@ -400,7 +415,7 @@ std::string format_explain(const json& doc) {
   }
   out += field_line("Decision", str(doc, "decision"));
   const json& be = field(doc, "backend");
-  out += field_line("Backend", be.is_string() ? be.get<std::string>() : "none");
+  out += field_line("Backend", be.is_string() ? escape_control(be.get<std::string>()) : "none");
   out += field_line("Worker", "lcore " + std::to_string(u64(doc, "worker_lcore")));
   const json& why = arr(doc, "reasons");
   if (!why.empty()) {

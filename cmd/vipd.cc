@@ -291,7 +291,7 @@ int main(int argc, char** argv) {
   admin.handle("/v1/services", [&] { return services_json(sync, *dataplane, fwd); });
   admin.handle_ordered("/v1/table", [&] { return vipd::cmd::table_doc(sync); });
   admin.handle("/v1/status", [&] {
-    nlohmann::json j = vipd::cmd::status_doc(sync, opt, fwd);
+    nlohmann::json j = vipd::cmd::status_doc(sync, opt, fwd, &source);
     j["config"]["workers"] = opt.worker_lcores;
     j["config"]["ports"] = opt.ports.size();
     j["config"]["conn_table_size"] = opt.conn_table_size;

@@ -1,5 +1,7 @@
 // Thread: any (not for the fast path). Minimal leveled logger to stderr with
-// a timestamp; one line per message.
+// a timestamp; one line per message. Control characters and bytes that are
+// not UTF-8 in a message are written as escapes (common/text.h escape_control),
+// so a message is always exactly one line.
 #pragma once
 
 #include <atomic>

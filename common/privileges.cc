@@ -6,6 +6,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -30,7 +31,40 @@ bool read_text(const std::string& path, std::string* out) {
 bool ThreadCredentials::privileged() const {
   for (uid_t u : uid)
     if (u == 0) return true;
+  for (gid_t g : gid)
+    if (g == 0) return true;
+  for (gid_t g : groups)
+    if (g == 0) return true;
   return cap_prm != 0 || cap_eff != 0 || cap_amb != 0;
+}
+
+const std::vector<std::string>& privileged_group_names() {
+  static const std::vector<std::string> k = {"disk", "kmem", "shadow", "sudo", "wheel", "docker", "lxd"};
+  return k;
+}
+
+std::map<gid_t, std::string> privileged_gids() {
+  std::map<gid_t, std::string> out{{0, "root"}};
+  long sz = sysconf(_SC_GETGR_R_SIZE_MAX);
+  std::vector<char> buf(sz > 0 ? static_cast<size_t>(sz) : 16384);
+  for (const auto& name : privileged_group_names()) {
+    group gr{};
+    group* res = nullptr;
+    int rc;
+    while ((rc = getgrnam_r(name.c_str(), &gr, buf.data(), buf.size(), &res)) == ERANGE && buf.size() < (1u << 24))
+      buf.resize(buf.size() * 2);
+    if (rc == 0 && res) out.emplace(gr.gr_gid, name);
+  }
+  return out;
+}
+
+std::string privileged_group_in(gid_t primary, const std::vector<gid_t>& groups,
+                                const std::map<gid_t, std::string>& privileged) {
+  auto named = [&](gid_t g) { return std::to_string(g) + " (" + privileged.at(g) + ")"; };
+  if (privileged.count(primary)) return "primary group " + named(primary);
+  for (gid_t g : groups)
+    if (privileged.count(g)) return "supplementary group " + named(g);
+  return "";
 }
 
 std::optional<UserIdentity> lookup_user(const std::string& name, std::string* error) {
@@ -57,7 +91,30 @@ std::optional<UserIdentity> lookup_user(const std::string& name, std::string* er
     *error = "is uid 0 (root): name an unprivileged user, or leave --user unset to keep root";
     return std::nullopt;
   }
-  return UserIdentity{name, pw.pw_uid, pw.pw_gid};
+  UserIdentity id{name, pw.pw_uid, pw.pw_gid, {}};
+  // The groups initgroups() will give it: /etc/group's, the primary one included.
+  int n = 64;
+  for (int tries = 0; tries < 8; ++tries) {
+    id.groups.assign(static_cast<size_t>(n), 0);
+    int want = n;
+    if (getgrouplist(name.c_str(), pw.pw_gid, id.groups.data(), &want) >= 0) {
+      id.groups.resize(static_cast<size_t>(want));
+      break;
+    }
+    n = std::max(want, n * 2);
+    id.groups.clear();
+  }
+  if (id.groups.empty()) {
+    *error = "cannot list the user's groups (getgrouplist)";
+    return std::nullopt;
+  }
+  if (const std::string bad = privileged_group_in(pw.pw_gid, id.groups, privileged_gids()); !bad.empty()) {
+    std::string names = "root";
+    for (const auto& g : privileged_group_names()) names += ", " + g;
+    *error = "is in " + bad + ", a privileged group: name a user outside the groups " + names + " (docs/security.md)";
+    return std::nullopt;
+  }
+  return id;
 }
 
 bool prepare_drop(std::string* error) {
@@ -94,6 +151,17 @@ bool drop_to(const UserIdentity& id, std::string* error, size_t* threads_checked
     *error = "after the switch to " + who + " setuid(0) still succeeds";
     return false;
   }
+  // The groups actually held now (initgroups read /etc/group again).
+  const int ng = getgroups(0, nullptr);
+  std::vector<gid_t> held(ng > 0 ? static_cast<size_t>(ng) : 0);
+  if (ng < 0 || (ng > 0 && getgroups(ng, held.data()) != ng)) {
+    *error = "after the switch to " + who + ": getgroups: " + errno_text(errno);
+    return false;
+  }
+  if (const std::string bad = privileged_group_in(getegid(), held, privileged_gids()); !bad.empty()) {
+    *error = "after the switch to " + who + " the process is in " + bad + ", a privileged group";
+    return false;
+  }
   // Every thread, this one included: a thread the broadcast missed shows here.
   std::string why;
   const auto threads = thread_credentials(&why);
@@ -105,7 +173,7 @@ bool drop_to(const UserIdentity& id, std::string* error, size_t* threads_checked
   for (const auto& t : threads)
     if (t.privileged()) kept += (kept.empty() ? "" : ", ") + std::to_string(t.tid) + " (" + t.name + ")";
   if (!kept.empty()) {
-    *error = "after the switch to " + who + " these threads kept root or a capability: " + kept;
+    *error = "after the switch to " + who + " these threads kept root (user or group) or a capability: " + kept;
     return false;
   }
   if (threads_checked) *threads_checked = threads.size();

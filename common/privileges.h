@@ -19,6 +19,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -29,10 +30,28 @@ struct UserIdentity {
   std::string name;
   uid_t uid = 0;
   gid_t gid = 0;
+  std::vector<gid_t> groups;  // every group of the user (getgrouplist), the primary one included
 };
 
-// getpwnam_r. nullopt and `error` ("no such user", "is uid 0") when NAME
-// cannot be a target of the drop.
+// Groups that give root's power, or root's data, to their members: a user in
+// one of them is no unprivileged target of the drop. Group 0 (root: write
+// access to root-group files) always, and these by name where they exist:
+// disk (raw block devices), kmem (kernel memory), shadow (password hashes),
+// sudo and wheel (become root), docker and lxd (a root container at will).
+const std::vector<std::string>& privileged_group_names();
+
+// The privileged groups of this system, gid -> name: 0 and the gids of
+// privileged_group_names() present in the group database.
+std::map<gid_t, std::string> privileged_gids();
+
+// "" when neither `primary` nor any of `groups` is in `privileged`; else what
+// is: "primary group 0 (root)", "supplementary group 6 (disk)".
+std::string privileged_group_in(gid_t primary, const std::vector<gid_t>& groups,
+                                const std::map<gid_t, std::string>& privileged);
+
+// getpwnam_r + getgrouplist. nullopt and `error` ("no such user", "is uid 0",
+// "is in primary group 0 (root)", "is in supplementary group 6 (disk)") when
+// NAME cannot be a target of the drop.
 std::optional<UserIdentity> lookup_user(const std::string& name, std::string* error);
 
 // PR_SET_NO_NEW_PRIVS for this thread and every thread it creates afterwards.
@@ -40,8 +59,10 @@ bool prepare_drop(std::string* error);
 
 // Switches every thread to `id` (supplementary groups from /etc/group, the
 // primary group, the uid) and then checks the result: in this thread, all
-// three uids and gids are the target's and setuid(0) fails; in every thread
-// (thread_credentials), no uid 0 and no capability is left. true and the
+// three uids and gids are the target's, no supplementary group is privileged
+// (privileged_gids: /etc/group may have changed since lookup_user) and
+// setuid(0) fails; in every thread (thread_credentials), no uid 0, no gid 0
+// or group 0 and no capability is left. true and the
 // number of threads checked in `threads_checked` (if given); false and
 // `error` otherwise: a failure after setresgid leaves the process
 // half-dropped, so the caller must exit.
@@ -56,7 +77,7 @@ struct ThreadCredentials {
   std::vector<gid_t> groups;    // Groups: (supplementary)
   uint64_t cap_prm = 0, cap_eff = 0, cap_amb = 0;
   int no_new_privs = -1;        // NoNewPrivs: (-1 when the kernel does not say)
-  bool privileged() const;      // any uid 0 or any capability left
+  bool privileged() const;      // any uid 0, gid 0, group 0 or any capability left
 };
 
 // Parses the text of one status file. false when a field is missing.

@@ -79,6 +79,7 @@ constexpr OptSpec kSpecs[] = {
     {"source", "SOURCE", "manifests", "desired state from: manifests | kubernetes (kubernetes when --kubeconfig or --in-cluster is given)", true, false},
     {"kubeconfig", "FILE", "$KUBECONFIG or ~/.kube/config", "kubeconfig of the Kubernetes API server (current-context)", true, false},
     {"in-cluster", nullptr, "false", "use the in-cluster service account and KUBERNETES_SERVICE_HOST/PORT", true, false},
+    {"api-allow-insecure-token", nullptr, "false", "send the kubeconfig's bearer token to a plain http:// API server (in clear); refused otherwise", true, false},
     {"api-qps", "N", "5", "Kubernetes API requests per second (burst 2 x N) (1..1000)", true, false},
     {"api-backoff-initial-ms", "MS", "500", "first retry delay after an API error; doubles, with jitter (1..60000)", true, false},
     {"api-backoff-max-ms", "MS", "30000", "largest retry delay after API errors (1..600000)", true, false},
@@ -512,6 +513,8 @@ std::optional<Options> parse(int argc, const char* const argv[], std::ostream& o
     if (o.source == SourceKind::kManifests && kube_given)
       fail("source", *v, "--kubeconfig/--in-cluster need --source kubernetes");
   }
+  if (auto v = get("api-allow-insecure-token"))
+    o.api_allow_insecure_token = parse_bool("api-allow-insecure-token", *v);
   if (auto v = get("api-qps")) o.api_qps = parse_number("api-qps", *v, 1, 1000);
   if (auto v = get("api-backoff-initial-ms")) o.api_backoff_initial_ms = parse_number("api-backoff-initial-ms", *v, 1, 60000);
   if (auto v = get("api-backoff-max-ms")) o.api_backoff_max_ms = parse_number("api-backoff-max-ms", *v, 1, 600000);

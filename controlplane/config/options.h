@@ -62,6 +62,7 @@ struct Options {
   SourceKind source = SourceKind::kManifests;  // --source; kubernetes when --kubeconfig/--in-cluster given
   std::string kubeconfig;                   // --kubeconfig (""= $KUBECONFIG or ~/.kube/config)
   bool in_cluster = false;                  // --in-cluster
+  bool api_allow_insecure_token = false;    // --api-allow-insecure-token (bearer token over http://)
   uint32_t api_qps = 5;                     // --api-qps (burst 2 x qps)
   uint32_t api_backoff_initial_ms = 500;    // --api-backoff-initial-ms
   uint32_t api_backoff_max_ms = 30000;      // --api-backoff-max-ms

@@ -4,6 +4,7 @@
 #include <curl/curl.h>
 #include <yaml-cpp/yaml.h>
 
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -160,6 +161,39 @@ std::optional<ClientConfig> load_kubeconfig(const std::string& path, std::string
   }
 }
 
+bool plain_http(const std::string& server) {
+  static const std::string kHttp = "http://";
+  if (server.size() < kHttp.size()) return false;
+  for (size_t i = 0; i < kHttp.size(); ++i)
+    if (std::tolower(static_cast<unsigned char>(server[i])) != kHttp[i]) return false;
+  return true;
+}
+
+bool has_token(const ClientConfig& cfg) { return !cfg.token.empty() || !cfg.token_file.empty(); }
+
+bool check_transport(const ClientConfig& cfg, std::string* error) {
+  if (plain_http(cfg.server) && has_token(cfg)) {
+    if (!cfg.allow_insecure_token) {
+      *error = cfg.origin + ": server " + cfg.server +
+               " is plain http and the user has a bearer token, which would travel in clear: use an https:// "
+               "server, or pass --api-allow-insecure-token to send it anyway";
+      return false;
+    }
+    log_warn("kube: --api-allow-insecure-token: the bearer token goes to " + cfg.server +
+             " in clear (plain http); anyone on the path can read it and act as vipd");
+  }
+  if (cfg.insecure)
+    log_warn("kube: TLS verification is OFF for " + cfg.server + " (insecure-skip-tls-verify in " + cfg.origin +
+             "): anyone on the path can impersonate the API server and feed vipd its services" +
+             (has_token(cfg) ? " and read the bearer token" : ""));
+  // libcurl honours these (and their lower-case forms) for every request.
+  for (const char* v : {"HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy",
+                        "NO_PROXY", "no_proxy"})
+    if (const char* val = std::getenv(v); val && *val)
+      log_info(std::string("kube: environment ") + v + " is set; libcurl applies it to the API requests");
+  return true;
+}
+
 std::optional<ClientConfig> in_cluster_config(std::string* error, const std::string& sa_dir) {
   const char* host = std::getenv("KUBERNETES_SERVICE_HOST");
   const char* port = std::getenv("KUBERNETES_SERVICE_PORT");
@@ -300,6 +334,15 @@ static HttpResult perform(const ClientConfig& cfg, const std::string& token,
   curl_slist* headers = nullptr;
   headers = curl_slist_append(headers, "Accept: application/json");
   std::string auth;
+  if (!token.empty() && plain_http(cfg.server) && !cfg.allow_insecure_token) {
+    // check_transport refuses this at start; a config built another way must not leak either.
+    curl_slist_free_all(headers);
+    curl_easy_cleanup(c);
+    t->curl = nullptr;
+    r.error = "refusing to send the bearer token to " + cfg.server +
+              " over plain http (--api-allow-insecure-token allows it)";
+    return r;
+  }
   if (!token.empty()) {
     auth = "Authorization: Bearer " + token;
     headers = curl_slist_append(headers, auth.c_str());

@@ -32,7 +32,23 @@ struct ClientConfig {
   std::string key_file;      // client-key
   std::string key_data;      // client-key-data (PEM, decoded)
   std::string origin;        // "kubeconfig FILE (context X)" or "in-cluster"
+  // --api-allow-insecure-token: send the bearer token to an http:// server
+  // (in clear). Without it such a request is refused before it is sent.
+  bool allow_insecure_token = false;
 };
+
+// True when `server` is a plain http:// URL (scheme compared without case).
+bool plain_http(const std::string& server);
+
+// True when a request of `cfg` would carry a bearer token (token or token file).
+bool has_token(const ClientConfig& cfg);
+
+// The start-up check of the transport (docs/security.md "Kubernetes API"):
+// false and `error` for a bearer token over plain http:// unless
+// allow_insecure_token; a WARN log line, at every start, for
+// insecure-skip-tls-verify and for an allowed token in clear. HTTPS_PROXY /
+// NO_PROXY (libcurl) are honoured and logged when set.
+bool check_transport(const ClientConfig& cfg, std::string* error);
 
 // Reads a kubeconfig (YAML) and resolves current-context -> cluster + user.
 // Relative file paths are resolved against the kubeconfig's directory.

@@ -486,6 +486,8 @@ void KubeSource::notify(int64_t change_unix_ns) {
 
 bool KubeSource::ready() const { return impl_->services.synced() && impl_->slices.synced(); }
 
+const ClientConfig& KubeSource::client_config() const { return impl_->api.config(); }
+
 std::string KubeSource::describe() const { return "kubernetes API " + impl_->api.config().server; }
 
 std::vector<Source::RuntimeFile> KubeSource::runtime_files() const {
@@ -542,7 +544,7 @@ LoadResult DeltaBuilder::load(ObjectChanges changes, const std::vector<SourceErr
   r.errors.insert(r.errors.end(), invalid_slices_.begin(), invalid_slices_.end());
   std::vector<k8s::ObjectError> errors, notes;
   index_.issues(&errors, &notes);
-  for (const auto& e : errors) r.errors.push_back({"api", e.object, e.reason});
+  for (const auto& e : errors) r.errors.push_back({"api", e.object, e.reason, e.conflict});
   for (const auto& n : notes) r.notes.push_back({"api", n.object, n.reason});
   return r;
 }

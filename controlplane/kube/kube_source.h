@@ -115,6 +115,8 @@ class KubeSource : public Source {
   // Blocks until ready() or timeout (dry-run).
   bool wait_ready(int timeout_ms);
   KubeSourceStats stats() const;
+  // The client's connection settings (server, TLS verification), for status.
+  const ClientConfig& client_config() const;
 
   struct Impl;  // reflectors (kube_source.cc)
 

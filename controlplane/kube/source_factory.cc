@@ -2,6 +2,7 @@
 #include "controlplane/kube/source_factory.h"
 
 #include "common/log.h"
+#include "common/text.h"
 #include "controlplane/kube/kube_source.h"
 #include "controlplane/sources/manifest_source.h"
 
@@ -30,6 +31,8 @@ std::unique_ptr<Source> make_source(const config::Options& opt, std::string* err
     cfg = kube::load_kubeconfig(path, error);
   }
   if (!cfg) return nullptr;
+  cfg->allow_insecure_token = opt.api_allow_insecure_token;
+  if (!kube::check_transport(*cfg, error)) return nullptr;
   kube::KubeSourceOptions ko;
   ko.build = build_options(opt);
   ko.qps = opt.api_qps;
@@ -51,7 +54,7 @@ int dry_run(Source& source, std::ostream& out, std::ostream& err, int timeout_ms
   }
   LoadResult r = source.load();
   for (const auto& e : r.errors)
-    err << (is_kube ? "vipd: object error: " : "vipd: manifest error: ") << e.to_string() << "\n";
+    err << (is_kube ? "vipd: object error: " : "vipd: manifest error: ") << escape_control(e.to_string()) << "\n";
   // KubeSource answers in delta form: its whole table is behind `current`.
   ServiceTable& table = r.delta && r.current ? *r.current : r.table;
   table.normalize();

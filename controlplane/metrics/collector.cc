@@ -6,6 +6,8 @@
 #include <set>
 #include <utility>
 
+#include "common/text.h"
+
 #ifndef VIPD_VERSION
 #define VIPD_VERSION "0.1.0"
 #endif
@@ -67,6 +69,7 @@ enum Fam : size_t {
   kRelists,
   kOmittedServices,
   kOmittedBackends,
+  kServiceConflicts,
   kNumFamilies
 };
 
@@ -141,6 +144,10 @@ const std::vector<FamilyInfo> kFamilies = {
      "Services without per-service series because of --metrics-max-service-series."},
     {"vipd_metrics_omitted_backends", "gauge", "",
      "Backends without per-backend series because of --metrics-max-backend-series or the per-service cap."},
+    {"vipd_service_conflicts", "gauge", "reason",
+     "Service entries now skipped because another entry holds their address, port and protocol; reason precedence = "
+     "a ClusterIP or NodePort outranks an external or load balancer address, order = same kind, namespace/name "
+     "order."},
 };
 
 MetricType type_of(const FamilyInfo& f) {
@@ -162,6 +169,12 @@ class Builder {
   }
   void add(Fam f, Labels labels, double v) {
     ClientMetric m;
+    // Label values carry names from outside (services, devices). The text
+    // format must be UTF-8: one invalid byte fails the whole scrape in
+    // Prometheus, so such bytes become U+FFFD. (The exposer escapes \\, " and
+    // newline itself.)
+    for (auto& l : labels)
+      if (!is_valid_utf8(l.value)) l.value = utf8_repair(l.value);
     m.label = std::move(labels);
     if (fams_[f].type == MetricType::Counter) m.counter.value = v;
     else m.gauge.value = v;
@@ -340,6 +353,10 @@ std::vector<MetricFamily> MetricsCollector::Collect() const {
   }
   b.add(kOmittedServices, {}, d(omitted_services));
   b.add(kOmittedBackends, {}, d(omitted_backends));
+  for (const char* reason : {"order", "precedence"}) {
+    const auto it = s.service_conflicts.find(reason);
+    b.add(kServiceConflicts, {{"reason", reason}}, it == s.service_conflicts.end() ? 0.0 : d(it->second));
+  }
   return b.finish();
 }
 

@@ -135,9 +135,23 @@ std::optional<ObjectError> slice_ignored(const EndpointSlice& s) {
   return std::nullopt;
 }
 
-std::string conflict_reason(const VirtualService& loser, const std::string& winner_name) {
-  return to_string(loser.key) + (loser.kind == "ClusterIP" ? "" : " (" + loser.kind + ")") +
-         " is already used by " + winner_name + "; port skipped";
+int claim_rank(const VirtualService& vs) {
+  if (vs.kind == "ClusterIP") return 0;
+  if (vs.kind == "NodePort") return 1;
+  return 2;  // ExternalIP, LoadBalancer: written by the Service's owner
+}
+
+std::string conflict_reason(const VirtualService& loser, const VirtualService& winner) {
+  std::string r = to_string(loser.key) + (loser.kind == "ClusterIP" ? "" : " (" + loser.kind + ")") +
+                  " is already used by " + winner.name;
+  if (claim_rank(winner) < claim_rank(loser))
+    r += " (" + winner.kind + ", which takes precedence over " +
+         (claim_rank(loser) == 1 ? std::string("node ports") : "external and load balancer addresses") + ")";
+  return r + "; port skipped";
+}
+
+const char* conflict_kind(const VirtualService& loser, const VirtualService& winner) {
+  return claim_rank(winner) < claim_rank(loser) ? "precedence" : "order";
 }
 
 ServiceEntries build_service_entries(const Service& svc, const std::vector<const EndpointSlice*>& mine,
@@ -312,6 +326,11 @@ BuildResult build_service_table(const std::vector<Service>& services,
   });
   std::map<Name, const Service*> seen;
   static const std::vector<const EndpointSlice*> kNone;
+  struct Claim {
+    const Service* service;
+    VirtualService entry;
+  };
+  std::map<ServiceKey, std::vector<Claim>> claims;
   for (const Service* s : order) {
     const std::string id = object_id("Service", s->meta);
     auto [prev, fresh] = seen.emplace(Name{s->meta.namespace_, s->meta.name}, s);
@@ -323,10 +342,21 @@ BuildResult build_service_table(const std::vector<Service>& services,
     ServiceEntries e = build_service_entries(*s, mine == slices_of.end() ? kNone : mine->second, opts);
     r.errors.insert(r.errors.end(), e.errors.begin(), e.errors.end());
     r.notes.insert(r.notes.end(), e.notes.begin(), e.notes.end());
-    for (auto& vs : e.entries) {
-      auto [it, fresh_key] = r.table.services.emplace(vs.key, vs);
-      if (!fresh_key) r.errors.push_back({s->origin, id, conflict_reason(vs, it->second.name)});
+    for (auto& vs : e.entries) claims[vs.key].push_back({s, std::move(vs)});
+  }
+  // Per key: the lowest claim_rank wins, then the first in (namespace, name,
+  // entry order) -- the order claims were collected in (stable sort).
+  for (auto& [key, list] : claims) {
+    std::stable_sort(list.begin(), list.end(), [](const Claim& a, const Claim& b) {
+      return claim_rank(a.entry) < claim_rank(b.entry);
+    });
+    const VirtualService& winner = list.front().entry;
+    for (size_t i = 1; i < list.size(); ++i) {
+      const Claim& c = list[i];
+      r.errors.push_back({c.service->origin, object_id("Service", c.service->meta), conflict_reason(c.entry, winner),
+                          conflict_kind(c.entry, winner)});
     }
+    r.table.services.emplace(key, std::move(list.front().entry));
   }
   return r;
 }

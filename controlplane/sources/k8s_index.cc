@@ -84,7 +84,7 @@ void TableIndex::rebuild(const Name& n, std::set<ServiceKey>* keys) {
     for (size_t i = 0; i < b->second.entries.size(); ++i) {
       const ServiceKey& k = b->second.entries[i].key;
       auto c = claims_.find(k);
-      if (c != claims_.end()) c->second.erase(Claim{n.first, n.second, i});
+      if (c != claims_.end()) c->second.erase(Claim{claim_rank(b->second.entries[i]), n.first, n.second, i});
       keys->insert(k);
     }
     old = std::move(b->second);
@@ -107,7 +107,7 @@ void TableIndex::rebuild(const Name& n, std::set<ServiceKey>* keys) {
   nb.notes = std::move(e.notes);
   if (!nb.errors.empty() || !nb.notes.empty()) with_issues_.insert(n);
   for (size_t i = 0; i < nb.entries.size(); ++i) {
-    claims_[nb.entries[i].key][Claim{n.first, n.second, i}] = &nb.entries[i];
+    claims_[nb.entries[i].key][Claim{claim_rank(nb.entries[i]), n.first, n.second, i}] = &nb.entries[i];
     keys->insert(nb.entries[i].key);
   }
 }
@@ -154,10 +154,11 @@ void TableIndex::issues(std::vector<ObjectError>* errors, std::vector<ObjectErro
   for (const Name& n : ignored_) notes->push_back(slices_.at(n).note);
   for (const ServiceKey& k : conflicted_) {
     const auto& cl = claims_.at(k);
-    const std::string& winner = cl.begin()->second->name;
+    const VirtualService& winner = *cl.begin()->second;
     for (auto it = std::next(cl.begin()); it != cl.end(); ++it) {
-      const Service& s = services_.at({std::get<0>(it->first), std::get<1>(it->first)});
-      errors->push_back({s.origin, object_id("Service", s.meta), conflict_reason(*it->second, winner)});
+      const Service& s = services_.at({std::get<1>(it->first), std::get<2>(it->first)});
+      errors->push_back({s.origin, object_id("Service", s.meta), conflict_reason(*it->second, winner),
+                         conflict_kind(*it->second, winner)});
     }
   }
 }

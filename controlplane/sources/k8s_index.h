@@ -6,8 +6,9 @@
 // The result is the same as build_service_table over the same objects (a
 // randomized unit test checks it after every change): entries are built per
 // Service by build_service_entries, and when several entries claim one key the
-// first in (namespace, name, entry order) wins and the others are reported as
-// conflicts. Object keys are unique (a Kubernetes cache), so the "defined
+// one of the lowest claim_rank (ClusterIP, then NodePort, then external and
+// load balancer addresses) wins, ties going to the first in (namespace, name,
+// entry order); the others are reported as conflicts. Object keys are unique (a Kubernetes cache), so the "defined
 // again" rule of the manifests source does not arise here.
 #pragma once
 
@@ -52,7 +53,7 @@ class TableIndex {
 
  private:
   using Name = std::pair<std::string, std::string>;  // namespace, name
-  using Claim = std::tuple<std::string, std::string, size_t>;  // ns, name, entry index
+  using Claim = std::tuple<int, std::string, std::string, size_t>;  // claim_rank, ns, name, entry index
 
   struct Built {
     std::vector<VirtualService> entries;

@@ -32,6 +32,8 @@ struct ObjectError {
   std::string origin;
   std::string object;
   std::string reason;
+  // For a lost key conflict only: how it was settled (conflict_kind); "" otherwise.
+  std::string conflict;
 };
 
 struct ObjectMeta {
@@ -183,8 +185,19 @@ struct ServiceEntries {
 ServiceEntries build_service_entries(const Service& s, const std::vector<const EndpointSlice*>& mine,
                                      const BuildOptions& options);
 
-// The error of an entry whose key an earlier entry (of `winner_name`) already holds.
-std::string conflict_reason(const VirtualService& loser, const std::string& winner_name);
+// Several entries claiming one key (address, port, protocol): the one with the
+// lowest claim_rank keeps it, ties go to (namespace, name, entry order). A
+// ClusterIP (0) always wins over a NodePort (1), and both over externalIPs and
+// load balancer ingress addresses (2), which any tenant can write into its own
+// Service: they cannot take over another namespace's service address
+// (docs/kubernetes.md "Address conflicts").
+int claim_rank(const VirtualService& vs);
+
+// The error of an entry whose key `winner` holds.
+std::string conflict_reason(const VirtualService& loser, const VirtualService& winner);
+// How that conflict was settled, for the metrics: "precedence" (the winner's
+// kind outranks the loser's) or "order" (same rank: namespace/name order).
+const char* conflict_kind(const VirtualService& loser, const VirtualService& winner);
 
 // IPVS scheduler names accepted in the vipd.io/scheduler annotation.
 bool is_known_scheduler(const std::string& name);

@@ -354,7 +354,7 @@ LoadResult ManifestSource::load() {
   }
   k8s::BuildResult built = k8s::build_service_table(services, slices, build_);
   r.table = std::move(built.table);
-  for (const auto& e : built.errors) r.errors.push_back({e.origin, e.object, e.reason});
+  for (const auto& e : built.errors) r.errors.push_back({e.origin, e.object, e.reason, e.conflict});
   for (const auto& e : built.notes) r.notes.push_back({e.origin, e.object, e.reason});
   return r;
 }

@@ -20,6 +20,10 @@ struct SourceError {
                        // directory, or the API resource ("services", "endpointslices")
   std::string object;  // "Service ns/name", "document 2", ... ; empty for the whole file
   std::string reason;
+  // For a lost key conflict only: how it was settled, "precedence" (a
+  // ClusterIP or NodePort outranks the loser) or "order" (namespace/name); ""
+  // for every other error. Counted by vipd_service_conflicts.
+  std::string conflict;
   std::string to_string() const;  // "FILE: OBJECT: REASON"
   bool operator==(const SourceError&) const = default;
 };

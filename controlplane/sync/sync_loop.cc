@@ -72,9 +72,14 @@ void SyncLoop::report_source_issues(const LoadResult& r, bool source_changed) {
   logged_errors_ = std::move(errors);
   logged_notes_ = std::move(notes);
   std::vector<std::string> list;
-  for (const auto& e : r.errors) list.push_back(e.to_string());
+  std::map<std::string, uint64_t> conflicts;
+  for (const auto& e : r.errors) {
+    list.push_back(e.to_string());
+    if (!e.conflict.empty()) ++conflicts[e.conflict];
+  }
   std::lock_guard<std::mutex> g(mu_);
   status_.source_errors = std::move(list);
+  status_.service_conflicts = std::move(conflicts);
 }
 
 void SyncLoop::beat() { heartbeat_ns_.store(now_unix_ns(), std::memory_order_relaxed); }

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -44,6 +45,9 @@ struct SyncStatus {
   std::string last_error;                 // of the last failed apply; cleared on success
   uint32_t next_retry_ms = 0;             // delay of the pending retry; 0 when none
   std::vector<std::string> source_errors; // current source problems, "FILE: OBJECT: REASON"
+  // Of those, the entries that lost a key conflict, by how it was settled
+  // (SourceError::conflict: "precedence", "order").
+  std::map<std::string, uint64_t> service_conflicts;
   int64_t last_loop_unix_ns = 0;          // heartbeat: the loop last looked at its source
 };
 

@@ -2,8 +2,9 @@
 # usage: tests/integration/privdrop_test.sh
 #
 # vipd --user (issue 9, docs/security.md "Privileges"), dpdk mode in the lab:
-#   - a user that does not exist, root, and --user in iptables mode are
-#     refused with one line and exit status 2, before anything starts;
+#   - a user that does not exist, root, a user in the supplementary group
+#     disk (created for the test), and --user in iptables mode are refused
+#     with one line and exit status 2, before anything starts;
 #   - control: without --user, the thread check below finds root threads
 #     (so the check can fail);
 #   - with --user nobody, EVERY thread of vipd (main, DPDK worker lcore, EAL
@@ -22,7 +23,8 @@
 # Prints PASS:/FAIL:/SKIP: lines; exit 0 all passed, 1 any failed, 77 cannot run.
 set -uo pipefail
 NAME="privdrop_test"
-CHECKS=(unknown-user-refused root-user-refused kernel-mode-refused control-root-detected starts-as-nobody
+CHECKS=(unknown-user-refused root-user-refused disk-group-user-refused kernel-mode-refused control-root-detected
+        starts-as-nobody
         every-thread-dropped status-reports-drop forwards-after-drop manifest-change-after-drop
         stops-cleanly unreadable-manifests-refused unreadable-kube-key-refused kube-syncs-after-drop)
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -37,7 +39,8 @@ P=$LAB_PREFIX
 TMP=$(mktemp -d /tmp/vipd-privdrop.XXXXXX)
 chmod 0755 "$TMP"  # the manifests below must be readable by nobody
 api_init                # the test API server (lib.sh), for the Kubernetes checks at the end
-cleanup_extra() { stop_pid "$API_PID"; }
+DISK_USER="vipd-pd$$"   # an otherwise unprivileged user in the group disk
+cleanup_extra() { stop_pid "$API_PID"; userdel "$DISK_USER" >/dev/null 2>&1 || true; }
 lib_traps
 
 start_vipd() {  # extra vipd options...
@@ -84,6 +87,14 @@ expect_config_error() {  # check want-substring vipd-args...
 }
 expect_config_error unknown-user-refused "config: --user 'no-such-user-vipd': no such user" --user no-such-user-vipd
 expect_config_error root-user-refused "config: --user 'root': is uid 0" --user root
+if ! getent group disk >/dev/null; then skip disk-group-user-refused "no group disk on this machine"
+elif ! useradd -M -N -G disk -s /usr/sbin/nologin "$DISK_USER" 2>"$TMP/useradd.err"; then
+  skip disk-group-user-refused "useradd failed: $(head -c 200 "$TMP/useradd.err")"
+else
+  expect_config_error disk-group-user-refused \
+    "config: --user '$DISK_USER': is in supplementary group $(getent group disk | cut -d: -f3) (disk), a privileged group" \
+    --user "$DISK_USER"
+fi
 expect_config_error kernel-mode-refused "config: --user 'nobody': only dpdk mode drops privileges" \
   --mode iptables --user nobody
 

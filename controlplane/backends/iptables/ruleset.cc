@@ -8,24 +8,14 @@
 #include <unordered_map>
 
 #include "controlplane/backends/iptables/chain_names.h"
+#include "controlplane/backends/iptables/comment.h"
 
 namespace vipd::cp::ipt {
 namespace {
 
-// iptables comments are at most 255 characters; names come from Kubernetes
-// objects (DNS labels, '/', ':'), anything else is replaced so that a payload
-// line can never be broken by a quote or newline.
-std::string comment(const std::string& text) {
-  std::string s;
-  for (char c : text) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                    c == ' ' || c == '.' || c == '_' || c == '/' || c == ':' || c == '-' || c == '>' ||
-                    c == '|';
-    s.push_back(ok ? c : '_');
-  }
-  if (s.size() > 255) s.resize(255);
-  return "-m comment --comment \"" + s + "\"";
-}
+// Every comment goes through the shared sanitiser (comment.h): allowed
+// characters only, cut at 255.
+std::string comment(const std::string& text) { return comment_match(text); }
 
 // "-d 10.96.0.100/32 -p tcp -m tcp --dport 8080"
 std::string match_service(const ServiceKey& k) {

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <tuple>
 
+#include "controlplane/backends/iptables/comment.h"
+
 namespace vipd::cp::ipvs {
 namespace {
 
@@ -14,14 +16,10 @@ std::string lower(const char* s) {
   return r;
 }
 
-// A comment for iptables: the service name without characters that would need
-// quoting beyond "..." (the model's names are ns/name:port; be safe anyway).
-std::string comment(const std::string& s) {
-  std::string r;
-  for (char c : s)
-    if (c != '"' && c != '\\' && c != '\n' && c != '\r') r += c;
-  return "\"" + r + "\"";
-}
+// A comment for iptables, through the iptables mode's sanitiser (allowed
+// characters only, cut at 255): a name with a NUL, a quote or a newline
+// cannot cut the rule short, and a long one cannot fail iptables-restore.
+std::string comment(const std::string& s) { return ipt::comment_match(s); }
 
 // "a.b.c.d/n" with nothing else in it (the model validated it; the payload is
 // still no place for surprises).
@@ -100,23 +98,21 @@ const std::vector<Sysctl>& required_sysctls() {
 std::string render_rules(const Desired& d, const RulesOptions& o) {
   std::string s = "*nat\n:" + std::string(kPostroutingChain) + " - [0:0]\n";
   if (o.masquerade_all)
-    s += "-A " + std::string(kPostroutingChain) +
-         " -m comment --comment \"vipd ipvs: masquerade service traffic (fnat)\" -m ipvs --ipvs --vdir ORIGINAL "
-         "--vmethod MASQ -j MASQUERADE\n";
+    s += "-A " + std::string(kPostroutingChain) + " " + comment("vipd ipvs: masquerade service traffic for fnat") +
+         " -m ipvs --ipvs --vdir ORIGINAL --vmethod MASQ -j MASQUERADE\n";
   s += "COMMIT\n*filter\n:" + std::string(kServicesChain) + " - [0:0]\n";
   const std::string chain = "-A " + std::string(kServicesChain) + " ";
   for (const auto& [key, svc] : d.services) {
     if (svc.empty()) {
       const bool drop = svc.when_empty == WhenEmpty::kDrop;
-      s += chain + "-m comment --comment " +
-           comment(svc.name + (drop ? " has no local endpoints" : " has no endpoints")) + " " + match(key) +
+      s += chain + comment(svc.name + (drop ? " has no local endpoints" : " has no endpoints")) + " " + match(key) +
            (drop ? " -j DROP\n" : " -j REJECT\n");
       continue;
     }
     if (svc.source_ranges.empty()) continue;
     for (const std::string& r : svc.source_ranges)
       if (plain_cidr(r)) s += chain + "-s " + r + " " + match(key) + " -j RETURN\n";
-    s += chain + "-m comment --comment " + comment(svc.name + " source ranges") + " " + match(key) + " -j DROP\n";
+    s += chain + comment(svc.name + " source ranges") + " " + match(key) + " -j DROP\n";
   }
   s += "COMMIT\n";
   return s;

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -220,6 +221,61 @@ TEST(VipctlFormat, StatusPrivileges) {
   doc["privileges"] = json::parse(R"({"user":"root","uid":0,"threads":9,"privileged_threads":9})");
   EXPECT_NE(format_status(doc, 5).find("Privileges:                root (no --user), uid 0; 9 of 9 threads"),
             std::string::npos);
+}
+
+// Names from Kubernetes objects reach the terminal: control characters (a
+// newline forging a row, ESC sequences) and bytes that are not UTF-8 are
+// shown escaped, and the output has the same lines as for a plain name.
+TEST(VipctlFormat, HostileNamesAreEscaped) {
+  const std::string hostile = "default/x\n  -> 6.6.6.6:1 FullNat 1\x1b[2J\x1b]0;pwned\x07\xff:http";
+  json plain = sample_services();
+  json evil = sample_services();
+  evil["services"][0]["name"] = hostile;
+  evil["services"][0]["scheduler"] = hostile;
+  {
+    const std::string a = format_list(plain), b = format_list(evil);
+    EXPECT_EQ(std::count(a.begin(), a.end(), '\n'), std::count(b.begin(), b.end(), '\n')) << b;
+    for (char c : b) EXPECT_TRUE(c == '\n' || static_cast<unsigned char>(c) >= 0x20) << b;
+    EXPECT_EQ(b.find('\xff'), std::string::npos);
+  }
+  const json explain = {{"query", {{"protocol", "TCP"}, {"src", "1.1.1.1:1"}, {"dst", "10.96.0.100:8080"}}},
+                        {"service", {{"name", hostile}, {"scheduler", "rr"}, {"backends", 1}}},
+                        {"decision", "new connection"},
+                        {"backend", hostile}};
+  const std::string ex = format_explain(explain);
+  EXPECT_EQ(ex.find('\x1b'), std::string::npos) << ex;
+  EXPECT_EQ(ex.find('\xff'), std::string::npos) << ex;
+  EXPECT_NE(ex.find("Service:    default/x\\n  -> 6.6.6.6:1"), std::string::npos) << ex;
+  json doc = json::parse(R"({"mode":"dpdk","generation":1,"last_sync_unix_ns":0,"last_error":""})");
+  doc["source_errors"] = json::array({"api: Service " + hostile + ": bad"});
+  doc["last_error"] = "apply: \x1b[31mred";
+  const std::string st = format_status(doc, 5);
+  EXPECT_EQ(st.find('\x1b'), std::string::npos) << st;
+  EXPECT_NE(st.find("  api: Service default/x\\n  -> 6.6.6.6:1 FullNat 1\\x1b[2J\\x1b]0;pwned\\x07\\xff:http: bad\n"),
+            std::string::npos)
+      << st;
+  EXPECT_NE(st.find("Last error:                apply: \\x1b[31mred\n"), std::string::npos) << st;
+}
+
+TEST(VipctlFormat, StatusShowsTlsVerification) {
+  json doc = json::parse(R"({"mode":"iptables","generation":1,"last_sync_unix_ns":0,"source_errors":[],
+    "kubernetes_api":{"server":"https://10.0.0.1:6443","tls_verify":true,"insecure_skip_tls_verify":false,
+                      "plain_http":false,"token_in_clear":false}})");
+  EXPECT_NE(format_status(doc, 5).find("Kubernetes API:            https://10.0.0.1:6443\n"
+                                       "TLS verification:          verified\n"),
+            std::string::npos)
+      << format_status(doc, 5);
+  doc["kubernetes_api"]["insecure_skip_tls_verify"] = true;
+  doc["kubernetes_api"]["tls_verify"] = false;
+  EXPECT_NE(format_status(doc, 5).find("TLS verification:          OFF (insecure-skip-tls-verify)"), std::string::npos)
+      << format_status(doc, 5);
+  doc["kubernetes_api"] = json::parse(R"({"server":"http://10.0.0.1:8080","tls_verify":false,
+    "insecure_skip_tls_verify":false,"plain_http":true,"token_in_clear":true})");
+  EXPECT_NE(format_status(doc, 5).find("TLS verification:          none (plain http); bearer token sent in clear"),
+            std::string::npos)
+      << format_status(doc, 5);
+  doc.erase("kubernetes_api");
+  EXPECT_EQ(format_status(doc, 5).find("TLS verification"), std::string::npos);
 }
 
 TEST(VipctlFormat, Age) {

@@ -250,5 +250,99 @@ TEST(TableIndex, IssuesVersionMovesOnlyWhenIssuesMayHaveChanged) {
   EXPECT_TRUE(errors.empty());
 }
 
+
+// A tenant's externalIP or load balancer address on another namespace's
+// ClusterIP:port: the ClusterIP keeps it whatever the namespace/name order and
+// whatever the order of arrival; the loser is reported as a "precedence"
+// conflict. ("aaa-tenant" sorts before "kube-system": plain order would give
+// cluster DNS to the tenant.)
+Service dns_service() {
+  Service s;
+  s.meta = {"kube-system", "kube-dns", {}, {}};
+  s.cluster_ip = "10.96.0.10";
+  s.cluster_ips = {s.cluster_ip};
+  s.ports = {{"dns", "UDP", 53, 0}};
+  return s;
+}
+
+Service tenant_service(bool load_balancer) {
+  Service s;
+  s.meta = {"aaa-tenant", "evil", {}, {}};
+  s.cluster_ip = "10.96.7.7";
+  s.cluster_ips = {s.cluster_ip};
+  s.ports = {{"dns", "UDP", 53, 0}};
+  if (load_balancer) {
+    s.type = "LoadBalancer";
+    s.lb_ingress = {{"10.96.0.10", ""}};
+  } else {
+    s.external_ips = {"10.96.0.10"};
+  }
+  return s;
+}
+
+TEST(TableIndex, ClusterIpWinsOverExternalAndLoadBalancerAddresses) {
+  const ServiceKey dns{*parse_ipv4("10.96.0.10"), 53, Protocol::kUdp};
+  for (const bool lb : {false, true}) {
+    for (const bool tenant_first : {true, false}) {
+      SCOPED_TRACE(std::string(lb ? "load balancer ingress" : "externalIPs") +
+                   (tenant_first ? ", tenant first" : ", kube-dns first"));
+      TableIndex index(options());
+      std::vector<ServiceKey> touched;
+      if (tenant_first) {
+        index.set_service(tenant_service(lb));
+        index.flush(&touched);
+        ASSERT_EQ(index.table().services.at(dns).name, "aaa-tenant/evil:dns");  // unclaimed until now
+      }
+      index.set_service(dns_service());
+      if (!tenant_first) {
+        index.flush(&touched);
+        index.set_service(tenant_service(lb));
+      }
+      index.flush(&touched);
+      const VirtualService& got = index.table().services.at(dns);
+      EXPECT_EQ(got.name, "kube-system/kube-dns:dns");
+      EXPECT_EQ(got.kind, "ClusterIP");
+      std::vector<ObjectError> errors, notes;
+      index.issues(&errors, &notes);
+      ASSERT_EQ(errors.size(), 1u);
+      EXPECT_EQ(errors[0].object, "Service aaa-tenant/evil");
+      EXPECT_EQ(errors[0].conflict, "precedence");
+      EXPECT_NE(errors[0].reason.find("is already used by kube-system/kube-dns:dns (ClusterIP, which takes "
+                                      "precedence over external and load balancer addresses)"),
+                std::string::npos)
+          << errors[0].reason;
+      // The whole-table build agrees.
+      const BuildResult ref = reference({{{"aaa-tenant", "evil"}, tenant_service(lb)},
+                                         {{"kube-system", "kube-dns"}, dns_service()}},
+                                        {}, options());
+      EXPECT_EQ(index.table().services, ref.table.services);
+      ASSERT_EQ(ref.errors.size(), 1u);
+      EXPECT_EQ(ref.errors[0].conflict, "precedence");
+      // The ClusterIP goes: the external address may have the key again.
+      index.erase_service("kube-system", "kube-dns");
+      index.flush(&touched);
+      EXPECT_EQ(index.table().services.at(dns).name, "aaa-tenant/evil:dns");
+      errors.clear();
+      index.issues(&errors, &notes);
+      EXPECT_TRUE(errors.empty());
+    }
+  }
+}
+
+TEST(TableIndex, SameKindConflictsKeepNamespaceNameOrder) {
+  Service a = dns_service();
+  a.meta.namespace_ = "aaa";
+  TableIndex index(options());
+  std::vector<ServiceKey> touched;
+  index.set_service(dns_service());
+  index.set_service(a);
+  index.flush(&touched);
+  EXPECT_EQ(index.table().services.begin()->second.name, "aaa/kube-dns:dns");
+  std::vector<ObjectError> errors, notes;
+  index.issues(&errors, &notes);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].conflict, "order");
+}
+
 }  // namespace
 }  // namespace vipd::cp::k8s

@@ -462,10 +462,45 @@ spec: {clusterIP: 10.96.0.100, ports: [{name: x, port: 8080}]}
   ASSERT_EQ(r.errors.size(), 3u);
   EXPECT_EQ(r.errors[0].object, "EndpointSlice default/s");
   EXPECT_THAT(r.errors[0].reason, HasSubstr("defined again"));
-  EXPECT_EQ(r.errors[1].object, "Service default/db");
-  EXPECT_EQ(r.errors[1].reason, "TCP 10.96.0.100:8080 is already used by default/clash:x; port skipped");
-  EXPECT_EQ(r.errors[2].origin, "b.yaml");
-  EXPECT_THAT(r.errors[2].reason, HasSubstr("defined again"));
+  EXPECT_EQ(r.errors[1].origin, "b.yaml");
+  EXPECT_THAT(r.errors[1].reason, HasSubstr("defined again"));
+  // Key conflicts are settled once every service is built.
+  EXPECT_EQ(r.errors[2].object, "Service default/db");
+  EXPECT_EQ(r.errors[2].reason, "TCP 10.96.0.100:8080 is already used by default/clash:x; port skipped");
+  EXPECT_EQ(r.errors[2].conflict, "order");
+}
+
+// CVE-2020-8554 class: an externalIP (or a load balancer ingress address) in a
+// tenant's Service equal to another namespace's ClusterIP and port. The
+// tenant's namespace sorts first; the ClusterIP must still win.
+TEST(K8sBuild, ClusterIpWinsOverATenantsExternalIpAndIngress) {
+  for (const char* extra : {"  externalIPs: [10.96.0.10]\n",
+                            "  type: LoadBalancer\nstatus: {loadBalancer: {ingress: [{ip: 10.96.0.10}]}}\n"}) {
+    SCOPED_TRACE(extra);
+    ParsedObjects p = parse_yaml(std::string(R"(
+apiVersion: v1
+kind: Service
+metadata: {name: evil, namespace: aaa-tenant}
+spec:
+  clusterIP: 10.96.7.7
+  ports: [{name: dns, port: 53, protocol: UDP}]
+)") + extra + R"(---
+apiVersion: v1
+kind: Service
+metadata: {name: kube-dns, namespace: kube-system}
+spec: {clusterIP: 10.96.0.10, ports: [{name: dns, port: 53, protocol: UDP}]}
+)");
+    ASSERT_TRUE(p.errors.empty()) << p.errors[0].reason;
+    const auto r = build_service_table(p.services, p.slices, "rr");
+    const auto& dns = r.table.services.at({ip("10.96.0.10"), 53, Protocol::kUdp});
+    EXPECT_EQ(dns.name, "kube-system/kube-dns:dns");
+    EXPECT_EQ(dns.kind, "ClusterIP");
+    ASSERT_EQ(r.errors.size(), 1u);
+    EXPECT_EQ(r.errors[0].object, "Service aaa-tenant/evil");
+    EXPECT_EQ(r.errors[0].conflict, "precedence");
+    EXPECT_THAT(r.errors[0].reason, HasSubstr("is already used by kube-system/kube-dns:dns (ClusterIP, which takes "
+                                              "precedence over external and load balancer addresses)"));
+  }
 }
 
 TEST(K8sBuild, KnownSchedulers) {

@@ -3,12 +3,15 @@
 #include "common/privileges.h"
 
 #include <gtest/gtest.h>
+#include <grp.h>
 #include <pwd.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <map>
 #include <thread>
 #include <vector>
 
@@ -63,6 +66,39 @@ TEST(Privileges, AnyRootIdOrCapabilityIsPrivileged) {
   EXPECT_TRUE(c.privileged());
 }
 
+// Group 0 (root) as any of the four gids or as a supplementary group keeps
+// write access to root-group files: privileged too.
+TEST(Privileges, RootGroupIsPrivileged) {
+  ThreadCredentials c;
+  std::string gid = kStatus;
+  gid.replace(gid.find("Gid:\t65534\t65534\t65534\t65534"), 26, "Gid:\t65534\t0\t65534\t65534");
+  ASSERT_TRUE(parse_thread_status(gid, &c));
+  EXPECT_TRUE(c.privileged());
+  std::string groups = kStatus;
+  groups.replace(groups.find("Groups:\t65534"), 13, "Groups:\t65534 0");
+  ASSERT_TRUE(parse_thread_status(groups, &c));
+  EXPECT_EQ(c.groups, (std::vector<gid_t>{65534, 0}));
+  EXPECT_TRUE(c.privileged());
+}
+
+TEST(Privileges, PrivilegedGroups) {
+  const auto priv = privileged_gids();
+  ASSERT_TRUE(priv.count(0));
+  EXPECT_EQ(priv.at(0), "root");
+  if (group* g = getgrnam("disk")) {
+    ASSERT_TRUE(priv.count(g->gr_gid));
+    EXPECT_EQ(priv.at(g->gr_gid), "disk");
+  }
+  const std::map<gid_t, std::string> p = {{0, "root"}, {6, "disk"}, {42, "shadow"}};
+  EXPECT_EQ(privileged_group_in(1000, {1000, 100}, p), "");
+  EXPECT_EQ(privileged_group_in(0, {1000}, p), "primary group 0 (root)");
+  EXPECT_EQ(privileged_group_in(1000, {1000, 6}, p), "supplementary group 6 (disk)");
+  EXPECT_EQ(privileged_group_in(1000, {1000, 42, 0}, p), "supplementary group 42 (shadow)");
+  for (const char* n : {"disk", "shadow", "sudo"})
+    EXPECT_NE(std::find(privileged_group_names().begin(), privileged_group_names().end(), n),
+              privileged_group_names().end());
+}
+
 TEST(Privileges, IncompleteOrGarbageStatusIsRejected) {
   ThreadCredentials c;
   EXPECT_FALSE(parse_thread_status("", &c));
@@ -84,6 +120,39 @@ TEST(Privileges, LookupUser) {
   ASSERT_TRUE(u) << err;
   EXPECT_EQ(u->uid, getpwnam("nobody")->pw_uid);
   EXPECT_EQ(u->gid, getpwnam("nobody")->pw_gid);
+  EXPECT_NE(std::find(u->groups.begin(), u->groups.end(), u->gid), u->groups.end());
+}
+
+// A user whose primary group is 0 or who is in a privileged group is refused
+// like root. Such users exist only where the test created them
+// (tests/integration/privdrop_test.sh); here: any on this machine.
+TEST(Privileges, LookupUserRefusesPrivilegedGroups) {
+  const auto priv = privileged_gids();
+  int checked = 0;
+  setpwent();
+  std::vector<std::string> names;
+  while (passwd* pw = getpwent())
+    if (pw->pw_uid != 0) names.push_back(pw->pw_name);
+  endpwent();
+  for (const auto& n : names) {
+    passwd* pw = getpwnam(n.c_str());
+    if (!pw) continue;
+    int count = 256;
+    std::vector<gid_t> groups(count);
+    if (getgrouplist(n.c_str(), pw->pw_gid, groups.data(), &count) < 0) continue;
+    groups.resize(count);
+    const std::string bad = privileged_group_in(pw->pw_gid, groups, priv);
+    std::string err;
+    const auto u = lookup_user(n, &err);
+    if (bad.empty()) {
+      EXPECT_TRUE(u) << n << ": " << err;
+    } else {
+      ++checked;
+      EXPECT_FALSE(u) << n << " is in " << bad;
+      EXPECT_NE(err.find("is in " + bad + ", a privileged group"), std::string::npos) << err;
+    }
+  }
+  if (checked == 0) GTEST_SKIP() << "no user in a privileged group here (other than root)";
 }
 
 TEST(Privileges, ThisProcessIsListed) {
@@ -117,7 +186,13 @@ int privileged_threads_after(How how) {
     if (how == How::kDropTo && !drop_to(*u, &err)) _exit(202);
     // The syscall itself changes only the calling thread: what a drop that
     // bypasses glibc's broadcast (or capset in one thread) would do.
-    if (how == How::kRawSyscallInOneThread && syscall(SYS_setresuid, u->uid, u->uid, u->uid) != 0) _exit(203);
+    // (Groups first: a thread left in group 0 counts as privileged too.)
+    if (how == How::kRawSyscallInOneThread) {
+      const gid_t g = u->gid;
+      if (syscall(SYS_setgroups, 1, &g) != 0 || syscall(SYS_setresgid, g, g, g) != 0 ||
+          syscall(SYS_setresuid, u->uid, u->uid, u->uid) != 0)
+        _exit(203);
+    }
     for (const auto& c : thread_credentials(&err))
       if (c.privileged()) privileged.fetch_add(1);
     dropped.store(true);

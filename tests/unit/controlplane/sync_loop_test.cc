@@ -209,6 +209,38 @@ TEST(SyncLoop, SourceErrorsInStatus) {
   EXPECT_TRUE(loop.status().source_errors.empty());
 }
 
+// A tenant's externalIP on another namespace's ClusterIP: the loser is a
+// source error and counted by how the conflict was settled (the metric
+// vipd_service_conflicts{reason}).
+TEST(SyncLoop, ConflictsCountedByReason) {
+  TempDir d;
+  d.write("dns.yaml", R"(apiVersion: v1
+kind: Service
+metadata: {name: kube-dns, namespace: kube-system}
+spec: {clusterIP: 10.96.0.10, ports: [{name: dns, port: 53, protocol: UDP}]}
+)");
+  d.write("evil.yaml", R"(apiVersion: v1
+kind: Service
+metadata: {name: evil, namespace: aaa-tenant}
+spec: {clusterIP: 10.96.7.7, externalIPs: [10.96.0.10], ports: [{name: dns, port: 53, protocol: UDP}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: copy, namespace: aaa-tenant}
+spec: {clusterIP: 10.96.7.7, ports: [{name: dns, port: 53, protocol: UDP}]}
+)");
+  ManifestSource src(d.path(), "rr");
+  FakeBackend be;
+  SyncLoop loop(src, be);
+  ASSERT_TRUE(loop.sync_now());
+  const auto st = loop.status();
+  EXPECT_EQ(st.source_errors.size(), 2u);
+  EXPECT_EQ(st.service_conflicts, (std::map<std::string, uint64_t>{{"order", 1}, {"precedence", 1}}));
+  const auto t = loop.table();
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->services.at({*parse_ipv4("10.96.0.10"), 53, Protocol::kUdp}).name, "kube-system/kube-dns:dns");
+}
+
 TEST(SyncLoopRun, FollowsChangesRetriesAndStops) {
   TempDir d;
   d.write("a.yaml", with_slice("a", "10.96.0.1", "10.0.0.1"));

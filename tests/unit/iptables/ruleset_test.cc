@@ -14,7 +14,9 @@
 #include <sstream>
 
 #include "controlplane/backends/iptables/chain_names.h"
+#include "controlplane/backends/iptables/comment.h"
 #include "controlplane/sources/manifest_source.h"
+#include "tests/unit/iptables/payload_check.h"
 
 namespace vipd::cp::ipt {
 namespace {
@@ -304,6 +306,44 @@ TEST(IptablesRender, CommentsCannotBreakTheLine) {
   const std::string p = render_full(build(t), {}).text;
   for (const auto& l : lines(p)) EXPECT_TRUE(l == "COMMIT" || l[0] == '*' || l[0] == ':' || l[0] == '-') << l;
   EXPECT_THAT(p, HasSubstr("\"ns/we_ird_name -> 10.1.0.1:80\""));
+}
+
+// Every kind of rule (DNAT with affinity, firewall chains, REJECT, DROP) for a
+// name that tries to break the payload: the payload stays well-formed and has
+// exactly the rules of a plain name, each complete, only the comments differ.
+TEST(IptablesRender, HostileNamesCannotBreakAnyRule) {
+  auto entries = [](const std::string& name) {
+    auto svc = service(name, "10.96.1.1", 80, {rs("10.1.0.1", 80), rs("10.1.0.2", 80)});
+    svc.persistence_timeout_s = 10800;
+    auto lb = service(name, "203.0.113.7", 80, {rs("10.1.0.1", 80)});
+    lb.kind = "LoadBalancer";
+    lb.source_ranges = {"192.0.2.0/24"};
+    auto rej = service(name, "10.96.1.2", 80, {});
+    auto drop = service(name, "10.96.1.3", 53, {}, Protocol::kUdp);
+    drop.when_empty = WhenEmpty::kDrop;
+    return table_of({svc, lb, rej, drop});
+  };
+  for (const bool fnat : {true, false}) {
+    RenderOptions o;
+    o.masquerade_all = fnat;
+    std::vector<std::string> plain;
+    ASSERT_EQ(payload_check::check_payload(render_full(build(entries("ns/plain:http"), o), {}).text, &plain), "");
+    ASSERT_GT(plain.size(), 20u);
+    for (const auto& name : payload_check::hostile_names()) {
+      SCOPED_TRACE(payload_check::escaped(name));
+      const std::string payload = render_full(build(entries(name), o), {}).text;
+      std::vector<std::string> shape;
+      EXPECT_EQ(payload_check::check_payload(payload, &shape), "");
+      EXPECT_EQ(shape, plain);
+    }
+  }
+}
+
+TEST(IptablesComment, SanitiserKeepsAllowedCutsAt255) {
+  EXPECT_EQ(comment_text("ns/web:http -> 10.0.0.1:80 |x_y."), "ns/web:http -> 10.0.0.1:80 |x_y.");
+  EXPECT_EQ(comment_text(std::string("a\0b\n\"\\\x1b\xff", 8)), "a_b_____");
+  EXPECT_EQ(comment_text(std::string(1100, 'x')).size(), kMaxCommentLength);
+  EXPECT_EQ(comment_match("a\"b"), "-m comment --comment \"a_b\"");
 }
 
 TEST(IptablesRender, CollidingEntriesGetDistinctChains) {

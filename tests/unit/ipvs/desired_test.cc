@@ -10,6 +10,7 @@
 #include <cerrno>
 
 #include "controlplane/backends/ipvs/ipvs_kernel.h"
+#include "tests/unit/iptables/payload_check.h"
 #include "tests/unit/ipvs/fake_kernel.h"
 
 namespace vipd::cp::ipvs {
@@ -102,6 +103,43 @@ TEST(IpvsDesired, RulesPerForwardMethodAndWhenEmpty) {
   EXPECT_THAT(fnat, HasSubstr("COMMIT\n*filter\n:VIPD-IPVS-SERVICES - [0:0]\n"));
   EXPECT_THAT(fnat, Not(HasSubstr(":INPUT")));
   EXPECT_THAT(fnat, Not(HasSubstr(":POSTROUTING")));
+}
+
+// The ipvs mode's iptables payload for names that try to break it (NUL,
+// newline, quotes, ESC, 1,100 characters): well-formed, and exactly the rules
+// of a plain name, each complete -- in particular the DROP after the
+// loadBalancerSourceRanges RETURNs (a NUL used to cut it off: firewall
+// bypassed), and no argument iptables-restore refuses (a long comment used to
+// fail every sync with "Parameter too long!").
+TEST(IpvsDesired, HostileNamesCannotBreakThePayload) {
+  auto table = [](const std::string& name) {
+    ServiceTable t;
+    VirtualService rej = vs_of(tcp("10.96.0.101", 80), "rr", 0);
+    VirtualService drop = vs_of(udp("10.96.0.101", 53), "rr", 0);
+    drop.when_empty = WhenEmpty::kDrop;
+    VirtualService ranges = vs_of(tcp("203.0.113.7", 443), "rr", 0);
+    ranges.backends = {{ip("10.244.1.15"), 443, 1, false}};
+    ranges.source_ranges = {"192.0.2.0/24", "198.51.100.0/24"};
+    for (auto* v : {&rej, &drop, &ranges}) {
+      v->name = name;
+      t.services[v->key] = *v;
+    }
+    return t;
+  };
+  for (const bool fnat : {true, false}) {
+    std::vector<std::string> plain;
+    const std::string plain_payload = render_rules(build_desired(table("ns/plain:http")), RulesOptions{fnat});
+    ASSERT_EQ(ipt::payload_check::check_payload(plain_payload, &plain), "");
+    ASSERT_THAT(plain_payload, HasSubstr("-d 203.0.113.7/32 -p tcp -m tcp --dport 443 -j DROP\n"));
+    for (const auto& name : ipt::payload_check::hostile_names()) {
+      SCOPED_TRACE(ipt::payload_check::escaped(name));
+      const std::string payload = render_rules(build_desired(table(name)), RulesOptions{fnat});
+      std::vector<std::string> shape;
+      EXPECT_EQ(ipt::payload_check::check_payload(payload, &shape), "");
+      EXPECT_EQ(shape, plain);
+      EXPECT_EQ(payload.find('\0'), std::string::npos);
+    }
+  }
 }
 
 TEST(IpvsDesired, JumpRules) {

@@ -8,7 +8,11 @@
 #include "controlplane/kube/source_factory.h"
 
 #include <gtest/gtest.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -409,6 +413,132 @@ TEST(KubeConfig, BuildOptionsReserveTheFullNatLocalAddresses) {
   opt.forward_method = config::ForwardMethod::kFnat;
   opt.mode = config::Mode::kIptables;
   EXPECT_TRUE(build_options(opt).reserved_addrs.empty());
+}
+
+// A kubeconfig with an http:// server and a bearer token: the token would
+// travel in clear. Refused at start (make_source) unless
+// --api-allow-insecure-token, and never sent by the client without it.
+TEST(KubeConfig, TokenOverPlainHttpIsRefusedUnlessAllowed) {
+  const fs::path dir = fs::temp_directory_path() / ("vipd-kc-http-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  const std::string p = dir / "kubeconfig";
+  const auto write = [&](const std::string& server, const std::string& user) {
+    std::ofstream(p) << "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+                        "contexts:\n- name: c\n  context: {cluster: k, user: u}\n"
+                        "clusters:\n- name: k\n  cluster:\n    server: " << server << "\n"
+                     << "users:\n- name: u\n  user:\n" << user;
+  };
+  config::Options opt;
+  opt.source = config::SourceKind::kKubernetes;
+  opt.kubeconfig = p;
+  std::string err;
+  for (const char* user : {"    token: sekret\n", "    tokenFile: /run/tok\n"}) {
+    for (const char* server : {"http://127.0.0.1:1", "HTTP://127.0.0.1:1"}) {
+      SCOPED_TRACE(std::string(server) + " " + user);
+      write(server, user);
+      err.clear();
+      EXPECT_EQ(make_source(opt, &err), nullptr);
+      EXPECT_NE(err.find("plain http"), std::string::npos) << err;
+      EXPECT_NE(err.find("--api-allow-insecure-token"), std::string::npos) << err;
+      auto cfg = load_kubeconfig(p, &err);
+      ASSERT_TRUE(cfg) << err;
+      EXPECT_FALSE(check_transport(*cfg, &err));
+      cfg->allow_insecure_token = true;
+      ::testing::internal::CaptureStderr();
+      EXPECT_TRUE(check_transport(*cfg, &err));
+      EXPECT_NE(::testing::internal::GetCapturedStderr().find("warn: kube: --api-allow-insecure-token"),
+                std::string::npos);
+    }
+  }
+  // No token (client certificates, or none): plain http is the user's business.
+  write("http://127.0.0.1:1", "    client-certificate: c.crt\n");
+  auto cfg = load_kubeconfig(p, &err);
+  ASSERT_TRUE(cfg) << err;
+  EXPECT_TRUE(check_transport(*cfg, &err)) << err;
+  // The client itself never puts the token on a plain http request.
+  ClientConfig c;
+  c.server = "http://127.0.0.1:1";
+  c.token = "sekret";
+  ApiClient api(c);
+  std::atomic<bool> stop{false};
+  std::string body;
+  HttpResult r = api.get("/api/v1/services", &body, stop, 5);
+  EXPECT_NE(r.error.find("refusing to send the bearer token"), std::string::npos) << r.error;
+  fs::remove_all(dir);
+}
+
+TEST(KubeConfig, InsecureSkipTlsVerifyWarnsAtEveryStart) {
+  ClientConfig c;
+  c.server = "https://127.0.0.1:6443";
+  c.origin = "kubeconfig /x (context c)";
+  c.token = "sekret";
+  std::string err;
+  ::testing::internal::CaptureStderr();
+  EXPECT_TRUE(check_transport(c, &err));
+  EXPECT_EQ(::testing::internal::GetCapturedStderr().find("TLS verification is OFF"), std::string::npos);
+  c.insecure = true;
+  for (int start = 0; start < 2; ++start) {
+    ::testing::internal::CaptureStderr();
+    EXPECT_TRUE(check_transport(c, &err));
+    const std::string out = ::testing::internal::GetCapturedStderr();
+    EXPECT_NE(out.find("vipd warn: kube: TLS verification is OFF for https://127.0.0.1:6443"), std::string::npos)
+        << out;
+  }
+}
+
+// libcurl takes its proxy from the environment (docs/security.md "Kubernetes
+// API transport"): HTTPS_PROXY sends an https:// request as CONNECT through the
+// proxy (TLS stays end to end), NO_PROXY bypasses it.
+TEST(KubeConfig, HttpsProxyAndNoProxyAreHonoured) {
+  const int ls = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(ls, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(ls, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(listen(ls, 4), 0);
+  socklen_t len = sizeof a;
+  ASSERT_EQ(getsockname(ls, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  const std::string proxy = "http://127.0.0.1:" + std::to_string(ntohs(a.sin_port));
+  for (const char* v : {"https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY", "no_proxy", "NO_PROXY"}) unsetenv(v);
+  ClientConfig c;
+  c.server = "https://127.0.0.2:1";  // nothing listens there: only the proxy answers
+  c.token = "sekret";
+  ApiClient api(c);
+  std::atomic<bool> stop{false};
+  std::string body;
+
+  setenv("HTTPS_PROXY", proxy.c_str(), 1);
+  std::string request;
+  std::thread proxy_side([&] {
+    pollfd p{ls, POLLIN, 0};
+    if (poll(&p, 1, 30000) != 1) return;
+    const int conn = accept(ls, nullptr, nullptr);
+    if (conn < 0) return;
+    char buf[1024];
+    while (request.find("\r\n\r\n") == std::string::npos) {
+      pollfd q{conn, POLLIN, 0};
+      if (poll(&q, 1, 30000) != 1) break;
+      const ssize_t n = read(conn, buf, sizeof buf);
+      if (n <= 0) break;
+      request.append(buf, static_cast<size_t>(n));
+    }
+    close(conn);  // no answer: the request fails
+  });
+  HttpResult r = api.get("/api/v1/services", &body, stop, 30);
+  proxy_side.join();
+  EXPECT_FALSE(r.ok());
+  EXPECT_EQ(request.rfind("CONNECT 127.0.0.2:1 HTTP/1.1\r\n", 0), 0u) << request;
+  EXPECT_EQ(request.find("Authorization"), std::string::npos) << "the token stays inside the tunnel";
+
+  setenv("NO_PROXY", "127.0.0.2", 1);
+  r = api.get("/api/v1/services", &body, stop, 30);
+  EXPECT_FALSE(r.ok());
+  pollfd p{ls, POLLIN, 0};
+  EXPECT_EQ(poll(&p, 1, 0), 0) << "NO_PROXY: the proxy was not asked";
+  unsetenv("HTTPS_PROXY");
+  unsetenv("NO_PROXY");
+  close(ls);
 }
 
 TEST(KubeConfig, LabelSelector) {

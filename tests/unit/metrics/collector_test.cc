@@ -19,6 +19,7 @@
 #include <sstream>
 #include <string>
 
+#include "common/text.h"
 #include "tests/unit/metrics/fake_stats.h"
 
 namespace vipd::cp {
@@ -305,6 +306,39 @@ TEST_F(CollectorTest, TextFormatLooksRight) {
   size_t n = 0;
   for (size_t at = text.find("le=\"+Inf\""); at != std::string::npos; at = text.find("le=\"+Inf\"", at + 1)) ++n;
   EXPECT_EQ(n, 2u);
+}
+
+// Names that are not UTF-8 (and ones with quotes, backslashes, newlines):
+// Prometheus refuses a whole scrape with one invalid byte in it, so the
+// exposition must stay valid UTF-8 and one sample per line.
+TEST_F(CollectorTest, LabelValuesAreAlwaysValidUtf8) {
+  ServiceTable t = testing::seed_table();
+  t.services.at(testing::db_key()).name = "default/\xff\xfe" "bad\xc3:http";
+  t.services.at(testing::dns_key()).name = "kube-system/q\"uo\\te\nnl:dns";
+  stats_.set_table(t);
+  const auto fams = collect();
+  const std::string text = serialize(fams);
+  EXPECT_TRUE(is_valid_utf8(text));
+  EXPECT_EQ(value(fams, "vipd_service_backends", {{"service", "default/\xef\xbf\xbd\xef\xbf\xbd" "bad\xef\xbf\xbd:http"}}),
+            4);
+  EXPECT_NE(text.find("service=\"default/\xef\xbf\xbd\xef\xbf\xbd" "bad\xef\xbf\xbd:http\""), std::string::npos);
+  EXPECT_NE(text.find("service=\"kube-system/q\\\"uo\\\\te\\nnl:dns\""), std::string::npos);
+  for (size_t at = 0, next; at < text.size(); at = next + 1) {
+    next = text.find('\n', at);
+    ASSERT_NE(next, std::string::npos);
+    const std::string line = text.substr(at, next - at);
+    EXPECT_TRUE(line.empty() || line[0] == '#' || line.rfind("vipd_", 0) == 0) << line;
+  }
+}
+
+TEST_F(CollectorTest, ServiceConflictsByReason) {
+  auto fams = collect();
+  EXPECT_EQ(value(fams, "vipd_service_conflicts", {{"reason", "precedence"}}), 0);
+  EXPECT_EQ(value(fams, "vipd_service_conflicts", {{"reason", "order"}}), 0);
+  stats_.status_.service_conflicts = {{"precedence", 2}, {"order", 1}};
+  fams = collect();
+  EXPECT_EQ(value(fams, "vipd_service_conflicts", {{"reason", "precedence"}}), 2);
+  EXPECT_EQ(value(fams, "vipd_service_conflicts", {{"reason", "order"}}), 1);
 }
 
 // The issue's scale: 100,000 services with 1,000,000 backends. With the
