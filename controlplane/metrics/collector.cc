@@ -1,10 +1,12 @@
-// Thread: exposer threads (Collect), serialized by mu_.
+// Thread: the metrics listener's thread (Collect), serialized by mu_.
 #include "controlplane/metrics/collector.h"
 
 #include <algorithm>
 #include <limits>
 #include <set>
 #include <utility>
+
+#include "controlplane/metrics/bounded_http.h"
 
 #ifndef VIPD_VERSION
 #define VIPD_VERSION "0.1.0"
@@ -67,6 +69,7 @@ enum Fam : size_t {
   kRelists,
   kOmittedServices,
   kOmittedBackends,
+  kHttpDrops,
   kNumFamilies
 };
 
@@ -141,6 +144,9 @@ const std::vector<FamilyInfo> kFamilies = {
      "Services without per-service series because of --metrics-max-service-series."},
     {"vipd_metrics_omitted_backends", "gauge", "",
      "Backends without per-backend series because of --metrics-max-backend-series or the per-service cap."},
+    {"vipd_http_connections_dropped_total", "counter", "listener,reason",
+     "Connections to vipd's HTTP listeners (health, metrics, admin) closed before an answer: limit, "
+     "header_timeout, write_timeout, descriptors."},
 };
 
 MetricType type_of(const FamilyInfo& f) {
@@ -340,6 +346,8 @@ std::vector<MetricFamily> MetricsCollector::Collect() const {
   }
   b.add(kOmittedServices, {}, d(omitted_services));
   b.add(kOmittedBackends, {}, d(omitted_backends));
+  for (const auto& c : http_connection_drops())
+    b.add(kHttpDrops, {{"listener", c.listener}, {"reason", c.reason}}, d(c.count));
   return b.finish();
 }
 
