@@ -1,7 +1,6 @@
 // Thread: control (start/stop); handlers run on the server's own thread.
 #include "controlplane/metrics/admin_server.h"
 
-#include <httplib.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -19,11 +18,8 @@
 namespace vipd::cp {
 namespace {
 
-constexpr int kUnusedPort = 80;  // httplib wants a port; AF_UNIX ignores it
-constexpr time_t kIoTimeoutS = 5;
-constexpr size_t kMaxRequestBody = 64 * 1024;
-// httplib listens with a backlog of 5; a unix socket refuses (EAGAIN) a
-// non-blocking connect beyond it, so a few concurrent vipctl/scrapers could fail.
+// A unix socket refuses (EAGAIN) a non-blocking connect beyond the backlog, so
+// a small one could fail a few concurrent vipctl calls.
 constexpr int kListenBacklog = 128;
 constexpr const char* kJsonType = "application/json";
 
@@ -48,22 +44,6 @@ int probe_connect(const std::string& path) {
   int e = rc == 0 ? 0 : errno;
   ::close(fd);
   return e;
-}
-
-// httplib does not report why bind failed; redo the bind to learn errno.
-std::string diagnose_bind(const std::string& path) {
-  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return "socket: " + errno_text(errno);
-  sockaddr_un a = unix_addr(path);
-  std::string why;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    why = errno_text(errno);
-  } else {
-    why = "unknown error";
-    ::unlink(path.c_str());
-  }
-  ::close(fd);
-  return why;
 }
 
 // mkdir -p with mode 0755 for every directory it creates.
@@ -180,7 +160,7 @@ bool AdminServer::prepare_path(std::string* error) {
   return true;
 }
 
-bool AdminServer::bind_socket(std::string* error) {
+int AdminServer::bind_socket(std::string* error) {
   const std::string& p = socket_path_;
   // Bind inside a private 0700 directory, chmod, then rename into place, so the
   // socket is never reachable with the umask's permissions. If the temporary
@@ -191,40 +171,77 @@ bool AdminServer::bind_socket(std::string* error) {
   if (use_tmp) {
     if (::mkdtemp(tmp_dir.data()) == nullptr) {
       *error = "admin socket " + p + ": cannot create temporary directory: " + errno_text(errno);
-      return false;
+      return -1;
     }
     bind_path = tmp_dir + "/s";
   } else {
     bind_path = p;
   }
-  auto cleanup_tmp = [&] {
-    if (!use_tmp) return;
-    ::unlink(bind_path.c_str());
-    ::rmdir(tmp_dir.c_str());
-  };
-
-  if (!server_->bind_to_port(bind_path, kUnusedPort)) {
-    std::string why = diagnose_bind(bind_path);
-    cleanup_tmp();
-    *error = "admin socket " + p + ": bind failed: " + why;
-    return false;
-  }
-  if (listen_fd_ >= 0) ::listen(listen_fd_, kListenBacklog);  // raises the backlog
-  if (::chmod(bind_path.c_str(), 0600) != 0) {
-    *error = "admin socket " + p + ": chmod 0600 failed: " + errno_text(errno);
-    cleanup_tmp();
-    return false;
-  }
-  if (use_tmp) {
-    if (::rename(bind_path.c_str(), p.c_str()) != 0) {
-      *error = "admin socket " + p + ": rename into place failed: " + errno_text(errno);
-      cleanup_tmp();
-      return false;
+  int fd = -1;
+  auto fail = [&](const std::string& what) {
+    *error = "admin socket " + p + ": " + what;
+    if (fd >= 0) ::close(fd);
+    if (use_tmp) {
+      ::unlink(bind_path.c_str());
+      ::rmdir(tmp_dir.c_str());
     }
+    return -1;
+  };
+  fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return fail("socket: " + errno_text(errno));
+  const sockaddr_un a = unix_addr(bind_path);
+  if (::bind(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0) {
+    const int e = errno;
+    ::close(fd);
+    fd = -1;
+    if (!use_tmp) {  // nothing of ours to remove
+      *error = "admin socket " + p + ": bind failed: " + errno_text(e);
+      return -1;
+    }
+    return fail("bind failed: " + errno_text(e));
+  }
+  if (::listen(fd, kListenBacklog) != 0) return fail("listen failed: " + errno_text(errno));
+  if (::chmod(bind_path.c_str(), 0600) != 0) return fail("chmod 0600 failed: " + errno_text(errno));
+  if (use_tmp) {
+    if (::rename(bind_path.c_str(), p.c_str()) != 0) return fail("rename into place failed: " + errno_text(errno));
     ::rmdir(tmp_dir.c_str());
   }
   bound_ = true;
-  return true;
+  return fd;
+}
+
+HttpResponse AdminServer::serve(const HttpRequest& req) {
+  HttpResponse res;
+  BodyFn fn;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    auto it = handlers_.find(req.path);
+    if (it != handlers_.end()) fn = it->second;
+  }
+  if (!fn) {
+    nlohmann::json body = {{"error", "not found"}, {"paths", paths()}};
+    res.status = 404;
+    res.body = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    return res;
+  }
+  try {
+    res.body = fn(req.query);
+    res.status = 200;
+  } catch (const HttpError& e) {
+    nlohmann::json body = {{"error", e.what()}};
+    res.status = e.status();
+    res.body = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  } catch (const std::exception& e) {
+    log_warn("admin: GET " + req.path + " failed: " + e.what());
+    nlohmann::json body = {{"error", e.what()}};
+    res.status = 500;
+    res.body = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  } catch (...) {
+    log_warn("admin: GET " + req.path + " failed: unknown exception");
+    res.status = 500;
+    res.body = R"({"error":"unknown exception"})";
+  }
+  return res;
 }
 
 bool AdminServer::start(std::string* error) {
@@ -235,107 +252,31 @@ bool AdminServer::start(std::string* error) {
     return false;
   }
   if (!prepare_path(err)) return false;
-
-  server_ = std::make_unique<httplib::Server>();
-  httplib::Server& s = *server_;
-  // One worker: handlers run one at a time. One request per connection, so a
-  // slow or idle client cannot hold the worker beyond the I/O timeouts.
-  s.new_task_queue = [] { return new httplib::ThreadPool(1); };
-  s.set_address_family(AF_UNIX);
-  // Called with the listening socket before bind; remember it to raise the
-  // backlog afterwards. (Replaces httplib's SO_REUSEADDR, moot for AF_UNIX.)
-  listen_fd_ = -1;
-  s.set_socket_options([this](int fd) { listen_fd_ = fd; });
-  s.set_keep_alive_max_count(1);
-  s.set_read_timeout(kIoTimeoutS, 0);
-  s.set_write_timeout(kIoTimeoutS, 0);
-  s.set_payload_max_length(kMaxRequestBody);
-
-  s.Get(".*", [this](const httplib::Request& req, httplib::Response& res) {
-    BodyFn fn;
-    {
-      std::lock_guard<std::mutex> g(mu_);
-      auto it = handlers_.find(req.path);
-      if (it != handlers_.end()) fn = it->second;
-    }
-    if (!fn) {
-      nlohmann::json body = {{"error", "not found"}, {"paths", paths()}};
-      res.status = 404;
-      res.set_content(body.dump(), kJsonType);
-      return;
-    }
-    try {
-      Query query;
-      for (const auto& [k, v] : req.params) query.emplace(k, v);  // first value wins
-      res.set_content(fn(query), kJsonType);
-      res.status = 200;
-    } catch (const HttpError& e) {
-      nlohmann::json body = {{"error", e.what()}};
-      res.status = e.status();
-      res.set_content(body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), kJsonType);
-    } catch (const std::exception& e) {
-      log_warn("admin: GET " + req.path + " failed: " + e.what());
-      nlohmann::json body = {{"error", e.what()}};
-      res.status = 500;
-      res.set_content(body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), kJsonType);
-    } catch (...) {
-      log_warn("admin: GET " + req.path + " failed: unknown exception");
-      res.status = 500;
-      res.set_content(R"({"error":"unknown exception"})", kJsonType);
-    }
-  });
-  auto not_allowed = [](const httplib::Request&, httplib::Response& res) {
-    res.status = 405;
-    res.set_header("Allow", "GET, HEAD");
-    res.set_content(R"({"error":"method not allowed"})", kJsonType);
-  };
-  s.Post(".*", not_allowed);
-  s.Put(".*", not_allowed);
-  s.Patch(".*", not_allowed);
-  s.Delete(".*", not_allowed);
-  s.Options(".*", not_allowed);
-
-  if (!bind_socket(err)) {
-    // If httplib bound the listening socket, it is closed only by a listen/stop
-    // cycle; run one so no descriptor leaks.
-    listen_returned_ = false;
-    thread_ = std::thread([this] {
-      server_->listen_after_bind();
-      listen_returned_ = true;
-    });
-    shutdown_server();
+  const int fd = bind_socket(err);
+  if (fd < 0) return false;
+  BoundedHttpOptions o;
+  o.listener = "admin";
+  server_ = std::make_unique<BoundedHttpServer>(o, [this](const HttpRequest& req) { return serve(req); });
+  std::string why;
+  if (!server_->start(fd, &why)) {
+    server_.reset();
+    ::unlink(socket_path_.c_str());
+    bound_ = false;
+    *err = "admin socket " + socket_path_ + ": " + why;
     return false;
   }
-
   // The socket is already listening (connections queue in the kernel), so
   // start() can return at once.
-  listen_returned_ = false;
-  thread_ = std::thread([this] {
-    server_->listen_after_bind();
-    listen_returned_ = true;
-  });
   running_ = true;
   log_info("admin: listening on " + socket_path_);
   return true;
 }
 
-void AdminServer::shutdown_server() {
-  if (thread_.joinable()) {
-    // httplib's stop() is a no-op until the listen loop has marked itself
-    // running, and must be called only once after that.
-    while (!server_->is_running() && !listen_returned_) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    if (!listen_returned_) server_->stop();
-    thread_.join();
-  }
-  server_.reset();
-}
-
 void AdminServer::stop() {
   if (!server_) return;
   bool was_running = running_.exchange(false);
-  shutdown_server();
+  server_->stop();
+  server_.reset();
   if (bound_) {
     ::unlink(socket_path_.c_str());
     bound_ = false;

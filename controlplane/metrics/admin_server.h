@@ -1,9 +1,11 @@
 // Thread: control (start/stop); handlers run on the server's own thread.
 // AdminServer: a small read-only HTTP/1.1 JSON API on a unix domain socket
-// (default /run/vipd/admin.sock), used by `vipctl`. Built on cpp-httplib.
+// (default /run/vipd/admin.sock), used by `vipctl`. Built on BoundedHttpServer
+// (listener "admin"): at most 64 connections, the request header within 2 s,
+// the answer sent within 5 s, so a slow or idle client never delays another.
 //
-// - Only GET is served; any other method gets 405.
-// - Handlers run one at a time on the server's single worker thread, so a
+// - Only GET (and HEAD) is served; any other method gets 405.
+// - Handlers run one at a time on the server's single thread, so a
 //   handler never races another handler, but it does run concurrently with the
 //   control thread: it must only read state that is safe to read from there.
 // - A handler that throws produces 500 {"error": "<what()>"}; one that throws
@@ -27,9 +29,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace httplib {
-class Server;
-}
+#include "controlplane/metrics/bounded_http.h"
 
 namespace vipd::cp {
 
@@ -89,19 +89,17 @@ class AdminServer {
 
   void add(const std::string& path, BodyFn fn);
   bool prepare_path(std::string* error);  // parent dir, stale socket
-  bool bind_socket(std::string* error);   // bind, chmod 0600, move into place
-  void shutdown_server();                 // stop + join the server thread
+  // bind, listen, chmod 0600, move into place; the listening socket or -1
+  int bind_socket(std::string* error);
+  HttpResponse serve(const HttpRequest& req);
 
   const std::string socket_path_;
   mutable std::mutex mu_;  // guards handlers_
   std::map<std::string, BodyFn> handlers_;
 
-  std::unique_ptr<httplib::Server> server_;
-  std::thread thread_;
+  std::unique_ptr<BoundedHttpServer> server_;
   std::atomic<bool> running_{false};
-  std::atomic<bool> listen_returned_{false};
   bool bound_ = false;  // socket_path_ is ours to unlink
-  int listen_fd_ = -1;  // httplib's listening socket (owned by httplib)
 };
 
 }  // namespace vipd::cp

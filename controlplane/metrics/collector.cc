@@ -1,4 +1,4 @@
-// Thread: exposer threads (Collect), serialized by mu_.
+// Thread: the metrics listener's thread (Collect), serialized by mu_.
 #include "controlplane/metrics/collector.h"
 
 #include <algorithm>
@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "common/text.h"
+#include "controlplane/metrics/bounded_http.h"
 
 #ifndef VIPD_VERSION
 #define VIPD_VERSION "0.1.0"
@@ -70,6 +71,7 @@ enum Fam : size_t {
   kOmittedServices,
   kOmittedBackends,
   kServiceConflicts,
+  kHttpDrops,
   kNumFamilies
 };
 
@@ -148,6 +150,9 @@ const std::vector<FamilyInfo> kFamilies = {
      "Service entries now skipped because another entry holds their address, port and protocol; reason precedence = "
      "a ClusterIP or NodePort outranks an external or load balancer address, order = same kind, namespace/name "
      "order."},
+    {"vipd_http_connections_dropped_total", "counter", "listener,reason",
+     "Connections to vipd's HTTP listeners (health, metrics, admin) closed before an answer: limit, "
+     "header_timeout, write_timeout, descriptors."},
 };
 
 MetricType type_of(const FamilyInfo& f) {
@@ -357,6 +362,8 @@ std::vector<MetricFamily> MetricsCollector::Collect() const {
     const auto it = s.service_conflicts.find(reason);
     b.add(kServiceConflicts, {{"reason", reason}}, it == s.service_conflicts.end() ? 0.0 : d(it->second));
   }
+  for (const auto& c : http_connection_drops())
+    b.add(kHttpDrops, {{"listener", c.listener}, {"reason", c.reason}}, d(c.count));
   return b.finish();
 }
 

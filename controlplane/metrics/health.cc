@@ -2,7 +2,6 @@
 #include "controlplane/metrics/health.h"
 
 #include <arpa/inet.h>
-#include <httplib.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -19,8 +18,6 @@
 
 namespace vipd::cp {
 namespace {
-
-constexpr const char* kJsonType = "application/json";
 
 double round3(double v) { return std::round(v * 1000.0) / 1000.0; }
 
@@ -172,67 +169,48 @@ bool HealthServer::start(std::string* error) {
     *err = "health address " + address_ + ": expected IPv4:PORT";
     return false;
   }
-  server_ = std::make_unique<httplib::Server>();
-  httplib::Server& s = *server_;
-  s.new_task_queue = [] { return new httplib::ThreadPool(1); };
-  s.set_keep_alive_max_count(1);
-  s.set_read_timeout(5, 0);
-  s.set_write_timeout(5, 0);
-  s.set_payload_max_length(4096);
-  auto serve = [](const Handler& h) {
-    return [&h](const httplib::Request&, httplib::Response& res) {
-      HealthResult r;
-      try {
-        r = h();
-      } catch (const std::exception& e) {
-        r.status = 503;
-        r.body = {{"status", "unhealthy"}, {"reasons", {std::string("health check failed: ") + e.what()}}};
-      }
-      res.status = r.status;
-      res.set_header("Cache-Control", "no-cache, no-store");
-      res.set_header("X-Content-Type-Options", "nosniff");
-      res.set_content(r.body.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n",
-                      kJsonType);
-    };
-  };
-  s.Get("/healthz", serve(healthz_));
-  s.Get("/livez", serve(livez_));
-  s.set_error_handler([](const httplib::Request&, httplib::Response& res) {
-    if (res.status == 404) res.set_content(R"({"error":"not found","paths":["/healthz","/livez"]})" "\n", kJsonType);
-  });
-
-  if (port == 0) {
-    port = s.bind_to_any_port(host);
-    if (port <= 0) port = -1;
-  } else if (!s.bind_to_port(host, port)) {
-    port = -1;
+  std::string why;
+  int bound = 0;
+  const int fd = listen_tcp(host, port, &bound, &why);
+  if (fd < 0) {
+    *err = "health address " + address_ + ": bind failed: " + why;
+    return false;
   }
-  if (port < 0) {
-    const int want = std::stoi(address_.substr(address_.rfind(':') + 1));
-    *err = "health address " + address_ + ": bind failed: " + diagnose_tcp_bind(host, want);
+  BoundedHttpOptions o;
+  o.listener = "health";
+  server_ = std::make_unique<BoundedHttpServer>(o, [this](const HttpRequest& req) {
+    HttpResponse res;
+    const Handler* h = req.path == "/healthz" ? &healthz_ : req.path == "/livez" ? &livez_ : nullptr;
+    if (!h) {
+      res.status = 404;
+      res.body = R"({"error":"not found","paths":["/healthz","/livez"]})" "\n";
+      return res;
+    }
+    HealthResult r;
+    try {
+      r = (*h)();
+    } catch (const std::exception& e) {
+      r.status = 503;
+      r.body = {{"status", "unhealthy"}, {"reasons", {std::string("health check failed: ") + e.what()}}};
+    }
+    res.status = r.status;
+    res.headers = {{"Cache-Control", "no-cache, no-store"}, {"X-Content-Type-Options", "nosniff"}};
+    res.body = r.body.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
+    return res;
+  });
+  if (!server_->start(fd, &why)) {
+    *err = "health address " + address_ + ": " + why;
     server_.reset();
     return false;
   }
-  port_ = port;
-  listen_returned_ = false;
-  thread_ = std::thread([this] {
-    server_->listen_after_bind();
-    listen_returned_ = true;
-  });
+  port_ = bound;
   log_info("health: serving /healthz and /livez on " + host + ":" + std::to_string(port_));
   return true;
 }
 
 void HealthServer::stop() {
   if (!server_) return;
-  if (thread_.joinable()) {
-    // httplib's stop() is a no-op until the listen loop has marked itself
-    // running, and must be called only once after that.
-    while (!server_->is_running() && !listen_returned_)
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    if (!listen_returned_) server_->stop();
-    thread_.join();
-  }
+  server_->stop();
   server_.reset();
 }
 

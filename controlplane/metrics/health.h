@@ -33,12 +33,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "controlplane/metrics/bounded_http.h"
 #include "controlplane/sync/sync_loop.h"
 #include "dataplane/runtime/dataplane.h"
-
-namespace httplib {
-class Server;
-}
 
 namespace vipd::cp {
 
@@ -81,7 +78,8 @@ class HealthChecker {
 // RFC 3339 UTC with milliseconds, "2024-05-01T12:00:00.123Z".
 std::string rfc3339(int64_t unix_ns);
 
-// Serves /healthz and /livez over TCP (cpp-httplib). GET and HEAD only.
+// Serves /healthz and /livez over TCP (BoundedHttpServer, listener "health":
+// slow clients cannot delay the answers). GET and HEAD only.
 class HealthServer {
  public:
   using Handler = std::function<HealthResult()>;
@@ -100,9 +98,7 @@ class HealthServer {
  private:
   const std::string address_;
   Handler healthz_, livez_;
-  std::unique_ptr<httplib::Server> server_;
-  std::thread thread_;
-  std::atomic<bool> listen_returned_{false};
+  std::unique_ptr<BoundedHttpServer> server_;
   int port_ = 0;
 };
 

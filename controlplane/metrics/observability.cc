@@ -1,10 +1,11 @@
 // Thread: control.
 #include "controlplane/metrics/observability.h"
 
-#include <prometheus/exposer.h>
+#include <prometheus/text_serializer.h>
 
 #include <ctime>
 #include <exception>
+#include <sstream>
 
 #include "common/log.h"
 
@@ -47,42 +48,58 @@ bool Observability::start(std::string* error) {
       *err = "metrics address " + opts_.metrics_address + ": expected IPv4:PORT";
       return false;
     }
-    try {
-      // civetweb (inside prometheus-cpp) says only "possible problem binding
-      // to port"; ask the kernel for the reason instead.
-      exposer_ = std::make_unique<prometheus::Exposer>(opts_.metrics_address, 2);
-      exposer_->RegisterCollectable(collector_);
-    } catch (const std::exception& e) {
-      exposer_.reset();
-      *err = "metrics address " + opts_.metrics_address + ": bind failed: " + diagnose_tcp_bind(host, port);
+    std::string why;
+    const int fd = listen_tcp(host, port, &metrics_port_, &why);
+    if (fd < 0) {
+      *err = "metrics address " + opts_.metrics_address + ": bind failed: " + why;
       return false;
     }
-    log_info("metrics: serving /metrics on " + opts_.metrics_address);
+    BoundedHttpOptions o;
+    o.listener = "metrics";
+    o.write_timeout_ms = 10000;  // a large scrape to a slow (remote) reader
+    metrics_ = std::make_unique<BoundedHttpServer>(o, [this](const HttpRequest& req) {
+      HttpResponse res;
+      if (req.path != "/metrics") {
+        res.status = 404;
+        res.body = R"({"error":"not found","paths":["/metrics"]})" "\n";
+        return res;
+      }
+      std::ostringstream out;
+      prometheus::TextSerializer().Serialize(out, collector_->Collect());
+      res.content_type = "text/plain; version=0.0.4; charset=utf-8";
+      res.body = std::move(out).str();
+      return res;
+    });
+    if (!metrics_->start(fd, &why)) {
+      metrics_.reset();
+      *err = "metrics address " + opts_.metrics_address + ": " + why;
+      return false;
+    }
+    log_info("metrics: serving /metrics on " + host + ":" + std::to_string(metrics_port_));
   }
   if (!opts_.health_address.empty()) {
     health_ = std::make_unique<HealthServer>(
         opts_.health_address, [this] { return healthz(); }, [this] { return livez(); });
     if (!health_->start(err)) {
       health_.reset();
-      exposer_.reset();
+      metrics_.reset();
       return false;
     }
   }
   return true;
 }
 
-int Observability::metrics_port() const {
-  if (!exposer_) return 0;
-  const auto ports = exposer_->GetListeningPorts();
-  return ports.empty() ? 0 : ports.front();
-}
+int Observability::metrics_port() const { return metrics_ ? metrics_port_ : 0; }
 
 void Observability::stop() {
   if (health_) {
     health_->stop();
     health_.reset();
   }
-  exposer_.reset();
+  if (metrics_) {
+    metrics_->stop();
+    metrics_.reset();
+  }
 }
 
 }  // namespace vipd::cp

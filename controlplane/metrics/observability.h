@@ -1,7 +1,9 @@
 // Thread: control (construction, start, stop); the servers run their own threads.
-// Observability: vipd's Prometheus /metrics (prometheus-cpp pull exposer, default
-// 127.0.0.1:10249) and health endpoints /healthz, /livez (cpp-httplib, default
-// 127.0.0.1:10256), fed by one StatsSource. See docs/metrics.md.
+// Observability: vipd's Prometheus /metrics (default 127.0.0.1:10249, text
+// format from prometheus-cpp's serializer) and health endpoints /healthz, /livez
+// (default 127.0.0.1:10256), fed by one StatsSource. Both listeners are
+// BoundedHttpServers (bounded connections, header/write deadlines), so slow
+// clients cannot delay a scrape or a probe. See docs/metrics.md.
 //
 //   cp::Observability obs(stats, opts);
 //   sync.set_observer(obs.sync_observer());   // programming-latency histogram
@@ -15,14 +17,11 @@
 #include <memory>
 #include <string>
 
+#include "controlplane/metrics/bounded_http.h"
 #include "controlplane/metrics/collector.h"
 #include "controlplane/metrics/health.h"
 #include "controlplane/metrics/stats_source.h"
 #include "controlplane/metrics/sync_metrics.h"
-
-namespace prometheus {
-class Exposer;
-}
 
 namespace vipd::cp {
 
@@ -61,7 +60,8 @@ class Observability {
   SyncMetrics sync_metrics_;
   std::shared_ptr<MetricsCollector> collector_;
   HealthChecker checker_;
-  std::unique_ptr<prometheus::Exposer> exposer_;
+  std::unique_ptr<BoundedHttpServer> metrics_;
+  int metrics_port_ = 0;
   std::unique_ptr<HealthServer> health_;
 };
 

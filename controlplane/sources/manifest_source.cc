@@ -53,6 +53,12 @@ int64_t now_unix_ns() {
   return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
+int64_t steady_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
@@ -201,6 +207,8 @@ bool ManifestSource::wait(int timeout_ms) {
   }
   const bool rewatch = dir_wd_ < 0;
   if (rewatch) timeout_ms = std::min(timeout_ms, kRewatchPollMs);
+  if (retry_armed_)
+    timeout_ms = static_cast<int>(std::clamp<int64_t>(retry_at_ms_ - steady_ms(), 0, timeout_ms));
   // Irrelevant events (editor temp files, ...) do not end the wait early.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   bool changed = false;
@@ -219,6 +227,12 @@ bool ManifestSource::wait(int timeout_ms) {
       changed = true;
       pending_change_ns_ = std::max(pending_change_ns_, now_unix_ns());
     }
+  }
+  if (retry_armed_ && steady_ms() >= retry_at_ms_) {
+    // Retry the failed read; its change is still the one to date.
+    retry_armed_ = false;
+    changed = true;
+    pending_change_ns_ = std::max(pending_change_ns_, failed_change_ns_);
   }
   return changed;
 }
@@ -283,11 +297,33 @@ void ManifestSource::parse_file(const std::string& name, const std::string& cont
   st->has_good = true;
 }
 
+void ManifestSource::note_read_result(const std::string& problem, int64_t change_ns) {
+  if (problem.empty()) {
+    if (read_failures_ > 0)
+      log_info("manifests: reading " + dir_ + " works again after " + std::to_string(read_failures_) +
+               " failed attempt(s)");
+    read_failures_ = 0;
+    retry_delay_ms_ = 0;
+    retry_armed_ = false;
+    failed_change_ns_ = 0;
+    return;
+  }
+  ++read_failures_;
+  retry_delay_ms_ = read_failures_ == 1 ? kRetryFirstMs : std::min(retry_delay_ms_ * 2, kRetryMaxMs);
+  retry_armed_ = true;
+  retry_at_ms_ = steady_ms() + retry_delay_ms_;
+  failed_change_ns_ = std::max(failed_change_ns_, change_ns);
+  if (read_failures_ == 1)
+    log_warn("manifests: " + dir_ + ": " + problem + "; keeping the last good state, retrying in " +
+             std::to_string(retry_delay_ms_) + " ms (backing off to " + std::to_string(kRetryMaxMs / 1000) + " s)");
+}
+
 LoadResult ManifestSource::load() {
   LoadResult r;
   r.newest_change_unix_ns = pending_change_ns_;
   pending_change_ns_ = 0;
   if (dir_wd_ < 0) add_watches();
+  std::string read_problem;  // why the directory or a file could not be read
 
   std::error_code ec;
   std::vector<std::string> names;
@@ -310,8 +346,8 @@ LoadResult ManifestSource::load() {
   if (ec) listed = false;
 
   if (!listed) {
-    r.errors.push_back({dir_, "", "cannot read directory: " + ec.message() +
-                                      "; keeping the last good state"});
+    read_problem = "cannot read directory: " + ec.message();
+    r.errors.push_back({dir_, "", read_problem + "; keeping the last good state"});
   } else {
     std::sort(names.begin(), names.end());
     for (auto f = files_.begin(); f != files_.end();)  // deleted files go away
@@ -322,12 +358,19 @@ LoadResult ManifestSource::load() {
       struct stat sb {};
       std::ifstream in(path, std::ios::binary);
       std::string problem;
-      if (stat(path.c_str(), &sb) != 0 || !in) problem = std::string("cannot read: ") + std::strerror(errno);
-      else if (sb.st_size > kMaxFileBytes) problem = "file is larger than 16 MiB";
+      if (stat(path.c_str(), &sb) != 0 || !in) {
+        problem = std::string("cannot read: ") + std::strerror(errno);
+        read_problem = name + ": " + problem;
+      } else if (sb.st_size > kMaxFileBytes) {
+        problem = "file is larger than 16 MiB";
+      }
       if (problem.empty()) {
         std::ostringstream text;
         text << in.rdbuf();
-        if (in.bad()) problem = "read error";
+        if (in.bad()) {
+          problem = "read error";
+          read_problem = name + ": " + problem;
+        }
         else if (!st.parsed || text.str() != st.content) parse_file(name, text.str(), &st);
       }
       if (!problem.empty()) {
@@ -338,6 +381,8 @@ LoadResult ManifestSource::load() {
       }
     }
   }
+
+  note_read_result(read_problem, r.newest_change_unix_ns);
 
   std::vector<k8s::Service> services;
   std::vector<k8s::EndpointSlice> slices;

@@ -7,6 +7,12 @@
 // a syntax error or an invalid object, its errors are reported and its last good
 // version (if any) stays in force, so a bad edit never loses good state.
 // YAML aliases are refused (the whole file, with its line and column).
+//
+// A read failure (the directory cannot be listed or a file cannot be read, e.g.
+// "Too many open files" while descriptors run out) keeps the last good state
+// and is retried without waiting for another file event: wait() returns true
+// after 100 ms, then 200 ms, ... up to 5 s between attempts, until a load()
+// reads everything again ("manifests: reading DIR works again" is logged).
 #pragma once
 
 #include <cstdint>
@@ -42,6 +48,13 @@ class ManifestSource : public Source {
   bool wait(int timeout_ms) override;
   // Newest change timestamp (realtime ns) of the events drained since the last load().
   int64_t newest_change_unix_ns() const { return pending_change_ns_; }
+  // Consecutive load()s that failed to read the directory or a file (0: the
+  // last one read everything), and the delay before the next retry.
+  int read_failures() const { return read_failures_; }
+  int retry_delay_ms() const { return retry_delay_ms_; }
+
+  static constexpr int kRetryFirstMs = 100;
+  static constexpr int kRetryMaxMs = 5000;
 
   const std::string& dir() const { return dir_; }
   std::string describe() const override { return dir_; }
@@ -82,6 +95,9 @@ class ManifestSource : public Source {
   void add_watches();
   void drop_dir_watch();
   bool handle_events();
+  // After a load(): arms the read-failure retry (`problem` says what failed)
+  // or, with an empty `problem`, clears it.
+  void note_read_result(const std::string& problem, int64_t change_ns);
 
   std::string dir_;
   std::string watch_path_;  // absolute, normalized dir_ (for the parent watch)
@@ -92,6 +108,12 @@ class ManifestSource : public Source {
   int dir_wd_ = -1;
   int parent_wd_ = -1;
   int64_t pending_change_ns_ = 0;
+  // Read-failure retry: pending while retry_armed_; due at retry_at_ms_ (steady).
+  int read_failures_ = 0;
+  int retry_delay_ms_ = 0;
+  bool retry_armed_ = false;
+  int64_t retry_at_ms_ = 0;
+  int64_t failed_change_ns_ = 0;  // the change the failed load() was for
 };
 
 }  // namespace vipd::cp

@@ -12,8 +12,12 @@
 # connection counters and compares them with what the client got from each pod.
 # Then pod4 is removed from the EndpointSlice: its series must go away and its
 # counter must not grow while more requests are sent. Also: promtool check
-# metrics on a scrape, /healthz, /livez, the programming-latency histogram, and
-# vipctl explain.
+# metrics on a scrape, /healthz, /livez, the programming-latency histogram,
+# vipctl explain, slow clients (100 slowloris connections on each of /metrics,
+# /healthz and the admin socket while a probe, a scrape and vipctl status must
+# each answer within 1 s) and a manifest change made while vipd is out of
+# descriptors (RLIMIT_NOFILE lowered with prlimit), which must be applied once
+# descriptors are back, without another file event.
 #
 # Each check prints exactly "PASS: <name>" or "FAIL: <name>: <detail>"; other
 # output is indented. Exit status: 0 if all passed, 1 if any failed, 77 (with
@@ -28,7 +32,9 @@ NAME="metrics_test"
 # ---- can we run here? ---------------------------------------------------------
 CHECKS=(vipd-starts prometheus-starts prometheus-scrapes healthz livez promtool-check-metrics
         backend-counts-match service-count-match removed-pod-series-gone removed-pod-not-growing
-        counts-after-removal-match programming-latency vipctl-explain vipd-alive)
+        counts-after-removal-match programming-latency vipctl-explain
+        slow-clients-healthz slow-clients-scrape slow-clients-vipctl slow-clients-counted
+        descriptors-exhausted-change-applied vipd-alive)
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 require_netns bridge
 PROMETHEUS=${PROMETHEUS:-$(command -v prometheus || true)}
@@ -329,6 +335,91 @@ else
 fi
 
 note "dataplane drops: $(vipctl stats 2>/dev/null | sed -n '/^Drops by reason/,$p' | tr -s ' \n' ' ')"
+
+# ---- slow clients ---------------------------------------------------------------------
+# 100 connections on each listener (half idle, half sending one header byte a
+# second, reopened when vipd closes them); meanwhile a probe, a scrape and
+# vipctl status, after 0.5 s and after 2.5 s (past the 2 s header deadline).
+drops_metric() {
+  http_get "http://$METRICS/metrics" |
+    awk '/^vipd_http_connections_dropped_total/ && /reason="(limit|header_timeout)"/ {n += $2} END {print n + 0}'
+}
+dropped_before=$(drops_metric)
+out=$(inlb "$PYTHON" scripts/lab/slowclients.py probe --tcp "$METRICS" --tcp "$HEALTH" --unix "$TMP/admin.sock" \
+  --count 100 --healthz "http://$HEALTH/healthz" --metrics "http://$METRICS/metrics" -- \
+  "$VIPCTL" --socket "$TMP/admin.sock" status 2>&1)
+note "slow clients: $out"
+sc=$("$PYTHON" - "$out" <<'PY'
+import json, sys
+try:
+    d = json.loads(sys.argv[1].strip().splitlines()[-1])
+except Exception:
+    print("no-result no-result no-result"); sys.exit()
+def ok(key, want):
+    bad = [r[key] for r in d["rounds"] if r[key].get("code", r[key].get("rc")) != want or r[key]["s"] >= 1.0]
+    return "ok" if not bad else json.dumps(bad).replace(" ", "")
+print(ok("healthz", 200), ok("metrics", 200), ok("vipctl", 0))
+PY
+)
+read -r sc_h sc_m sc_v <<<"$sc"
+if [ "$sc_h" = ok ]; then pass slow-clients-healthz; else fail slow-clients-healthz "want 200 within 1 s in both rounds: $sc_h"; fi
+if [ "$sc_m" = ok ]; then pass slow-clients-scrape; else fail slow-clients-scrape "want 200 within 1 s in both rounds: $sc_m"; fi
+if [ "$sc_v" = ok ]; then pass slow-clients-vipctl; else fail slow-clients-vipctl "want exit 0 within 1 s in both rounds: $sc_v"; fi
+dropped=$(( $(drops_metric) - dropped_before ))
+note "vipd_http_connections_dropped_total, reasons limit + header_timeout, all listeners: +$dropped"
+# 300 connections past the 2 s header deadline (or the cap of 64 per listener).
+if [ "$dropped" -ge 300 ]; then pass slow-clients-counted
+else fail slow-clients-counted "want >= 300 more connections counted as limit/header_timeout drops, got $dropped"; fi
+
+# ---- out of descriptors during a manifest change -----------------------------------------
+# vipd's soft RLIMIT_NOFILE is lowered to its lowest free descriptor number, so
+# no descriptor can be opened (what enough slow clients did to the old
+# listeners). A manifest renamed into the directory then cannot be read ("Too
+# many open files"); once the limit is back, the source must retry by itself
+# (no other file event comes) and apply the change.
+cat >"$TMP/stage/fdtest.yaml" <<'YAML'
+apiVersion: v1
+kind: Service
+metadata: {name: fdtest, namespace: default}
+spec:
+  clusterIP: 10.96.0.199
+  ports: [{name: http, port: 8080}]
+YAML
+gen_before=$(generation)
+# $VIPD_PID is the shell that started `ip netns exec vipd`; find vipd itself.
+vpid=$VIPD_PID
+for _ in 1 2 3; do
+  [ "$(basename "$(readlink "/proc/$vpid/exe" 2>/dev/null)")" = vipd ] && break
+  vpid=$(pgrep -P "$vpid" | head -n 1)
+  [ -n "$vpid" ] || break
+done
+soft=$(prlimit --pid "$vpid" --nofile --output SOFT --noheadings | tr -d ' ')
+lowest_free=$(ls "/proc/$vpid/fd" | sort -n | awk 'BEGIN {n = 0} $1 == n {n++} END {print n}')
+prlimit --pid "$vpid" --nofile="$lowest_free:"
+mv "$TMP/stage/fdtest.yaml" "$TMP/manifests/fdtest.yaml"
+failed=
+for _ in $(seq 1 50); do   # ~5 s
+  grep -q 'manifests: .*Too many open files' "$TMP/vipd.log" && { failed=1; break; }
+  sleep 0.1
+done
+sleep 1   # a few retries fail too
+prlimit --pid "$vpid" --nofile="$soft:"
+t_back=$(now)
+applied=
+for _ in $(seq 1 100); do   # ~10 s
+  g=$(generation)
+  [ -n "$g" ] && [ -n "$gen_before" ] && [ "$g" -gt "$gen_before" ] &&
+    vipctl list --json 2>/dev/null | grep -q '"default/fdtest:http"' && { applied=$g; break; }
+  sleep 0.1
+done
+t_applied=$(now)
+note "vipd (pid $vpid): soft RLIMIT_NOFILE $soft lowered to $lowest_free, then restored; change applied $("$PYTHON" -c 'import sys; print("%.1f" % (float(sys.argv[2]) - float(sys.argv[1])))' "$t_back" "$t_applied") s later (generation $gen_before -> ${applied:-?})"
+grep -E 'manifests: .*(Too many open files|works again)' "$TMP/vipd.log" | tail -n 2 | sed 's/^/      /'
+if [ -n "$failed" ] && [ -n "$applied" ] && grep -q 'manifests: reading .* works again' "$TMP/vipd.log"; then
+  pass descriptors-exhausted-change-applied
+else
+  fail descriptors-exhausted-change-applied "want the read failure logged ('$failed'), the change applied within 10 s of the limit's return (generation $gen_before -> '${applied}') and the recovery logged"
+fi
 
 # ---- still alive --------------------------------------------------------------------
 if vipd_alive && [ "$(http_get "http://$HEALTH/healthz" | head -n 1)" = 200 ]; then pass vipd-alive

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -300,6 +301,90 @@ TEST_F(AdminServerTest, QueryHandlerGetsParametersAndHttpErrorsKeepTheirStatus) 
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 400);
   EXPECT_EQ(nlohmann::json::parse(res->body)["error"], "proto missing");
+}
+
+// The regression: the admin socket (one worker, 5 s read timeout) answered
+// vipctl only after every slow client queued before it had timed out.
+TEST_F(AdminServerTest, AnswersWhileSlowClientsAreConnected) {
+  AdminServer s(sock_);
+  s.handle("/v1/status", [] { return nlohmann::json{{"ok", true}}; });
+  std::string err;
+  ASSERT_TRUE(s.start(&err)) << err;
+  auto connect_unix = [&] {
+    int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::strncpy(a.sun_path, sock_.c_str(), sizeof a.sun_path - 1);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+      ::close(fd);
+      return -1;
+    }
+    return fd;
+  };
+  const uint64_t before = http_connection_drops("admin", "header_timeout");
+  std::vector<int> idle, trickling;
+  for (int i = 0; i < 10; ++i) {
+    idle.push_back(connect_unix());
+    trickling.push_back(connect_unix());
+    ASSERT_GE(idle.back(), 0);
+    ASSERT_GE(trickling.back(), 0);
+  }
+  std::atomic<bool> stop{false};
+  std::thread trickle([&] {  // one byte a second, never the end of the header
+    const std::string req = "GET /v1/status HTTP/1.1\r\nHost: x\r\nX-Pad: aaaaaaaaaaaaaaaaaaaa";
+    for (size_t k = 0; !stop.load(); k = (k + 1) % req.size()) {
+      for (int fd : trickling) ::send(fd, &req[k], 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+      for (int i = 0; i < 20 && !stop.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  });
+  struct Cleanup {  // also when an assertion returns early
+    std::function<void()> fn;
+    ~Cleanup() { fn(); }
+  } cleanup{[&] {
+    stop = true;
+    trickle.join();
+    for (int fd : idle) ::close(fd);
+    for (int fd : trickling) ::close(fd);
+  }};
+  for (int i = 0; i < 3; ++i) {
+    httplib::Client cli(sock_, 80);
+    cli.set_address_family(AF_UNIX);
+    cli.set_connection_timeout(5, 0);
+    cli.set_read_timeout(5, 0);  // generous for sanitizer builds; the old server needed 100 s here
+    auto res = cli.Get("/v1/status");
+    ASSERT_TRUE(res) << httplib::to_string(res.error());
+    EXPECT_EQ(res->status, 200);
+    EXPECT_EQ(res->body, R"({"ok":true})");
+  }
+  // The slow clients are closed by the header deadline, counted per listener.
+  timeval tv{30, 0};
+  for (int fd : idle) {
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    char c;
+    EXPECT_EQ(::recv(fd, &c, 1, 0), 0);  // EOF: closed by the server
+  }
+  // Counted before the close, so all ten are in by now.
+  EXPECT_GE(http_connection_drops("admin", "header_timeout"), before + 10);
+}
+
+TEST_F(AdminServerTest, HeadAndPercentEncodedQuery) {
+  AdminServer s(sock_);
+  s.handle_query("/v1/q", [](const AdminServer::Query& q) -> nlohmann::ordered_json {
+    nlohmann::ordered_json j;
+    for (const auto& [k, v] : q) j[k] = v;
+    return j;
+  });
+  std::string err;
+  ASSERT_TRUE(s.start(&err)) << err;
+  auto res = get("/v1/q?src=10.0.0.2%3A40000&name=a%20b");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->body, R"({"name":"a b","src":"10.0.0.2:40000"})");
+  httplib::Client cli(sock_, 80);
+  cli.set_address_family(AF_UNIX);
+  auto head = cli.Head("/v1/q");
+  ASSERT_TRUE(head);
+  EXPECT_EQ(head->status, 200);
+  EXPECT_TRUE(head->body.empty());
 }
 
 }  // namespace

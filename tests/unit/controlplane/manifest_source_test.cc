@@ -4,12 +4,15 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <fcntl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
-#include <sys/resource.h>
-
+#include <cerrno>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
+#include <vector>
 
 #include "tests/unit/controlplane/test_util.h"
 
@@ -427,6 +430,104 @@ TEST(ManifestWatch, DirectoryRemovedAndRecreated) {
   r = src.load();
   EXPECT_TRUE(r.errors.empty());
   EXPECT_EQ(db_backends(r), "10.0.0.5");
+}
+
+// Runs the process out of descriptors: lowers RLIMIT_NOFILE to a little above
+// the highest open descriptor and fills every free one. release() (or the
+// destructor) gives them back and restores the limit.
+class DescriptorExhaustion {
+ public:
+  DescriptorExhaustion() {
+    ::getrlimit(RLIMIT_NOFILE, &saved_);
+    int highest = 0;
+    for (const auto& e : fs::directory_iterator("/proc/self/fd")) highest = std::max(highest, std::stoi(e.path().filename()));
+    base_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    rlimit low = saved_;
+    low.rlim_cur = std::min<rlim_t>(saved_.rlim_cur, static_cast<rlim_t>(highest + 64));
+    ::setrlimit(RLIMIT_NOFILE, &low);
+    for (;;) {
+      const int fd = ::fcntl(base_, F_DUPFD_CLOEXEC, 0);
+      if (fd < 0) {
+        exhausted_ = errno == EMFILE;
+        break;
+      }
+      fds_.push_back(fd);
+    }
+  }
+  ~DescriptorExhaustion() { release(); }
+  void release() {
+    for (int fd : fds_) ::close(fd);
+    fds_.clear();
+    if (base_ >= 0) ::close(base_);
+    base_ = -1;
+    ::setrlimit(RLIMIT_NOFILE, &saved_);
+  }
+  bool exhausted() const { return exhausted_; }
+
+ private:
+  rlimit saved_{};
+  int base_ = -1;
+  std::vector<int> fds_;
+  bool exhausted_ = false;
+};
+
+// The regression: a change seen while descriptors ran out ("cannot read
+// directory: Too many open files") was applied only at the next file event.
+// Now the failed read is retried by itself once descriptors are back.
+TEST(ManifestWatch, ReadFailureIsRetriedWithoutAnotherFileEvent) {
+  TempDir p;
+  const std::string dir = p.path() + "/m";
+  fs::create_directory(dir);
+  std::ofstream(dir + "/db.yaml") << manifest("10.0.0.1");
+  std::ofstream(p.path() + "/next.yaml") << manifest("10.0.0.7");  // staged outside the directory
+  ManifestSource src(dir, "rr");
+  ASSERT_EQ(db_backends(src.load()), "10.0.0.1");
+  ASSERT_FALSE(changed_within(src, 200));
+
+  LoadResult failed;
+  {
+    DescriptorExhaustion ex;
+    ASSERT_TRUE(ex.exhausted());
+    ASSERT_EQ(::rename((p.path() + "/next.yaml").c_str(), (dir + "/db.yaml").c_str()), 0);  // needs no descriptor
+    ASSERT_TRUE(changed_within(src, 5000));
+    failed = src.load();
+  }
+  ASSERT_FALSE(failed.errors.empty());
+  EXPECT_THAT(failed.errors[0].reason, HasSubstr("Too many open files"));
+  EXPECT_EQ(db_backends(failed), "10.0.0.1");  // the last good state stays
+  EXPECT_EQ(src.read_failures(), 1);
+  EXPECT_EQ(src.retry_delay_ms(), ManifestSource::kRetryFirstMs);
+
+  // No file event from here on: the source must ask for the retry itself.
+  ASSERT_TRUE(changed_within(src, 30000));
+  EXPECT_GT(src.newest_change_unix_ns(), 0);  // dated by the change the failed read was for
+  const LoadResult r = src.load();
+  EXPECT_TRUE(r.errors.empty());
+  EXPECT_EQ(db_backends(r), "10.0.0.7");
+  EXPECT_EQ(src.read_failures(), 0);
+  EXPECT_FALSE(changed_within(src, 300));  // and no more retries
+}
+
+TEST(ManifestWatch, ReadRetriesBackOffTo5s) {
+  TempDir p;
+  const std::string dir = p.path() + "/m";
+  fs::create_directory(dir);
+  std::ofstream(dir + "/db.yaml") << manifest("10.0.0.1");
+  ManifestSource src(dir, "rr");
+  ASSERT_EQ(db_backends(src.load()), "10.0.0.1");
+  fs::remove_all(dir);
+  std::vector<int> delays;
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_EQ(db_backends(src.load()), "10.0.0.1");
+    delays.push_back(src.retry_delay_ms());
+  }
+  EXPECT_EQ(delays, (std::vector<int>{100, 200, 400, 800, 1600, 3200, 5000, 5000}));
+  EXPECT_EQ(src.read_failures(), 8);
+  fs::create_directory(dir);
+  std::ofstream(dir + "/db.yaml") << manifest("10.0.0.2");
+  EXPECT_EQ(db_backends(src.load()), "10.0.0.2");
+  EXPECT_EQ(src.read_failures(), 0);
+  EXPECT_EQ(src.retry_delay_ms(), 0);
 }
 
 }  // namespace
