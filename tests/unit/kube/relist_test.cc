@@ -9,6 +9,7 @@
 // resourceVersion) with a 30 s deadline; nothing relies on sleeps.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -74,21 +75,32 @@ std::string slice_json(const std::string& name, const std::string& service, cons
          eps + "]}";
 }
 
-// What a fresh start builds from the API server's current objects.
+// What a fresh start builds from the API server's current objects. Decoded
+// objects are remembered by their JSON (decoding is slow under sanitizers).
 Services fresh_build(const FakeApi& api, const k8s::BuildOptions& opts) {
+  static std::map<std::string, k8s::Service> known_services;
+  static std::map<std::string, k8s::EndpointSlice> known_slices;
   simdjson::dom::parser parser;
   std::vector<k8s::Service> services;
   std::vector<k8s::EndpointSlice> slices;
   for (const auto& [key, json] : api.objects(kServices)) {
+    if (auto k = known_services.find(json); k != known_services.end()) {
+      services.push_back(k->second);
+      continue;
+    }
     simdjson::dom::element e = parser.parse(json);
     std::string why;
-    if (auto v = decode_service(e, &why)) services.push_back(std::move(*v));
+    if (auto v = decode_service(e, &why)) services.push_back(known_services[json] = std::move(*v));
     else ADD_FAILURE() << key << ": " << why;
   }
   for (const auto& [key, json] : api.objects(kSlices)) {
+    if (auto k = known_slices.find(json); k != known_slices.end()) {
+      slices.push_back(k->second);
+      continue;
+    }
     simdjson::dom::element e = parser.parse(json);
     std::string why;
-    if (auto v = decode_endpoint_slice(e, &why)) slices.push_back(std::move(*v));
+    if (auto v = decode_endpoint_slice(e, &why)) slices.push_back(known_slices[json] = std::move(*v));
     else ADD_FAILURE() << key << ": " << why;
   }
   return k8s::build_service_table(services, slices, opts).table.services;
@@ -144,10 +156,11 @@ class Harness {
 
   // Both reflectors have every event up to the API server's current
   // resourceVersion; one sync; what it applied equals a fresh build.
-  ::testing::AssertionResult settle() {
-    if (!api->disarm_hook()) return ::testing::AssertionFailure() << "a hook did not finish within 30 s";
-    if (!api->wait_caught_up())
-      return ::testing::AssertionFailure() << "the reflectors did not catch up within 30 s";
+  // `timeout`: 30 s; more for thousands of objects (slow under sanitizers).
+  ::testing::AssertionResult settle(std::chrono::seconds timeout = std::chrono::seconds(30)) {
+    if (!api->disarm_hook(timeout)) return ::testing::AssertionFailure() << "a hook did not finish in time";
+    if (!api->wait_caught_up(timeout))
+      return ::testing::AssertionFailure() << "the reflectors did not catch up within " << timeout.count() << " s";
     if (!src_->ready()) return ::testing::AssertionFailure() << "caught up but not ready";
     if (!sync_->sync_now()) return ::testing::AssertionFailure() << "sync failed";
     return same(backend.services(), fresh_build(*api, opts_.build));
@@ -175,25 +188,30 @@ std::string ip_of(int i) {
 // -> one) changes between the first and the second page of that relist. The
 // API server variants: later pages report the current resourceVersion (the
 // one that lost the change: vipd watched from after it), later pages served
-// live instead of from the first page's snapshot, both.
+// live instead of from the first page's snapshot, both, neither. The first
+// runs with 1,201 objects of each kind (3 pages of 500), the others with 13
+// (3 pages of 5), which is as many pages for a fraction of the time.
 TEST(KubeRelist, ChangeBetweenPagesOfARelistIsNotLost) {
   struct Variant {
     const char* name;
     FakeApi::Faults faults;
+    int objects;  // of each kind, db-a included
+    uint32_t page;
   };
   const Variant variants[] = {
-      {"later pages report the current resourceVersion", {true, false, false}},
-      {"later pages served live", {false, true, false}},
-      {"both", {true, true, false}},
-      {"a consistent server", {false, false, false}},
+      {"later pages report the current resourceVersion", {true, false, false}, 1201, 500},
+      {"later pages served live", {false, true, false}, 13, 5},
+      {"both", {true, true, false}, 13, 5},
+      {"a consistent server", {false, false, false}, 13, 5},
   };
   for (const Variant& v : variants) {
     SCOPED_TRACE(v.name);
-    Harness h(500);
+    const auto deadline = std::chrono::seconds(v.objects > 100 ? 120 : 30);
+    Harness h(v.page);
     h.api->set_faults(v.faults);
     h.api->put(kServices, "default/db-a", svc_json("db-a", "10.96.0.10", 5432));
     h.api->put(kSlices, "default/db-a", slice_json("db-a", "db-a", {"10.244.1.1", "10.244.1.2"}));
-    for (int i = 0; i < 1200; ++i) {
+    for (int i = 0; i < v.objects - 1; ++i) {
       char name[32];
       std::snprintf(name, sizeof name, "svc-%04d", i);
       h.api->put(kServices, std::string("default/") + name, svc_json(name, ip_of(i), 80));
@@ -201,22 +219,22 @@ TEST(KubeRelist, ChangeBetweenPagesOfARelistIsNotLost) {
                  slice_json(name, name, {"10.245." + std::to_string(i / 250) + "." + std::to_string(i % 250 + 1)}));
     }
     h.start();
-    ASSERT_TRUE(h.settle());
+    ASSERT_TRUE(h.settle(deadline));
     ASSERT_EQ(h.source().stats().endpointslices.list_pages, 3u);
 
     // The API server compacts and drops the watches; vipd's reconnects wait.
     h.api->hold(true);
     h.api->drop_watches();
-    ASSERT_TRUE(h.api->wait_held());
+    ASSERT_TRUE(h.api->wait_held(deadline));
     h.api->compact();
     h.api->after_page(kSlices, 1, [&] {
       h.api->put(kSlices, "default/db-a", slice_json("db-a", "db-a", {"10.244.1.1"}));
     });
     const int lists_before = h.api->lists_started(kSlices);
     h.api->hold(false);  // reconnect: 410 -> relist, the change lands after page 1
-    ASSERT_TRUE(h.api->wait_hook_fired());
+    ASSERT_TRUE(h.api->wait_hook_fired(deadline));
     EXPECT_GT(h.api->lists_started(kSlices), lists_before);
-    ASSERT_TRUE(h.settle());
+    ASSERT_TRUE(h.settle(deadline));
 
     const Services applied = h.backend.services();
     ServiceKey db{};
