@@ -239,7 +239,7 @@ ctl fault '{"fail": 1000}' >/dev/null
 ctl drop >/dev/null
 ctl apply '{"apiVersion":"v1","kind":"Service","metadata":{"name":"late","namespace":"default"},"spec":{"clusterIP":"10.96.0.102","ports":[{"name":"http","port":8081}]}}' >/dev/null
 ctl compact >/dev/null
-ctl fault '{"fail": 0, "later_pages_current_rv": 1, "apply_after_first_page": {"apiVersion":"discovery.k8s.io/v1","kind":"EndpointSlice","metadata":{"name":"bulk-00000-abcde","namespace":"bulk","labels":{"kubernetes.io/service-name":"bulk-00000"}},"addressType":"IPv4","endpoints":[{"addresses":["10.250.0.1"],"conditions":{"ready":true},"nodeName":"node-a"}],"ports":[{"name":"http","protocol":"TCP","port":8080}]}}' >/dev/null
+ctl fault '{"fail": 0, "later_pages_current_rv": {"endpointslices": 1}, "apply_after_first_page": {"apiVersion":"discovery.k8s.io/v1","kind":"EndpointSlice","metadata":{"name":"bulk-00000-abcde","namespace":"bulk","labels":{"kubernetes.io/service-name":"bulk-00000"}},"addressType":"IPv4","endpoints":[{"addresses":["10.250.0.1"],"conditions":{"ready":true},"nodeName":"node-a"}],"ports":[{"name":"http","protocol":"TCP","port":8080}]}}' >/dev/null
 b1=
 for _ in $(seq 1 150); do b1=$(bulk0_backends); [ "$b1" = 1 ] && break; sleep 0.1; done
 relists=$(grep -c 'endpointslices: listed' "$TMP/vipd2.log")

@@ -25,9 +25,10 @@ A plain-HTTP control API on 127.0.0.1:--ctl-port drives it (JSON bodies):
                 N watches send garbage JSON; the next N lists answer 200 with a body that
                 is not JSON; lists are delayed by MS per page; the next N list/watch
                 requests get HTTP 500;
-                {"later_pages_current_rv": N}: in the next N lists, the pages after the
-                first report the current resourceVersion instead of the first page's
-                (an API server that does not pin the list's snapshot);
+                {"later_pages_current_rv": N or {"RESOURCE": N}}: in the next N lists
+                (of any resource, or of that one), the pages after the first report the
+                current resourceVersion instead of the first page's (an API server that
+                does not pin the list's snapshot);
                 {"apply_after_first_page": OBJECT or [OBJECTS]}: each object is applied
                 right after the first page of the next list of its resource is sent
                 (a change between the pages of a list)
@@ -278,10 +279,15 @@ def make_handler(store, args):
                 keys = keys[:limit] if limit else keys
                 items = [store.objs[res][k] for k in keys]
                 page_rv = list_rv
-                if q.get("continue") and store.faults["later_pages_current_rv"] > 0:
+                lp = store.faults["later_pages_current_rv"]
+                left = lp.get(res, 0) if isinstance(lp, dict) else lp
+                if q.get("continue") and left > 0:
                     page_rv = store.rv
                     if not more:
-                        store.faults["later_pages_current_rv"] -= 1
+                        if isinstance(lp, dict):
+                            lp[res] = left - 1
+                        else:
+                            store.faults["later_pages_current_rv"] = left - 1
                 body = {"kind": RES[res]["list"], "apiVersion": RES[res]["apiVersion"],
                         "metadata": {"resourceVersion": str(page_rv)}, "items": []}
                 if more:
