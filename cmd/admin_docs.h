@@ -74,6 +74,7 @@ inline nlohmann::json status_doc(const cp::SyncLoop& sync, const config::Options
                         {"generation", s.generation},
                         {"syncs", s.syncs},
                         {"full_syncs", s.full_syncs},
+                        {"resync_repairs", s.resync_repairs},
                         {"sync_errors", s.sync_errors},
                         {"next_retry_ms", s.next_retry_ms},
                         {"last_sync_unix_ns", s.last_sync_unix_ns},
@@ -97,7 +98,8 @@ inline std::function<std::vector<cp::SourceResourceStats>()> source_stats_fn(con
   return [kube] {
     const cp::kube::KubeSourceStats k = kube->stats();
     auto one = [](const char* resource, const cp::kube::ReflectorStats& r) {
-      return cp::SourceResourceStats{resource, r.watches ? r.watches - 1 : 0, r.lists ? r.lists - 1 : 0};
+      return cp::SourceResourceStats{resource, r.watches ? r.watches - 1 : 0, r.lists ? r.lists - 1 : 0,
+                                     r.relists_gone, r.relists_malformed};
     };
     return std::vector<cp::SourceResourceStats>{one("endpointslices", k.endpointslices), one("services", k.services)};
   };

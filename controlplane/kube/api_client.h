@@ -93,22 +93,37 @@ class RateLimiter {
   std::chrono::steady_clock::time_point last_;
 };
 
-class ApiClient {
+// The two HTTP calls the reflectors make, behind an interface so that unit
+// tests can script the API server's answers and their timing exactly
+// (tests/unit/kube/fake_transport.h). ApiClient is the real one. Both calls may
+// be made by several threads at once.
+class ApiTransport {
  public:
-  explicit ApiClient(ClientConfig cfg);
-  const ClientConfig& config() const { return cfg_; }
+  virtual ~ApiTransport() = default;
 
   // GET server + path_query; the body is collected (also for error statuses).
-  HttpResult get(const std::string& path_query, std::string* body,
-                 const std::atomic<bool>& stop, int timeout_s = 60);
+  virtual HttpResult get(const std::string& path_query, std::string* body,
+                         const std::atomic<bool>& stop, int timeout_s) = 0;
 
   // Streaming GET: `on_data` receives the body of a 2xx answer chunk by chunk
   // as it arrives (return false to abort); the body of any other status goes to
   // *error_body. The transfer ends when the server closes, after timeout_s, or
   // soon after `stop` is set.
+  virtual HttpResult stream(const std::string& path_query,
+                            const std::function<bool(const char*, size_t)>& on_data,
+                            std::string* error_body, const std::atomic<bool>& stop, int timeout_s) = 0;
+};
+
+class ApiClient : public ApiTransport {
+ public:
+  explicit ApiClient(ClientConfig cfg);
+  const ClientConfig& config() const { return cfg_; }
+
+  HttpResult get(const std::string& path_query, std::string* body,
+                 const std::atomic<bool>& stop, int timeout_s = 60) override;
   HttpResult stream(const std::string& path_query,
                     const std::function<bool(const char*, size_t)>& on_data,
-                    std::string* error_body, const std::atomic<bool>& stop, int timeout_s);
+                    std::string* error_body, const std::atomic<bool>& stop, int timeout_s) override;
 
  private:
   std::string bearer_token();

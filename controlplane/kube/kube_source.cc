@@ -75,7 +75,7 @@ std::string proxy_label_selector(const std::string& name) {
 template <typename T>
 class Reflector {
  public:
-  Reflector(const Kind<T>& kind, ApiClient& api, RateLimiter& limiter, const KubeSourceOptions& opts,
+  Reflector(const Kind<T>& kind, ApiTransport& api, RateLimiter& limiter, const KubeSourceOptions& opts,
             std::function<void(int64_t)> notify)
       : kind_(kind), api_(api), limiter_(limiter), opts_(opts), notify_(std::move(notify)),
         rng_(std::random_device{}()) {}
@@ -103,6 +103,25 @@ class Reflector {
     for (const auto& [k, why] : invalid_)
       invalid->push_back({kind_.resource, std::string(kind_.kind) + " " + k, why});
     return true;
+  }
+
+  // drain() and, atomically with it, every object of the cache (for a
+  // rebuild from scratch): the cache is what the drained changes lead to.
+  // *invalid: the invalid objects, always.
+  void drain_all(std::map<std::string, std::optional<T>>* changes, std::map<std::string, T>* all,
+                 std::vector<SourceError>* invalid) {
+    std::lock_guard<std::mutex> g(mu_);
+    changes->swap(pending_);
+    pending_.clear();
+    *all = cache_;
+    invalid_changed_ = false;
+    for (const auto& [k, why] : invalid_)
+      invalid->push_back({kind_.resource, std::string(kind_.kind) + " " + k, why});
+  }
+
+  void discard_pending() {
+    std::lock_guard<std::mutex> g(mu_);
+    pending_.clear();
   }
 
   ReflectorStats stats() const {
@@ -137,10 +156,15 @@ class Reflector {
     const uint64_t ms = dist(rng_);
     log_warn(std::string("kube: ") + kind_.resource + ": " + why + "; retrying in " +
              std::to_string(ms) + " ms (last applied state stays in force)");
-    backoff_ms_ = std::min<uint64_t>(opts_.backoff_max_ms, std::max<uint64_t>(1, d * 2));
+    set_backoff(std::min<uint64_t>(opts_.backoff_max_ms, std::max<uint64_t>(1, d * 2)));
     sleep_ms(ms);
   }
-  void reset_backoff() { backoff_ms_ = std::max<uint32_t>(1, opts_.backoff_initial_ms); }
+  void reset_backoff() { set_backoff(std::max<uint32_t>(1, opts_.backoff_initial_ms)); }
+  void set_backoff(uint64_t ms) {
+    backoff_ms_ = ms;
+    std::lock_guard<std::mutex> g(mu_);
+    stats_.retry_delay_ms = ms;
+  }
 
   // Full list (all pages); on success replaces the cache atomically and sets *rv.
   bool list(std::string* rv, std::string* why) {
@@ -168,6 +192,8 @@ class Reflector {
         log_info(std::string("kube: ") + kind_.resource + ": list continue token expired; listing again");
         ++restarts;
         cont.clear();
+        list_rv.clear();
+        pages = 0;
         fresh.clear();
         invalid.clear();
         continue;
@@ -209,11 +235,23 @@ class Reflector {
       }
       ++pages;
       std::string_view sv;
-      list_rv = doc["metadata"]["resourceVersion"].get(sv) == simdjson::SUCCESS ? std::string(sv) : "";
+      const std::string page_rv =
+          doc["metadata"]["resourceVersion"].get(sv) == simdjson::SUCCESS ? std::string(sv) : "";
+      // The list is the snapshot the first page was served from (the continue
+      // token pins it): the watch must start from its resourceVersion. A later
+      // page that reports a newer one (an API server or proxy that does not
+      // pin it) must not move the watch past changes this list never saw;
+      // events the list did include are replayed by the watch, harmlessly.
+      if (pages == 1) list_rv = page_rv;
+      else if (page_rv != list_rv)
+        log_debug(std::string("kube: ") + kind_.resource + ": list page " + std::to_string(pages) +
+                  " reports resourceVersion " + page_rv + ", the first " + list_rv +
+                  "; watching from the first");
       cont = doc["metadata"]["continue"].get(sv) == simdjson::SUCCESS ? std::string(sv) : "";
       if (cont.empty()) break;
     }
     size_t vanished = 0;
+    const bool first_list = !synced_.load();
     {
       std::lock_guard<std::mutex> g(mu_);
       // An object that is listed but invalid keeps its last good version, as
@@ -239,6 +277,10 @@ class Reflector {
       if (invalid != invalid_) invalid_changed_ = true;
       invalid_.swap(invalid);
       ++stats_.lists;
+      if (!first_list) {
+        if (relist_reason_ == Relist::kMalformed) ++stats_.relists_malformed;
+        else ++stats_.relists_gone;
+      }
       stats_.list_pages += pages;
       stats_.resource_version = list_rv;
     }
@@ -270,7 +312,7 @@ class Reflector {
       ++stats_.watches;
     }
     End end = End::kClosed;
-    bool delivered = false;
+    bool healthy = false;    // an object event or a bookmark: the watch was accepted
     WatchDecoder dec([&](const WatchEvent& ev) {
       const int64_t t = now_unix_ns();
       if (ev.type == EventType::kError) {
@@ -285,6 +327,12 @@ class Reflector {
         return false;
       }
       if (!ev.resource_version.empty()) *rv = ev.resource_version;
+      if (!healthy) {
+        // The watch is accepted: the retry delay and the 410 streak start over.
+        healthy = true;
+        reset_backoff();
+        gone_streak_ = 0;
+      }
       if (ev.type == EventType::kBookmark) {
         std::lock_guard<std::mutex> g(mu_);
         ++stats_.bookmarks;
@@ -299,7 +347,6 @@ class Reflector {
                  " event for an object without a name; skipped");
         return true;
       }
-      delivered = true;
       std::string reason;
       std::optional<T> v;
       if (ev.type != EventType::kDeleted) v = decode(ev.object, &reason);
@@ -342,7 +389,7 @@ class Reflector {
         },
         &err_body, stop_, static_cast<int>(timeout) + 30);
     if (stop_.load()) return End::kStopped;
-    if (delivered) reset_backoff();
+
     if (malformed) {
       *why = "watch: " + dec.error();
       std::lock_guard<std::mutex> g(mu_);
@@ -394,7 +441,11 @@ class Reflector {
           continue;
         }
         need_list = false;
-        reset_backoff();
+        // After a relist for a 410 the backoff keeps growing until a watch
+        // is accepted: a watch that gets 410 again at once (the API server
+        // compacts faster than vipd lists) must not make vipd relist in a
+        // tight loop.
+        if (gone_streak_ == 0) reset_backoff();
       }
       const auto t0 = std::chrono::steady_clock::now();
       why.clear();
@@ -406,13 +457,22 @@ class Reflector {
           log_debug(std::string("kube: ") + kind_.resource + ": watch ended; resuming from " + rv);
           if (std::chrono::steady_clock::now() - t0 < std::chrono::seconds(1))
             backoff("watch closed immediately");
+          else
+            gone_streak_ = 0;  // the watch was accepted (a quiet one sends nothing)
           break;
         case End::kGone:
-          log_info(std::string("kube: ") + kind_.resource + ": " + why + "; relisting");
           need_list = true;
+          relist_reason_ = Relist::kGone;
+          // The first 410 after a working watch relists at once; another one
+          // before a watch has been accepted backs off like any error.
+          if (gone_streak_++ == 0)
+            log_info(std::string("kube: ") + kind_.resource + ": " + why + "; relisting");
+          else
+            backoff(why + " again (" + std::to_string(gone_streak_) + " in a row); will relist");
           break;
         case End::kMalformed:
           need_list = true;
+          relist_reason_ = Relist::kMalformed;
           backoff(why + "; will relist");
           break;
         case End::kError:
@@ -423,12 +483,15 @@ class Reflector {
   }
 
   const Kind<T>& kind_;
-  ApiClient& api_;
+  ApiTransport& api_;
   RateLimiter& limiter_;
   const KubeSourceOptions& opts_;
   std::function<void(int64_t)> notify_;
   std::mt19937_64 rng_;
   uint64_t backoff_ms_ = 500;
+  enum class Relist { kGone, kMalformed };
+  Relist relist_reason_ = Relist::kGone;  // why the next list is a relist (run() thread)
+  uint32_t gone_streak_ = 0;              // 410s since a watch was last accepted (run() thread)
   std::atomic<bool> stop_{false};
   std::atomic<bool> synced_{false};
   std::thread thread_;
@@ -442,14 +505,17 @@ class Reflector {
 };
 
 struct KubeSource::Impl {
-  Impl(ClientConfig cfg, KubeSourceOptions o, std::function<void(int64_t)> notify)
+  Impl(ClientConfig cfg, KubeSourceOptions o, std::unique_ptr<ApiTransport> t,
+       std::function<void(int64_t)> notify)
       : opts(std::move(o)),
         api(std::move(cfg)),
+        transport(std::move(t)),
         limiter(std::max(0.1, opts.qps), std::max(1.0, 2 * opts.qps)),
-        services(kServices, api, limiter, opts, notify),
-        slices(kSlices, api, limiter, opts, notify) {}
+        services(kServices, transport ? *transport : api, limiter, opts, notify),
+        slices(kSlices, transport ? *transport : api, limiter, opts, notify) {}
   KubeSourceOptions opts;
-  ApiClient api;
+  ApiClient api;                            // the configuration; the transport unless replaced
+  std::unique_ptr<ApiTransport> transport;  // a replacement (unit tests); null = api
   RateLimiter limiter;
   Reflector<k8s::Service> services;
   Reflector<k8s::EndpointSlice> slices;
@@ -457,7 +523,10 @@ struct KubeSource::Impl {
 };
 
 KubeSource::KubeSource(ClientConfig cfg, KubeSourceOptions opts)
-    : impl_(std::make_unique<Impl>(std::move(cfg), std::move(opts),
+    : KubeSource(std::move(cfg), std::move(opts), nullptr) {}
+
+KubeSource::KubeSource(ClientConfig cfg, KubeSourceOptions opts, std::unique_ptr<ApiTransport> transport)
+    : impl_(std::make_unique<Impl>(std::move(cfg), std::move(opts), std::move(transport),
                                    [this](int64_t t) { notify(t); })) {}
 
 KubeSource::~KubeSource() { stop(); }
@@ -511,11 +580,7 @@ bool KubeSource::wait_ready(int timeout_ms) {
   return ready();
 }
 
-LoadResult DeltaBuilder::load(ObjectChanges changes, const std::vector<SourceError>* invalid_services,
-                              const std::vector<SourceError>* invalid_slices) {
-  if (invalid_services) invalid_services_ = *invalid_services;
-  if (invalid_slices) invalid_slices_ = *invalid_slices;
-  if (invalid_services || invalid_slices) invalid_changed_ = true;
+void DeltaBuilder::feed(ObjectChanges& changes) {
   for (auto& [key, v] : changes.services) {
     if (v) index_.set_service(*v);
     else {
@@ -530,8 +595,62 @@ LoadResult DeltaBuilder::load(ObjectChanges changes, const std::vector<SourceErr
       index_.erase_slice(ns, name);
     }
   }
+}
+
+LoadResult DeltaBuilder::load(ObjectChanges changes, const std::vector<SourceError>* invalid_services,
+                              const std::vector<SourceError>* invalid_slices) {
+  if (invalid_services) invalid_services_ = *invalid_services;
+  if (invalid_slices) invalid_slices_ = *invalid_slices;
+  if (invalid_services || invalid_slices) invalid_changed_ = true;
+  feed(changes);
   LoadResult r;
   index_.flush(&r.touched);
+  return answer(std::move(r));
+}
+
+LoadResult DeltaBuilder::rebuild(ObjectChanges changes, ObjectSnapshot all,
+                                 std::vector<SourceError> invalid_services,
+                                 std::vector<SourceError> invalid_slices) {
+  invalid_services_ = std::move(invalid_services);
+  invalid_slices_ = std::move(invalid_slices);
+  invalid_changed_ = true;
+  // First the incremental path, as load() would: what differs between its
+  // result and the rebuild is a divergence, not a pending change.
+  LoadResult r;
+  const bool was_empty = index_.services() == 0 && index_.slices() == 0;
+  feed(changes);
+  index_.flush(&r.touched);
+  // From nothing (the first sync), the incremental path already built from scratch.
+  if (was_empty) return answer(std::move(r));
+  k8s::TableIndex fresh(opts_);
+  for (const auto& [key, v] : all.services) fresh.set_service(v);
+  for (const auto& [key, v] : all.slices) fresh.set_slice(v);
+  std::vector<ServiceKey> ignored;
+  fresh.flush(&ignored);
+  // Every key whose entry differs between the incremental index and the rebuild.
+  const auto& before = index_.table().services;
+  const auto& after = fresh.table().services;
+  size_t n_diverged = 0;
+  for (const auto& [k, vs] : before) {
+    auto n = after.find(k);
+    if (n == after.end() || !(n->second == vs)) {
+      r.touched.push_back(k);
+      ++n_diverged;
+    }
+  }
+  for (const auto& [k, vs] : after)
+    if (!before.count(k)) {
+      r.touched.push_back(k);
+      ++n_diverged;
+    }
+  r.diverged = n_diverged;
+  std::sort(r.touched.begin(), r.touched.end());
+  r.touched.erase(std::unique(r.touched.begin(), r.touched.end()), r.touched.end());
+  index_ = std::move(fresh);
+  return answer(std::move(r));
+}
+
+LoadResult DeltaBuilder::answer(LoadResult r) {
   r.delta = true;
   r.current = &index_.table();
   if (!invalid_changed_ && index_.issues_version() == reported_issues_version_) {
@@ -567,6 +686,33 @@ LoadResult KubeSource::load() {
                                    inv2 ? &invalid_slices : nullptr);
   r.newest_change_unix_ns = newest;
   return r;
+}
+
+LoadResult KubeSource::load_full() {
+  int64_t newest = 0;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    newest = pending_change_ns_;
+    pending_change_ns_ = 0;
+  }
+  ObjectChanges changes;
+  ObjectSnapshot all;
+  std::vector<SourceError> invalid_svc, invalid_slices;
+  impl_->services.drain_all(&changes.services, &all.services, &invalid_svc);
+  impl_->slices.drain_all(&changes.slices, &all.slices, &invalid_slices);
+  LoadResult r = impl_->delta.rebuild(std::move(changes), std::move(all), std::move(invalid_svc),
+                                      std::move(invalid_slices));
+  if (r.diverged)
+    log_warn("kube: full sync: " + std::to_string(r.diverged) +
+             " service key(s) of the incremental table differed from a rebuild from the "
+             "reflector caches; the rebuild is applied");
+  r.newest_change_unix_ns = newest;
+  return r;
+}
+
+void KubeSource::discard_pending_changes_for_test() {
+  impl_->services.discard_pending();
+  impl_->slices.discard_pending();
 }
 
 KubeSourceStats KubeSource::stats() const {

@@ -53,6 +53,13 @@ struct ReflectorStats {
   uint64_t malformed = 0;       // undecodable streams/bodies -> relist
   uint64_t invalid_objects = 0; // objects skipped by the object rules
   uint64_t objects = 0;         // in the cache now
+  // Completed relists (lists after the initial one) by what caused them: a
+  // 410 Gone/Expired of the watch, or an undecodable watch stream.
+  uint64_t relists_gone = 0;
+  uint64_t relists_malformed = 0;
+  // The bound of the next retry delay (the delay is drawn from [d/2, d]); back
+  // to --api-backoff-initial-ms once a watch is accepted.
+  uint64_t retry_delay_ms = 0;
   std::string resource_version; // last seen
   bool synced = false;          // initial list done
 };
@@ -68,19 +75,37 @@ struct ObjectChanges {
   std::map<std::string, std::optional<k8s::EndpointSlice>> slices;
 };
 
+// Every object the reflectors hold ("ns/name" -> object): the input of a
+// rebuild from scratch.
+struct ObjectSnapshot {
+  std::map<std::string, k8s::Service> services;
+  std::map<std::string, k8s::EndpointSlice> slices;
+};
+
 // Thread: the SyncLoop's. The part of KubeSource::load() after draining the
 // reflectors: feeds the changes to a TableIndex and answers in delta form
 // (LoadResult::delta), with the issues only when they changed. Separate so that
 // the control-plane benchmark drives exactly this code.
 class DeltaBuilder {
  public:
-  explicit DeltaBuilder(k8s::BuildOptions options) : index_(std::move(options)) {}
+  explicit DeltaBuilder(k8s::BuildOptions options) : opts_(options), index_(std::move(options)) {}
   // `invalid_*`: the reflectors' invalid objects when they changed; null = unchanged.
   LoadResult load(ObjectChanges changes, const std::vector<SourceError>* invalid_services,
                   const std::vector<SourceError>* invalid_slices);
+  // For a full sync: feeds `changes` as load() does, then throws the index
+  // away and builds a new one from `all` (every object, what a fresh start
+  // would build from them). `touched` lists every key whose entry changed;
+  // `diverged` counts the keys where the incremental index differed from the
+  // rebuild, i.e. how far it had drifted from the objects.
+  LoadResult rebuild(ObjectChanges changes, ObjectSnapshot all, std::vector<SourceError> invalid_services,
+                     std::vector<SourceError> invalid_slices);
   const k8s::TableIndex& index() const { return index_; }
 
  private:
+  void feed(ObjectChanges& changes);
+  LoadResult answer(LoadResult r);
+
+  k8s::BuildOptions opts_;
   k8s::TableIndex index_;
   std::vector<SourceError> invalid_services_, invalid_slices_;
   uint64_t reported_issues_version_ = ~uint64_t{0};
@@ -98,6 +123,9 @@ std::string proxy_label_selector(const std::string& service_proxy_name);
 class KubeSource : public Source {
  public:
   KubeSource(ClientConfig cfg, KubeSourceOptions opts);
+  // With another transport than the libcurl client (unit tests script the API
+  // server with it); `cfg` then only names the server in log lines.
+  KubeSource(ClientConfig cfg, KubeSourceOptions opts, std::unique_ptr<ApiTransport> transport);
   ~KubeSource() override;  // stops and joins the reflector threads
   KubeSource(const KubeSource&) = delete;
   KubeSource& operator=(const KubeSource&) = delete;
@@ -106,6 +134,11 @@ class KubeSource : public Source {
   void stop();
 
   LoadResult load() override;
+  // For full syncs (the periodic resync, retries after a failed apply): the
+  // table rebuilt from scratch from the reflectors' caches (every object they
+  // hold now), not the incremental index, so that a change the incremental
+  // path lost is repaired. Pending changes are consumed with it.
+  LoadResult load_full() override;
   bool wait(int timeout_ms) override;
   bool ready() const override;
   std::string describe() const override;
@@ -117,6 +150,11 @@ class KubeSource : public Source {
   KubeSourceStats stats() const;
   // The client's connection settings (server, TLS verification), for status.
   const ClientConfig& client_config() const;
+
+  // Test hook: forgets the changes the reflectors hold for the next load(),
+  // as a lost change would, so that a test can check that load_full() repairs
+  // the divergence. Never called by vipd itself.
+  void discard_pending_changes_for_test();
 
   struct Impl;  // reflectors (kube_source.cc)
 

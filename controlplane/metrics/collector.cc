@@ -68,6 +68,7 @@ enum Fam : size_t {
   kSyncDuration,
   kWatchRestarts,
   kRelists,
+  kResyncRepairs,
   kOmittedServices,
   kOmittedBackends,
   kServiceConflicts,
@@ -140,8 +141,12 @@ const std::vector<FamilyInfo> kFamilies = {
     {"vipd_sync_duration_seconds", "histogram", "", "Duration of one sync: load, build and apply."},
     {"vipd_source_watch_restarts_total", "counter", "resource",
      "Watches of the resource that were started again (Kubernetes API source; 0 otherwise)."},
-    {"vipd_source_relists_total", "counter", "resource",
-     "Full lists of the resource after the initial one (Kubernetes API source; 0 otherwise)."},
+    {"vipd_source_relists_total", "counter", "resource,reason",
+     "Full lists of the resource after the initial one, by cause: gone (410 Gone/Expired), "
+     "malformed (undecodable watch stream) (Kubernetes API source; 0 otherwise)."},
+    {"vipd_source_resync_repairs_total", "counter", "",
+     "Full syncs that repaired a divergence between the applied table and the source's objects "
+     "(the table rebuilt from scratch differed)."},
     {"vipd_metrics_omitted_services", "gauge", "",
      "Services without per-service series because of --metrics-max-service-series."},
     {"vipd_metrics_omitted_backends", "gauge", "",
@@ -348,13 +353,15 @@ std::vector<MetricFamily> MetricsCollector::Collect() const {
   b.add(kSyncErrors, {}, d(s.sync_errors));
   b.add(kLastSync, {}, static_cast<double>(s.last_sync_unix_ns) / 1e9);
   b.add(kSourceErrors, {}, d(s.source_errors.size()));
+  b.add(kResyncRepairs, {}, d(s.resync_repairs));
   if (sync_) {
     b.add_histogram(kProgrammingLatency, sync_->programming_latency());
     b.add_histogram(kSyncDuration, sync_->sync_duration());
   }
   for (const auto& r : src_.source_stats()) {
     b.add(kWatchRestarts, {{"resource", r.resource}}, d(r.watch_restarts));
-    b.add(kRelists, {{"resource", r.resource}}, d(r.relists));
+    b.add(kRelists, {{"resource", r.resource}, {"reason", "gone"}}, d(r.relists_gone));
+    b.add(kRelists, {{"resource", r.resource}, {"reason", "malformed"}}, d(r.relists_malformed));
   }
   b.add(kOmittedServices, {}, d(omitted_services));
   b.add(kOmittedBackends, {}, d(omitted_backends));

@@ -28,14 +28,16 @@ namespace vipd::cp {
 struct SourceResourceStats {
   std::string resource;
   uint64_t watch_restarts = 0;  // watches started again after the first one
-  uint64_t relists = 0;         // full lists after the initial one (410 Gone, errors)
+  uint64_t relists = 0;         // full lists after the initial one: the sum of
+  uint64_t relists_gone = 0;    //   after a 410 Gone/Expired of the watch
+  uint64_t relists_malformed = 0;  // after an undecodable watch stream
 };
 
 // The resources reported when the source does not watch anything (manifests):
 // the families exist with zero values, so dashboards and alerts work unchanged
 // when the Kubernetes source is switched on.
 inline std::vector<SourceResourceStats> default_source_stats() {
-  return {{"endpointslices", 0, 0}, {"services", 0, 0}};
+  return {{"endpointslices", 0, 0, 0, 0}, {"services", 0, 0, 0, 0}};
 }
 
 class StatsSource {

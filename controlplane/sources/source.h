@@ -46,6 +46,10 @@ struct LoadResult {
   // True when errors/notes are the same as in the previous load() (they are then
   // left empty and the caller keeps what it has).
   bool issues_unchanged = false;
+  // load_full() of an incremental source: how many keys of its incremental
+  // view differed from the table rebuilt from scratch (a divergence the full
+  // sync repairs; 0 when the incremental path was right).
+  size_t diverged = 0;
 };
 
 class Source {
@@ -54,6 +58,11 @@ class Source {
 
   // The current desired state. Cheap enough to call after every burst of changes.
   virtual LoadResult load() = 0;
+  // The same for a full sync (the periodic resync, a retry after a failed
+  // apply): an incremental source rebuilds its whole table from scratch from
+  // what it holds, instead of its incrementally maintained view, so that a
+  // divergence between the two is repaired. The default is load().
+  virtual LoadResult load_full() { return load(); }
   // Waits up to timeout_ms; true when something changed since the last call
   // (the caller then coalesces and load()s).
   virtual bool wait(int timeout_ms) = 0;

@@ -97,19 +97,36 @@ bool SyncLoop::sync_now() {
   }
   const auto t0 = Clock::now();
   const int64_t start_ns = now_unix_ns();
-  LoadResult r = source_.load();
+  const bool forced = resync_requested_.exchange(false);
+  const bool periodic = !need_full_ && (forced || full_resync_due());
+  const bool full = need_full_ || periodic || !applied_once_;
+  // A full sync takes the source's state rebuilt from scratch (load_full), so
+  // that it also repairs what an incremental path may have lost.
+  LoadResult r = full ? source_.load_full() : source_.load();
   if (!r.issues_unchanged) report_source_issues(r, r.newest_change_unix_ns != 0);
   pending_change_ns_ = std::max(pending_change_ns_, r.newest_change_unix_ns);
   if (!r.delta) desired_ = std::move(r.table);
   ServiceTable& next = r.delta && r.current ? *r.current : desired_;
 
-  const bool periodic = !need_full_ && full_resync_due();
-  const bool full = need_full_ || periodic || !applied_once_;
   // What differs from the dataplane: for a delta source only the keys it
   // touched are looked at (O(change)); otherwise, and for full syncs, all.
   const TableDiff diff = !full && r.delta && r.current ? diff_touched(applied_, next, r.touched)
                                                        : TableDiff::compute(applied_, next);
   const bool changed = !diff.empty() || !applied_once_;
+  // A full sync repairs a divergence when the source's incremental view
+  // differed from its rebuild (r.diverged), or, on a periodic resync (the
+  // previous apply succeeded), when the dataplane differs from the source at
+  // a key the source did not report as changed.
+  size_t diverged = full ? r.diverged : 0;
+  if (periodic) {
+    if (r.delta) {
+      const std::set<ServiceKey> touched(r.touched.begin(), r.touched.end());
+      for (const VirtualService* vs : diff.added) diverged += !touched.count(vs->key);
+      for (const VirtualService* vs : diff.changed) diverged += !touched.count(vs->key);
+      for (const ServiceKey& k : diff.removed) diverged += !touched.count(k);
+    }
+  }
+  const bool repair = diverged > 0;
   if (!changed && !full) {
     pending_change_ns_ = 0;  // nothing to program: the dataplane is current
     log_debug("sync: no change (generation " + std::to_string(status_.generation) + ")");
@@ -181,6 +198,9 @@ bool SyncLoop::sync_now() {
                            " ms; change-to-dataplane " + fmt_ms(latency_ms) + " ms";
   // A periodic resync that found nothing to change is routine: debug only.
   if (periodic && !changed) log_debug(line);
+  else if (repair)
+    log_warn(line + "; this full sync repaired " + std::to_string(diverged) +
+             " service key(s) where the applied table had diverged from the source's objects");
   else log_info(line);
   if (observer_) observer_(SyncEvent{true, full, generation, took_ms / 1e3, latency_ms / 1e3});
   std::lock_guard<std::mutex> g(mu_);
@@ -198,6 +218,7 @@ bool SyncLoop::sync_now() {
   status_.generation = generation;
   ++status_.syncs;
   if (full) ++status_.full_syncs;
+  if (repair) ++status_.resync_repairs;
   status_.last_sync_unix_ns = end_ns;
   status_.last_change_to_applied_ms = latency_ms;
   status_.last_error.clear();
@@ -260,7 +281,7 @@ void SyncLoop::run(const std::atomic<bool>& stop) {
       coalesce(stop);
       if (stop.load()) break;
       sync_now();
-    } else if ((retry_pending_ && Clock::now() >= retry_at_) || (!retry_pending_ && full_resync_due())) {
+    } else if ((retry_pending_ && Clock::now() >= retry_at_) || (!retry_pending_ && (full_resync_due() || resync_requested_.load()))) {
       sync_now();
     }
     maybe_tick();

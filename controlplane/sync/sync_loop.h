@@ -40,6 +40,10 @@ struct SyncStatus {
   uint64_t syncs = 0;       // successful applies
   uint64_t sync_errors = 0; // failed applies
   uint64_t full_syncs = 0;  // successful applies that were full syncs
+  // Full syncs that repaired a divergence: the source's incremental view
+  // differed from its state rebuilt from scratch, or (periodic resync) the
+  // dataplane differed from the source at a key it had not reported changed.
+  uint64_t resync_repairs = 0;
   int64_t last_sync_unix_ns = 0;          // end of the last successful apply
   double last_change_to_applied_ms = 0;   // newest source change -> end of apply
   std::string last_error;                 // of the last failed apply; cleared on success
@@ -78,6 +82,9 @@ class SyncLoop {
   bool sync_now();
 
   Status status() const;
+  // Makes the next sync a periodic full resync now, whatever
+  // --sync-full-resync-s says (tests; any thread).
+  void request_full_resync() { resync_requested_.store(true); }
   // Called on the control thread after every apply attempt (not for syncs that
   // found nothing to program). Set before run(); used by the metrics.
   void set_observer(std::function<void(const SyncEvent&)> fn) { observer_ = std::move(fn); }
@@ -108,6 +115,7 @@ class SyncLoop {
   Clock::time_point next_tick_{};
   std::function<void(const SyncEvent&)> observer_;
   std::atomic<int64_t> heartbeat_ns_{0};  // Status::last_loop_unix_ns
+  std::atomic<bool> resync_requested_{false};
   void beat();
   bool full_resync_due() const;
   bool synced_once_ = false;

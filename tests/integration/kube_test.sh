@@ -10,14 +10,17 @@
 # during traffic lose nothing; kubectl and python3-kubernetes against the test
 # server (skipped loudly where missing); 10,000 services: added by watch events
 # into the running dataplane, listed by a dry-run, and listed and programmed by a
-# restarted vipd (times noted). Each check prints "PASS: <name>", "FAIL: <name>: <detail>" or
+# restarted vipd (times noted); a relist of those (21 pages) during which an
+# EndpointSlice changes after the first page, from an API server whose later
+# pages report the newer resourceVersion: the change is programmed. Each check prints "PASS: <name>", "FAIL: <name>: <detail>" or
 # "SKIP: <name>: <why>". Exit 0 all passed, 1 a failure, 77 cannot run here.
 # Env: VIPD_BUILD_DIR (default build), PYTHON.
 set -uo pipefail
 NAME=kube_test
 CHECKS=(api-server-starts vipd-starts table-from-api http-four-pods-even slice-modified-to-dataplane
         http-after-removal api-restart-during-traffic gone-410-during-traffic api-change-after-recovery
-        kubectl-watch python-kubernetes watch-10k-programmed initial-list-10k initial-list-10k-programmed vipd-alive)
+        kubectl-watch python-kubernetes watch-10k-programmed initial-list-10k initial-list-10k-programmed
+        relist-change-between-pages vipd-alive)
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 require_netns
 command -v openssl >/dev/null 2>&1 || skip_all "openssl CLI not installed"
@@ -221,5 +224,26 @@ r=$(client http http://10.96.0.100:8080/ --count 50 --timeout 2 --max-time 20)
 d=$(judge "$r" 'r["failed"] == 0 and r["ok"] == 50')
 if [ "${n:-0}" -ge 10000 ] && [ -n "$line" ] && [ -z "$d" ] && [ -n "$r" ]; then pass initial-list-10k-programmed
 else fail initial-list-10k-programmed "table ${n:-nothing}; log: ${line:-no sync line}; traffic: ${d:-no result}; $(tail -n 2 "$TMP/vipd2.log" | tr '\n' ' ')"; fi
+
+# ---- a relist of 21 pages; an EndpointSlice of the first page changes after it is sent --------
+# vipd is kept off (HTTP 500s) while the history is compacted past its
+# resourceVersion; on reconnect it gets 410 and relists. The API server lands
+# the change (bulk-00000: 2 endpoints -> 1) right after the first page and
+# reports the newer resourceVersion on the later pages: vipd must watch from
+# the first page's and so see the change.
+bulk0_backends() { vipctl dump 2>/dev/null | "$PYTHON" -c '
+import json, sys
+print(next((len(s["backends"]) for s in json.load(sys.stdin)["services"] if s["name"].startswith("bulk/bulk-00000")), ""))' 2>/dev/null; }
+b0=$(bulk0_backends)
+ctl fault '{"fail": 1000}' >/dev/null
+ctl drop >/dev/null
+ctl apply '{"apiVersion":"v1","kind":"Service","metadata":{"name":"late","namespace":"default"},"spec":{"clusterIP":"10.96.0.102","ports":[{"name":"http","port":8081}]}}' >/dev/null
+ctl compact >/dev/null
+ctl fault '{"fail": 0, "later_pages_current_rv": {"endpointslices": 1}, "apply_after_first_page": {"apiVersion":"discovery.k8s.io/v1","kind":"EndpointSlice","metadata":{"name":"bulk-00000-abcde","namespace":"bulk","labels":{"kubernetes.io/service-name":"bulk-00000"}},"addressType":"IPv4","endpoints":[{"addresses":["10.250.0.1"],"conditions":{"ready":true},"nodeName":"node-a"}],"ports":[{"name":"http","protocol":"TCP","port":8080}]}}' >/dev/null
+b1=
+for _ in $(seq 1 150); do b1=$(bulk0_backends); [ "$b1" = 1 ] && break; sleep 0.1; done
+relists=$(grep -c 'endpointslices: listed' "$TMP/vipd2.log")
+if [ "$b0" = 2 ] && [ "$b1" = 1 ] && [ "$relists" -ge 2 ]; then pass relist-change-between-pages
+else fail relist-change-between-pages "bulk-00000 backends before ${b0:-?}, after ${b1:-?} (want 2 -> 1); endpointslices lists logged: $relists; $(grep -E 'relist|410' "$TMP/vipd2.log" | tail -n 2 | tr '\n' ' ' | cut -c1-300)"; fi
 
 if vipd_alive; then pass vipd-alive; else fail vipd-alive "vipd exited: $(tail -n 2 "$TMP/vipd2.log" 2>/dev/null || tail -n 2 "$TMP/vipd.log")"; fi

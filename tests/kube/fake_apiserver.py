@@ -17,13 +17,21 @@ real HTTPS (certificates from tests/kube/gen_certs.sh):
 A plain-HTTP control API on 127.0.0.1:--ctl-port drives it (JSON bodies):
   POST /apply   an object, or {"items": [...]}      -> ADDED / MODIFIED events
   POST /delete  {"resource": "services"|"endpointslices", "namespace": ..., "name": ...}
-  POST /compact forget the event history (older resourceVersions -> 410)
+  POST /compact forget the event history (older resourceVersions -> 410; an open
+                watch that had not sent a forgotten event gets ERROR 410 too)
   POST /drop    cut every open watch connection (no final chunk)
   POST /garbage every open watch sends a malformed event, then ends (mid-stream garbage)
   POST /fault   {"garbage": N, "garbage_lists": N, "slow_ms": MS, "fail": N}: the next
                 N watches send garbage JSON; the next N lists answer 200 with a body that
                 is not JSON; lists are delayed by MS per page; the next N list/watch
-                requests get HTTP 500
+                requests get HTTP 500;
+                {"later_pages_current_rv": N or {"RESOURCE": N}}: in the next N lists
+                (of any resource, or of that one), the pages after the first report the
+                current resourceVersion instead of the first page's (an API server that
+                does not pin the list's snapshot);
+                {"apply_after_first_page": OBJECT or [OBJECTS]}: each object is applied
+                right after the first page of the next list of its resource is sent
+                (a change between the pages of a list)
   POST /bulk    {"services": N, "endpoints": E}: N services with E endpoints each
   GET  /stats   counters and the last requests' paths
 State (objects and resourceVersion) is saved to --state on every change and
@@ -51,7 +59,9 @@ class Store:
         self.compacted = 1      # watches from rv < compacted get 410
         self.drop_gen = 0
         self.garbage_gen = 0
-        self.faults = {"garbage": 0, "garbage_lists": 0, "slow_ms": 0, "fail": 0}
+        self.faults = {"garbage": 0, "garbage_lists": 0, "slow_ms": 0, "fail": 0,
+                       "later_pages_current_rv": 0, "apply_after_first_page": []}
+        self.missed = {r: 0 for r in RES}  # newest event forgotten by compact(), per resource
         self.stats = {"lists": 0, "watches": 0, "gone": 0, "active_watches": 0,
                       "unauthorized": 0, "garbage_sent": 0, "requests": []}
         self.state_file = state_file
@@ -116,6 +126,8 @@ class Store:
 
     def compact(self):
         with self.cv:
+            for rv, r, _, _ in self.history:
+                self.missed[r] = max(self.missed[r], rv)
             self.history = []
             self.compacted = self.rv
             self.cv.notify_all()
@@ -243,8 +255,14 @@ def make_handler(store, args):
                 return
             limit = int(q.get("limit") or 0)
             start = ""
+            after_page = []
             with store.cv:
                 list_rv = store.rv
+                if not q.get("continue"):
+                    todo = store.faults["apply_after_first_page"] or []
+                    todo = todo if isinstance(todo, list) else [todo]
+                    after_page = [o for o in todo if Store.resource_of(o) == res]
+                    store.faults["apply_after_first_page"] = [o for o in todo if Store.resource_of(o) != res]
                 if q.get("continue"):
                     try:
                         tok = json.loads(base64.b64decode(q["continue"]))
@@ -260,8 +278,18 @@ def make_handler(store, args):
                 more = limit and len(keys) > limit
                 keys = keys[:limit] if limit else keys
                 items = [store.objs[res][k] for k in keys]
+                page_rv = list_rv
+                lp = store.faults["later_pages_current_rv"]
+                left = lp.get(res, 0) if isinstance(lp, dict) else lp
+                if q.get("continue") and left > 0:
+                    page_rv = store.rv
+                    if not more:
+                        if isinstance(lp, dict):
+                            lp[res] = left - 1
+                        else:
+                            store.faults["later_pages_current_rv"] = left - 1
                 body = {"kind": RES[res]["list"], "apiVersion": RES[res]["apiVersion"],
-                        "metadata": {"resourceVersion": str(list_rv)}, "items": []}
+                        "metadata": {"resourceVersion": str(page_rv)}, "items": []}
                 if more:
                     body["metadata"]["continue"] = base64.b64encode(
                         json.dumps({"start": keys[-1], "rv": list_rv}).encode()).decode()
@@ -269,7 +297,9 @@ def make_handler(store, args):
                 # Items in a list carry no kind/apiVersion (as in the real API).
                 for o in items:
                     body["items"].append({k: v for k, v in o.items() if k not in ("kind", "apiVersion")})
-            return self.send_json(200, body)
+            self.send_json(200, body)
+            if after_page:
+                store.apply(after_page)
 
         def chunk(self, data):
             self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
@@ -320,6 +350,9 @@ def make_handler(store, args):
                         while True:
                             if store.drop_gen != drop_gen:
                                 raise ConnectionAbortedError("dropped")
+                            if store.missed[res] > sent:
+                                pending = "gone"
+                                break
                             if store.garbage_gen != garbage_gen:
                                 store.stats["garbage_sent"] += 1
                                 pending = None
@@ -330,6 +363,14 @@ def make_handler(store, args):
                                 break
                             store.cv.wait(min(deadline, next_bm if bookmarks else deadline) - now)
                         top = store.rv
+                    if pending == "gone":  # compacted before this watch sent it
+                        with store.cv:
+                            store.stats["gone"] += 1
+                        ev = {"type": "ERROR", "object": status(410, "Expired",
+                              "too old resource version: %d (%d)" % (sent, store.compacted))}
+                        self.chunk(json.dumps(ev).encode() + b"\n")
+                        self.chunk(b"")
+                        return
                     if pending is None:  # POST /garbage: a broken event mid-stream
                         self.chunk(GARBAGE_EVENT)
                         self.chunk(b"")

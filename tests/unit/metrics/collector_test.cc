@@ -210,7 +210,10 @@ TEST_F(CollectorTest, ValuesAreTheSnapshots) {
   EXPECT_DOUBLE_EQ(value(fams, "vipd_start_time_seconds"), 1.7e9);
   EXPECT_EQ(value(fams, "vipd_build_info", {{"version", VIPD_TEST_VERSION}}), 1);
   EXPECT_EQ(value(fams, "vipd_source_watch_restarts_total", {{"resource", "services"}}), 0);
-  EXPECT_EQ(value(fams, "vipd_source_relists_total", {{"resource", "endpointslices"}}), 0);
+  EXPECT_EQ(value(fams, "vipd_source_relists_total", {{"resource", "endpointslices"}, {"reason", "gone"}}), 0);
+  EXPECT_EQ(value(fams, "vipd_source_relists_total", {{"resource", "services"}, {"reason", "malformed"}}), 0);
+  EXPECT_EQ(samples(fams, "vipd_source_relists_total"), 4u);  // both resources, both reasons
+  EXPECT_EQ(value(fams, "vipd_source_resync_repairs_total"), 0);
   EXPECT_EQ(value(fams, "vipd_metrics_omitted_services"), 0);
   EXPECT_EQ(value(fams, "vipd_metrics_omitted_backends"), 0);
 }
