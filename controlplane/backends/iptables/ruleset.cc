@@ -12,19 +12,8 @@
 namespace vipd::cp::ipt {
 namespace {
 
-// iptables comments are at most 255 characters; names come from Kubernetes
-// objects (DNS labels, '/', ':'), anything else is replaced so that a payload
-// line can never be broken by a quote or newline.
 std::string comment(const std::string& text) {
-  std::string s;
-  for (char c : text) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                    c == ' ' || c == '.' || c == '_' || c == '/' || c == ':' || c == '-' || c == '>' ||
-                    c == '|';
-    s.push_back(ok ? c : '_');
-  }
-  if (s.size() > 255) s.resize(255);
-  return "-m comment --comment \"" + s + "\"";
+  return "-m comment --comment \"" + sanitize_comment(text, 255) + "\"";
 }
 
 // "-d 10.96.0.100/32 -p tcp -m tcp --dport 8080"
@@ -93,6 +82,20 @@ std::vector<std::string> stale(const Ruleset& next, Table t, const std::set<std:
 }
 
 }  // namespace
+
+// Names come from Kubernetes objects (DNS labels, '/', ':'); anything else is
+// replaced so that a payload line can never be broken by a quote or newline.
+std::string sanitize_comment(const std::string& text, size_t max_len) {
+  std::string s;
+  for (char c : text) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == ' ' || c == '.' || c == '_' || c == '/' || c == ':' || c == '-' || c == '>' ||
+                    c == '|';
+    s.push_back(ok ? c : '_');
+  }
+  if (s.size() > max_len) s.resize(max_len);
+  return s;
+}
 
 const char* table_name(Table t) { return t == Table::kFilter ? "filter" : "nat"; }
 

@@ -45,6 +45,11 @@ struct RenderOptions {
   uint32_t masq_mark = 0x4000;
 };
 
+// A rule comment's text made safe for any payload (iptables-restore, nft):
+// only [A-Za-z0-9 ._/:->|] survive, anything else becomes '_', cut to max_len
+// bytes. Shared by the iptables and nftables modes.
+std::string sanitize_comment(const std::string& text, size_t max_len);
+
 enum class Table { kFilter, kNat };
 const char* table_name(Table t);  // "filter" / "nat"
 
