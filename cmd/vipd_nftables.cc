@@ -24,6 +24,8 @@ nlohmann::json backend_json(const cp::nft::NftablesStats& s) {
           {"entries_rendered", s.entries_rendered},
           {"chains_written", s.chains_written},
           {"chains_deleted", s.chains_deleted},
+          {"chains_retired", s.chains_retired},
+          {"retired_pending", s.retired_pending},
           {"elements_changed", s.elements_changed},
           {"transaction_bytes", s.transaction_bytes},
           {"chains", s.chains},

@@ -76,6 +76,8 @@ bool NftablesBackend::apply(const ServiceTable& next, const TableDiff& /*diff*/,
   if (!build_desired(next, opts_, do_full ? kNothing : applied_, &desired, &rendered, &why)) return fail(why);
   Transaction tx = do_full ? render_full(desired, opts_) : render_delta(applied_, desired);
   const double render_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  desired.retired_chains = tx.retired_chains;
+  desired.retired_sets = tx.retired_sets;
   if (tx.empty()) {
     applied_ = std::move(desired);
     std::lock_guard<std::mutex> lk(mu_);
@@ -98,6 +100,8 @@ bool NftablesBackend::apply(const ServiceTable& next, const TableDiff& /*diff*/,
   stats_.entries_rendered = rendered;
   stats_.chains_written = tx.chains_written;
   stats_.chains_deleted = tx.chains_deleted;
+  stats_.chains_retired = tx.chains_retired;
+  stats_.retired_pending = applied_.retired_chains.size();
   stats_.elements_changed = tx.elements_added + tx.elements_deleted;
   stats_.transaction_bytes = tx.text.size();
   stats_.chains = applied_.chains();

@@ -41,6 +41,8 @@ struct NftablesStats {
   uint64_t entries_rendered = 0;   // last sync
   uint64_t chains_written = 0;     // last sync
   uint64_t chains_deleted = 0;     // last sync
+  uint64_t chains_retired = 0;     // last sync: flushed, left for a bulk delete
+  uint64_t retired_pending = 0;    // empty chains waiting for that delete
   uint64_t elements_changed = 0;   // last sync: added + deleted
   uint64_t transaction_bytes = 0;  // last sync
   uint64_t chains = 0;             // per-entry chains after the last successful sync

@@ -255,12 +255,20 @@ Transaction render_delta(const Desired& prev, const Desired& next) {
 
   Transaction t;
   std::ostringstream o;
-  // 1. new sets and chains (declared before anything refers to them)
-  for (const auto& [n, d] : new_sets)
-    if (!old_sets.count(n)) o << "add set" << kPfx << n << " { " << *d << " }\n";
+  std::set<std::string> retired_chains = prev.retired_chains, retired_sets = prev.retired_sets;
+  // 1. sets (re)declared: `add set` is idempotent, and it puts a set that
+  // already exists into nft's cache, so the rules below can name it without a
+  // set cache fetch; then new chains, empty (before anything refers to them)
+  for (const auto& [n, d] : new_sets) {
+    o << "add set" << kPfx << n << " { " << *d << " }\n";
+    retired_sets.erase(n);
+  }
   for (const auto& [n, c] : new_chains)
-    if (!old_chains.count(n)) o << "add chain" << kPfx << n << "\n";
-  // 2. elements that go or change value (they may refer to chains deleted below)
+    if (!old_chains.count(n)) {
+      o << "add chain" << kPfx << n << "\n";
+      retired_chains.erase(n);  // an empty retired chain is reused
+    }
+  // 2. elements that go or change value (they may refer to chains flushed below)
   std::map<std::string, std::vector<std::string>> dels, adds;
   for (const auto& [k, e] : old_elems) {
     auto n = new_elems.find(k);
@@ -271,8 +279,9 @@ Transaction render_delta(const Desired& prev, const Desired& next) {
     if (n == old_elems.end() || n->second->value != e->value) adds[e->map].push_back(elem(*e, true));
   }
   // cluster-ips: a set element per ClusterIP VIP in use
-  if (prev.cluster_ips.size() != next.cluster_ips.size() || !std::equal(prev.cluster_ips.begin(), prev.cluster_ips.end(),
-                                                                       next.cluster_ips.begin(), [](const auto& x, const auto& y) { return x.first == y.first; })) {
+  if (prev.cluster_ips.size() != next.cluster_ips.size() ||
+      !std::equal(prev.cluster_ips.begin(), prev.cluster_ips.end(), next.cluster_ips.begin(),
+                  [](const auto& x, const auto& y) { return x.first == y.first; })) {
     for (const auto& [ip, n] : prev.cluster_ips)
       if (!next.cluster_ips.count(ip)) dels["cluster-ips"].push_back(ip);
     for (const auto& [ip, n] : next.cluster_ips)
@@ -281,29 +290,41 @@ Transaction render_delta(const Desired& prev, const Desired& next) {
   for (const auto& [m, v] : dels) t.elements_deleted += v.size();
   for (const auto& [m, v] : adds) t.elements_added += v.size();
   emit_elements(o, "delete", dels);
-  // 3. chains rewritten or going: flushed (which drops their references)
+  // 3. chains rewritten or no longer used: flushed (which drops their references)
   for (const auto& [n, c] : old_chains) {
     auto nc = new_chains.find(n);
     if (nc == new_chains.end() || nc->second->rules != c->rules) o << "flush chain" << kPfx << n << "\n";
   }
-  // 4. the rules of new and rewritten chains
+  // 4. new and rewritten chains filled, one `add chain NAME { rules }` each
+  // (rules before the chains that jump to them are irrelevant: all exist now)
   for (const auto& [n, c] : new_chains) {
     auto oc = old_chains.find(n);
     if (oc == old_chains.end() || oc->second->rules != c->rules) {
-      add_rules(o, *c);
+      o << "add chain" << kPfx << n << " {";
+      for (const auto& r : c->rules) o << " " << r << ";";
+      o << " }\n";
       ++t.chains_written;
     }
   }
   // 5. new elements (their chains are filled now)
   emit_elements(o, "add", adds);
-  // 6. chains and sets nothing refers to any more
+  // 6. chains and sets nothing refers to any more: retired (deleted in bulk)
   for (const auto& [n, c] : old_chains)
     if (!new_chains.count(n)) {
-      o << "delete chain" << kPfx << n << "\n";
-      ++t.chains_deleted;
+      retired_chains.insert(n);
+      ++t.chains_retired;
     }
   for (const auto& [n, d] : old_sets)
-    if (!new_sets.count(n)) o << "delete set" << kPfx << n << "\n";
+    if (!new_sets.count(n)) retired_sets.insert(n);
+  if (retired_chains.size() + retired_sets.size() >= kRetiredLimit) {
+    for (const auto& n : retired_chains) o << "delete chain" << kPfx << n << "\n";
+    for (const auto& n : retired_sets) o << "delete set" << kPfx << n << "\n";
+    t.chains_deleted = retired_chains.size();
+    retired_chains.clear();
+    retired_sets.clear();
+  }
+  t.retired_chains = std::move(retired_chains);
+  t.retired_sets = std::move(retired_sets);
   t.text = o.str();
   return t;
 }

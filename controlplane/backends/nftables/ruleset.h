@@ -25,6 +25,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <vector>
@@ -80,6 +81,15 @@ struct Desired {
   // pointer copy, no rendering or string copies per sync).
   std::map<ServiceKey, std::shared_ptr<const Entry>> entries;
   std::map<std::string, int> cluster_ips;  // ClusterIP VIP text -> entries using it
+  // Chains and sets the kernel still holds although no entry uses them: a
+  // partial sync flushes a chain it no longer needs and leaves it (empty,
+  // unreferenced) here instead of deleting it, because with libnftables 1.0.x
+  // `delete chain` fetches every chain of the table first (seconds at 50k
+  // chains), while `flush chain` and `add chain NAME { rules }` do not. They
+  // are deleted in bulk once there are kRetiredLimit of them, and by every
+  // full sync (which replaces the table). Set by the backend after a
+  // successful transaction (Transaction::retired_*).
+  std::set<std::string> retired_chains, retired_sets;
   size_t chains() const;
 };
 
@@ -95,6 +105,9 @@ struct Transaction {
   size_t chains_deleted = 0;
   size_t elements_added = 0;
   size_t elements_deleted = 0;
+  size_t chains_retired = 0;  // flushed and left for a later bulk delete
+  // The retired objects after this transaction (render_delta; empty after a full sync).
+  std::set<std::string> retired_chains, retired_sets;
   bool empty() const { return text.empty(); }
 };
 
@@ -106,10 +119,17 @@ std::string render_base(const RenderOptions& opts);
 // earlier run (or another version) never survive, in one atomic transaction.
 Transaction render_full(const Desired& next, const RenderOptions& opts);
 
+inline constexpr size_t kRetiredLimit = 1000;
+
 // Partial sync: only what differs between `prev` (what the kernel holds) and
 // `next`, ordered so that every reference is valid inside the transaction:
-// new sets and chains, deleted/replaced elements, flushed chains, rules,
-// added elements, then deleted chains and sets.
+// sets and (empty) new chains declared, deleted/replaced elements, flushed
+// chains, chains filled (`add chain NAME { rules }`), added elements; chains
+// and sets no longer used are retired (see Desired::retired_chains), and
+// deleted, with every retired one, once kRetiredLimit are retired.
+// Commands that make libnftables 1.0.x fetch the table's chains (add rule,
+// delete chain, add table) are avoided unless elements change or retired
+// objects are deleted; a one-endpoint change needs none of them.
 Transaction render_delta(const Desired& prev, const Desired& next);
 
 // `vipd --dry-run --mode nftables`: a comment header and render_full's text

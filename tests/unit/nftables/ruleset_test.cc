@@ -46,10 +46,12 @@ Desired desired(const ServiceTable& t, const RenderOptions& o = {}) {
   return d;
 }
 
+// Lines of a transaction; each ends with '\0' so that index_of can match a
+// whole line ("add chain ip vipd X\0") as well as a prefix.
 std::vector<std::string> lines(const std::string& s) {
   std::vector<std::string> out;
   std::istringstream in(s);
-  for (std::string l; std::getline(in, l);) out.push_back(l);
+  for (std::string l; std::getline(in, l);) out.push_back(l + '\0');
   return out;
 }
 
@@ -167,9 +169,9 @@ TEST(NftFull, ReplacesTableAtomically) {
   const Transaction tx = render_full(d, {});
   const auto ls = lines(tx.text);
   ASSERT_GE(ls.size(), 3u);
-  EXPECT_EQ(ls[0], "add table ip vipd");
-  EXPECT_EQ(ls[1], "delete table ip vipd");
-  EXPECT_EQ(ls[2], "table ip vipd {");
+  EXPECT_EQ(ls[0], std::string("add table ip vipd") + '\0');
+  EXPECT_EQ(ls[1], std::string("delete table ip vipd") + '\0');
+  EXPECT_EQ(ls[2], std::string("table ip vipd {") + '\0');
   EXPECT_THAT(tx.text, HasSubstr("type nat hook prerouting priority -100"));
   EXPECT_THAT(tx.text, HasSubstr("masquerade fully-random"));
   // chains are declared before any rule refers to them
@@ -219,18 +221,25 @@ TEST(NftDelta, OneEndpointChangeTouchesOnlyThatEntry) {
   const std::string new_sep8080 = "sep-" + ipt::chain_hash(in + "10.244.7.7:8080");
   const auto ls = lines(tx.text);
   EXPECT_EQ(tx.chains_written, 2u) << tx.text;  // svc chain + the new sep chain
-  EXPECT_EQ(tx.chains_deleted, 1u) << tx.text;
+  EXPECT_EQ(tx.chains_retired, 1u) << tx.text;  // the old sep chain: flushed, deleted later in bulk
+  EXPECT_EQ(tx.chains_deleted, 0u) << tx.text;
+  EXPECT_EQ(tx.retired_chains, std::set<std::string>{old_sep8080});
   EXPECT_EQ(tx.elements_added + tx.elements_deleted, 0u) << tx.text;  // svc chain name unchanged
-  const size_t add_chain = index_of(ls, "add chain ip vipd " + new_sep8080);
+  const size_t add_chain = index_of(ls, "add chain ip vipd " + new_sep8080 + "\0");
+  const size_t fill_new = index_of(ls, "add chain ip vipd " + new_sep8080 + " {");
   const size_t flush_svc = index_of(ls, "flush chain ip vipd " + svc_chain);
   const size_t flush_old = index_of(ls, "flush chain ip vipd " + old_sep8080);
-  const size_t rule_svc = index_of(ls, "add rule ip vipd " + svc_chain);
-  const size_t del_old = index_of(ls, "delete chain ip vipd " + old_sep8080);
-  ASSERT_LT(del_old, ls.size()) << tx.text;
-  EXPECT_LT(add_chain, rule_svc);
-  EXPECT_LT(flush_svc, rule_svc);
-  EXPECT_LT(flush_old, del_old);
-  EXPECT_LT(rule_svc, del_old);
+  const size_t fill_svc = index_of(ls, "add chain ip vipd " + svc_chain + " {");
+  ASSERT_LT(fill_svc, ls.size()) << tx.text;
+  ASSERT_LT(flush_old, ls.size()) << tx.text;
+  EXPECT_LT(add_chain, fill_svc);
+  EXPECT_LT(fill_new, ls.size());
+  EXPECT_LT(flush_svc, fill_svc);
+  // none of the commands that make libnftables fetch every chain of the table
+  EXPECT_THAT(tx.text, Not(HasSubstr("add rule")));
+  EXPECT_THAT(tx.text, Not(HasSubstr("delete chain")));
+  EXPECT_THAT(tx.text, Not(HasSubstr("element")));
+  EXPECT_THAT(tx.text, Not(HasSubstr("add table")));
   // nothing of the other 49 services
   EXPECT_THAT(tx.text, Not(HasSubstr("10.244.9.1:")));
   EXPECT_THAT(tx.text, Not(HasSubstr("ns/s1")));
@@ -248,12 +257,12 @@ TEST(NftDelta, RemovedServiceDeletesElementsBeforeChains) {
   const auto ls = lines(tx.text);
   const std::string svc_chain = "svc-" + ipt::chain_hash("default/db:httptcp");
   const size_t del_elem = index_of(ls, "delete element ip vipd service-ips { 10.96.0.100 . tcp . 8080 }");
-  const size_t del_chain = index_of(ls, "delete chain ip vipd " + svc_chain);
-  ASSERT_LT(del_chain, ls.size()) << tx.text;
-  EXPECT_LT(del_elem, del_chain);
-  EXPECT_LT(index_of(ls, "flush chain ip vipd " + svc_chain), del_chain);
+  const size_t flush = index_of(ls, "flush chain ip vipd " + svc_chain);
+  ASSERT_LT(flush, ls.size()) << tx.text;
+  EXPECT_LT(del_elem, flush);  // the element that jumps to it goes first
   EXPECT_LT(index_of(ls, "delete element ip vipd cluster-ips { 10.96.0.100 }"), ls.size()) << tx.text;
-  EXPECT_EQ(tx.chains_deleted, 2u);
+  EXPECT_EQ(tx.chains_retired, 2u);
+  EXPECT_EQ(tx.retired_chains.count(svc_chain), 1u);
   EXPECT_THAT(tx.text, Not(HasSubstr("10.96.0.200")));
 }
 
@@ -266,11 +275,12 @@ TEST(NftDelta, LosingEndpointsMovesTheElement) {
   const Transaction tx = render_delta(a, b);
   EXPECT_THAT(tx.text, HasSubstr("delete element ip vipd service-ips { 10.96.0.100 . tcp . 8080 }"));
   EXPECT_THAT(tx.text, HasSubstr("add element ip vipd no-endpoint-services { 10.96.0.100 . tcp . 8080 : goto reject-chain }"));
-  EXPECT_EQ(tx.chains_deleted, 2u);
+  EXPECT_EQ(tx.chains_retired, 2u);
   // and back: chains created before the element that refers to them
   const Transaction back = render_delta(b, a);
   const auto ls = lines(back.text);
   EXPECT_LT(index_of(ls, "add chain ip vipd svc-"), index_of(ls, "add element ip vipd service-ips"));
+  EXPECT_EQ(back.chains_written, 2u);
   EXPECT_LT(index_of(ls, "delete element ip vipd no-endpoint-services"), ls.size());
 }
 
@@ -283,12 +293,39 @@ TEST(NftDelta, AffinityTimeoutChangeRenamesTheSet) {
   const Transaction tx = render_delta(a, b);
   const auto ls = lines(tx.text);
   const size_t add_set = index_of(ls, "add set ip vipd aff-");
-  const size_t del_set = index_of(ls, "delete set ip vipd aff-");
-  ASSERT_LT(del_set, ls.size()) << tx.text;
+  ASSERT_LT(add_set, ls.size()) << tx.text;
   EXPECT_THAT(ls[add_set], HasSubstr("-60 { type ipv4_addr; flags dynamic,timeout; timeout 60s; }"));
-  EXPECT_THAT(ls[del_set], HasSubstr("-300"));
-  EXPECT_LT(add_set, index_of(ls, "add rule ip vipd"));
-  EXPECT_GT(del_set, index_of(ls, "flush chain ip vipd"));
+  EXPECT_LT(add_set, index_of(ls, "add chain ip vipd svc-"));
+  ASSERT_EQ(tx.retired_sets.size(), 1u);
+  EXPECT_THAT(*tx.retired_sets.begin(), HasSubstr("-300"));
+}
+
+TEST(NftDelta, RetiredChainsDeletedInBulkAtTheLimit) {
+  auto s = svc("default/db:http", "10.96.0.100", 8080, {"10.244.1.15"});
+  Desired a = desired(table_of({s}));
+  for (size_t i = 0; i + 3 < kRetiredLimit; ++i) a.retired_chains.insert("sep-OLD" + std::to_string(i));
+  a.retired_sets.insert("aff-OLD-10");
+  // below the limit: the change retires one more chain, nothing deleted yet
+  s.backends[0].ip = ip("10.244.1.16");
+  Desired b = desired(table_of({s}));
+  Transaction tx = render_delta(a, b);
+  EXPECT_THAT(tx.text, Not(HasSubstr("delete chain")));
+  EXPECT_EQ(tx.retired_chains.size() + tx.retired_sets.size(), kRetiredLimit - 1);
+  // reaching it: every retired chain and set is deleted, after the flushes
+  b.retired_chains = tx.retired_chains;
+  b.retired_sets = tx.retired_sets;
+  s.backends[0].ip = ip("10.244.1.17");
+  const Desired c = desired(table_of({s}));
+  tx = render_delta(b, c);
+  const auto ls = lines(tx.text);
+  EXPECT_EQ(tx.chains_deleted, kRetiredLimit - 1);
+  EXPECT_TRUE(tx.retired_chains.empty());
+  EXPECT_LT(index_of(ls, "flush chain"), index_of(ls, "delete chain"));
+  EXPECT_LT(index_of(ls, "delete set ip vipd aff-OLD-10"), ls.size());
+  // a retired chain that is needed again is reused, not deleted
+  b.retired_chains.insert("sep-" + ipt::chain_hash("default/db:httptcp10.244.1.15:8080"));
+  tx = render_delta(b, a);
+  EXPECT_EQ(tx.retired_chains.count("sep-" + ipt::chain_hash("default/db:httptcp10.244.1.15:8080")), 0u);
 }
 
 TEST(NftDesired, CollidingNamesGetDistinctChains) {
