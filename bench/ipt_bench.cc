@@ -126,7 +126,8 @@ int run_ipt(const Args& a) {
   cp::ServiceTable table = make_table(services, eps, cp::Protocol::kTcp);
   std::string err;
   Json j;
-  j.str("bench", "ipt").str("backend", backend).integer("services", services).integer("endpoints", eps).str("variant", variant);
+  j.str("bench", "ipt").str("backend", backend).integer("services", services).integer("endpoints", eps)
+      .str("variant", backend == "nftables" ? "nftables" : variant);
 
   auto t0 = std::chrono::steady_clock::now();
   if (!be.apply(table, cp::TableDiff::compute(cp::ServiceTable{}, table), true, &err)) {
