@@ -12,7 +12,7 @@
 //                       [--max-chain N] [--packets N] [--reps N]
 //                       [--hugepages | --huge-dir DIR]
 //   vipd_bench ipt [--services N] [--endpoints N] [--changes N] [--full-reps N]
-//                  [--iptables legacy] [--timeout-s S]
+//                  [--iptables legacy] [--backend iptables|nftables] [--timeout-s S]
 //                  (iptables mode; only inside a private network namespace)
 // Each prints one JSON object on one line (scripts/bench.sh collects them).
 // Everything stays in-process: the only port is the net_ring0 vdev (ipt runs

@@ -13,6 +13,7 @@
 #include "cmd/admin_docs.h"
 #include "cmd/vipd_iptables.h"
 #include "cmd/vipd_ipvs.h"
+#include "cmd/vipd_nftables.h"
 #include "common/log.h"
 #include "common/privileges.h"
 #include "controlplane/backends/dpdk_backend.h"
@@ -203,6 +204,9 @@ int main(int argc, char** argv) {
     // iptables mode prints the iptables-restore payload it would apply.
     if (opt.mode == config::Mode::kIptables)
       return cp::dry_run(source, std::cout, std::cerr, 30000, iptables_dry_run_printer(opt));
+    // nftables mode prints the full-sync nft transaction (nft -c -f accepts it).
+    if (opt.mode == config::Mode::kNftables)
+      return cp::dry_run(source, std::cout, std::cerr, 30000, nftables_dry_run_printer(opt));
     // ipvs mode prints the IPVS state (ipvsadm -Ln form), addresses and rules.
     if (opt.mode == config::Mode::kIpvs)
       return cp::dry_run(source, std::cout, std::cerr, 30000, ipvs_dry_run_printer(opt));
@@ -215,6 +219,14 @@ int main(int argc, char** argv) {
     sigaction(SIGINT, &sa, nullptr);
     sigaction(SIGTERM, &sa, nullptr);
     return run_iptables_mode(opt, source, sync_options(opt), g_stop);
+  }
+  if (opt.mode == config::Mode::kNftables) {
+    // No DPDK: the kernel's nf_tables forwards (cmd/vipd_nftables.cc, docs/modes.md).
+    struct sigaction sa{};
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, nullptr);
+    sigaction(SIGTERM, &sa, nullptr);
+    return run_nftables_mode(opt, source, sync_options(opt), g_stop);
   }
   if (opt.mode == config::Mode::kIpvs) {
     // No DPDK either: the kernel's IPVS forwards (cmd/vipd_ipvs.cc, docs/modes.md).

@@ -217,7 +217,7 @@ run "$OUT/sync.jsonl" 300 sync --services $CPS --endpoints 10 --changes $CH --ba
 run "$OUT/sync.jsonl" 300 sync --services $CPS --endpoints 10 --changes $CH --baseline-changes $BCH --worker offline "${HUGE_ARGS[@]}"
 run "$OUT/decode.jsonl" 300 decode --mb $([ $SMOKE = 1 ] && echo 2 || echo 50) --endpoints 10 --reps $([ $QUICK = 1 ] && echo 1 || echo 3)
 
-# ---- 3. kernel modes: iptables sync time (3a), new connections/s per mode (3b) ----
+# ---- 3. kernel modes: iptables and nftables sync time (3a), new connections/s per mode (3b) ----
 if [ $KERNEL = 1 ]; then
   if [ "$(id -u)" -ne 0 ] || ! command -v iptables-restore >/dev/null 2>&1 || ! command -v ip >/dev/null 2>&1; then
     log "benchmark 3 skipped: needs root, ip and iptables-restore"
@@ -247,6 +247,24 @@ if [ $KERNEL = 1 ]; then
         done
       done
       ip netns del "$IPT_NS" 2>/dev/null || true
+      # nftables mode (the same driver, --backend nftables), in a fresh namespace:
+      # rows beside iptables' in 3a ("iptables" = the libnftables version).
+      nftv="nftables $(nft -v 2>/dev/null | awk '{print $2}') (vipd nftables mode, libnftables)"
+      if ip netns add "$IPT_NS" 2>>"$LOG"; then
+        for s in $IPTS; do
+          ch=$IPTC fr=3
+          [ "$s" -ge 10000 ] && fr=1
+          log "ip netns exec $IPT_NS $BIN ipt --backend nftables --services $s --changes $ch --full-reps $fr"
+          line=$(timeout 900 ip netns exec "$IPT_NS" "$BIN" ipt --backend nftables --services "$s" --changes "$ch" \
+                   --full-reps "$fr" 2>>"$LOG" | tail -n 1) || true
+          if [[ $line == \{* ]]; then
+            echo "${line%\}}, \"iptables\": \"$nftv\"}" >>"$OUT/ipt.jsonl"
+          else
+            log "FAILED: ipt --backend nftables --services $s"
+          fi
+        done
+        ip netns del "$IPT_NS" 2>/dev/null || true
+      fi
       IPT_NS=
     else
       log "benchmark 3a skipped: cannot create a network namespace"

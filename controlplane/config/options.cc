@@ -45,8 +45,8 @@ constexpr OptSpec kSpecs[] = {
     {"help", nullptr, "", "print this help and exit", false, false},
     {"version", nullptr, "", "print the version and exit", false, false},
     {"config", "FILE", "none", "read options from FILE (key = value lines; the command line wins)", false, false},
-    {"mode", "MODE", "dpdk", "dataplane: dpdk | iptables | ipvs", true, false},
-    {"dry-run", nullptr, "false", "build the service table from the manifests, print it as JSON (--mode iptables: the iptables-restore payload; --mode ipvs: the IPVS state, ipvsadm -Ln form); program nothing", true, false},
+    {"mode", "MODE", "dpdk", "dataplane: dpdk | iptables | nftables | ipvs", true, false},
+    {"dry-run", nullptr, "false", "build the service table from the manifests, print it as JSON (--mode iptables: the iptables-restore payload; --mode nftables: the nft transaction; --mode ipvs: the IPVS state, ipvsadm -Ln form); program nothing", true, false},
     {"ipvs-interface", "NAME", "vipd-ipvs0", "ipvs mode: dummy interface the VIPs are bound to (created when missing)", true, false},
     {"eal-args", "ARGS", "none", "extra DPDK EAL arguments, split on whitespace (e.g. \"--no-pci --vdev net_null0\")", true, false},
     {"port", "SPEC", "none", "dataplane port 'DEVICE IP/PREFIX [via GATEWAY]'; repeatable; required in dpdk mode", true, true},
@@ -245,7 +245,7 @@ void check_host_port(const std::string& option, const std::string& value) {
 
 void print_help(std::ostream& out) {
   out << "Usage: vipd --manifests-dir DIR [--config FILE] [OPTIONS]\n"
-      << "vipd: Kubernetes service proxy and L4 load balancer (dpdk | iptables | ipvs).\n"
+      << "vipd: Kubernetes service proxy and L4 load balancer (dpdk | iptables | nftables | ipvs).\n"
       << "Options (all but --help, --version and --config may also be set in the\n"
       << "--config file as 'name = value'; the command line wins, ports add up):\n";
   for (const auto& s : kSpecs) {
@@ -319,6 +319,7 @@ const char* mode_name(Mode m) {
     case Mode::kDpdk: return "dpdk";
     case Mode::kIptables: return "iptables";
     case Mode::kIpvs: return "ipvs";
+    case Mode::kNftables: return "nftables";
   }
   return "?";
 }
@@ -397,7 +398,8 @@ std::optional<Options> parse(int argc, const char* const argv[], std::ostream& o
     if (m == "dpdk") o.mode = Mode::kDpdk;
     else if (m == "iptables") o.mode = Mode::kIptables;
     else if (m == "ipvs") o.mode = Mode::kIpvs;
-    else fail("mode", *v, "expected dpdk, iptables or ipvs");
+    else if (m == "nftables") o.mode = Mode::kNftables;
+    else fail("mode", *v, "expected dpdk, iptables, nftables or ipvs");
   }
   if (auto v = get("dry-run")) o.dry_run = parse_bool("dry-run", *v);
   if (auto v = get("ipvs-interface")) {

@@ -11,7 +11,7 @@
 
 namespace vipd::config {
 
-enum class Mode { kDpdk, kIptables, kIpvs };
+enum class Mode { kDpdk, kIptables, kIpvs, kNftables };
 enum class ForwardMethod { kFnat, kNat };
 enum class LogLevel { kDebug, kInfo, kWarn, kError };
 enum class SourceKind { kManifests, kKubernetes };

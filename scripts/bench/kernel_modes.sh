@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # usage: scripts/bench/kernel_modes.sh OUT.jsonl [--services "10 10000"] [--seconds S]
-#                                      [--procs P] [--modes "dpdk iptables"]
+#                                      [--procs P] [--modes "dpdk iptables nftables"]
 #                                      [--iptables legacy|default]
 # Benchmark 3b (docs/benchmarks.md, section 3): the first-packet cost of each
 # mode as services grow. New TCP connections per second from the lab's client
-# through vipd (fnat) to the four lab pods, with vipd in dpdk mode and in
-# iptables mode, for each number of services. Every service has the four pods
+# through vipd (fnat) to the four lab pods, with vipd in dpdk mode, in
+# iptables mode and in nftables mode, for each number of services. Every service has the four pods
 # as endpoints; the client connects round robin to up to 16 VIPs spread evenly
 # over the whole list (so iptables walks half of VIPD-SERVICES on average, as a
 # real mix of services would), closing each connection with a RST
@@ -28,7 +28,7 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
 OUT=${1:?usage: scripts/bench/kernel_modes.sh OUT.jsonl [--services LIST] [--seconds S] [--procs P] [--modes LIST]}
 shift
-SERVICES="10 10000" DUR=5 PROCS=2 MODES="dpdk iptables" IPTV=legacy
+SERVICES="10 10000" DUR=5 PROCS=2 MODES="dpdk iptables nftables" IPTV=legacy
 command -v iptables-legacy-restore >/dev/null 2>&1 || IPTV=default
 while [ $# -gt 0 ]; do
   case $1 in
@@ -133,7 +133,7 @@ lab_kernel_lb() {
 
 for mode in $MODES; do
   scripts/lab.sh up >"$TMP/lab.log" 2>&1 || { tail -n 5 "$TMP/lab.log" >&2; exit 1; }
-  [ "$mode" = iptables ] && lab_kernel_lb
+  [ "$mode" != dpdk ] && lab_kernel_lb
   for n in $SERVICES; do
     man="$TMP/man-$n"
     rm -rf "$man"; mkdir -p "$man"
@@ -144,6 +144,8 @@ for mode in $MODES; do
     if [ "$mode" = dpdk ]; then
       ip netns exec "${P}lb" "$VIPD" --config config/demo/vipd.conf "${common[@]}" \
         "--eal-args=--no-huge -m 1024 --no-shconf --file-prefix ${P}vipd" </dev/null >>"$TMP/vipd.log" 2>&1 &
+    elif [ "$mode" = nftables ]; then
+      ip netns exec "${P}lb" "$VIPD" --mode nftables "${common[@]}" </dev/null >>"$TMP/vipd.log" 2>&1 &
     else
       PATH=$PATH_IPT ip netns exec "${P}lb" "$VIPD" --mode iptables "${common[@]}" </dev/null >>"$TMP/vipd.log" 2>&1 &
     fi

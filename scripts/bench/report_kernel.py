@@ -21,12 +21,12 @@ def section(res_dir, table, fmt, n_human):
     A = L.append
     ipt = sorted(_jsonl(res_dir, "ipt.jsonl"), key=lambda r: r["services"])
     ker = _jsonl(res_dir, "kernel.jsonl")
-    A("## 3. Kernel modes (iptables) versus dpdk")
+    A("## 3. Kernel modes (iptables, nftables) versus dpdk")
     A("")
     A("The O(N)-versus-O(1) claim of the design, with numbers: what one change costs the iptables mode")
     A("as the rule set grows, and what the first packet of a connection costs in each mode.")
     A("")
-    A("### 3a. iptables-mode sync time")
+    A("### 3a. iptables- and nftables-mode sync time")
     A("")
     if not ipt:
         A("Not measured in this run (needs root and iptables-restore; see scripts/bench.sh).")
@@ -54,6 +54,10 @@ def section(res_dir, table, fmt, n_human):
                          fmt(r.get("full_p50_ms")), fmt(r.get("full_restore_p50_ms")),
                          fmt(r.get("partial_p50_ms"), 2), fmt(r.get("partial_restore_p50_ms"), 2),
                          (fmt(ratio) + "x") if ratio else "—", fmt(r.get("full_payload_bytes", 0) / 1024)])
+        A("nftables rows: `vipd_bench ipt --backend nftables` (the same driver, tables and changes; the real "
+          "`NftablesBackend` and libnftables): *restore ms* is the libnftables transaction, *nat chains* the "
+          "per-service chains of table `ip vipd`, *payload* the transaction text (docs/modes.md, nftables syncs).")
+        A("")
         A(table(["iptables", "services", "nat chains", "initial ms", "full ms (p50)", "full: restore ms",
                  "partial ms (p50)", "partial: restore ms", "full / partial", "full payload KiB"], rows))
         A("")
@@ -116,7 +120,20 @@ def section(res_dir, table, fmt, n_human):
     A(table(["services", "dpdk conn/s", "vs fewest", "dpdk connect p50 ms", "iptables conn/s", "vs fewest",
              "iptables connect p50 ms", "iptables / dpdk", "failed"], rows))
     A("")
-    for mode in ("dpdk", "iptables"):
+    if any(r["mode"] == "nftables" for r in ker):
+        A("nftables mode (same lab, same client; one verdict-map lookup per new connection instead of a walk "
+          "over `VIPD-SERVICES`):")
+        A("")
+        nrows = []
+        for n in ns:
+            f, i = by.get(("nftables", n)), by.get(("iptables", n))
+            nrows.append([n_human(n), fmt(f["result"]["conn_per_s"]) if f else "—",
+                          fmt(f["result"].get("connect_p50_ms"), 3) if f else "—",
+                          fmt(i["result"].get("connect_p50_ms"), 3) if i else "—",
+                          str(f["result"].get("failed", 0)) if f else "—"])
+        A(table(["services", "nftables conn/s", "nftables connect p50 ms", "iptables connect p50 ms", "failed"], nrows))
+        A("")
+    for mode in ("dpdk", "iptables", "nftables"):
         a, b = by.get((mode, ns[0])), by.get((mode, ns[-1]))
         if a and b and a is not b and a["result"].get("connect_p50_ms") and b["result"].get("connect_p50_ms"):
             A(f"- {mode}: the median connect (SYN out to SYN-ACK back, through vipd) takes "

@@ -4,7 +4,7 @@
 # Modes are interchangeable (../shared/docs/CONTRACT.md section 6): the same
 # manifests (tests/data/contract/) and the same client requests
 # (contract_scenario.sh) give the same observable outcome with vipd in dpdk mode
-# and in iptables mode, each in a fresh namespace lab (scripts/lab.sh) on this
+# and in iptables and nftables mode, each in a fresh namespace lab (scripts/lab.sh) on this
 # machine, and in ipvs mode inside the IPVS guest (this machine's kernel has no
 # IPVS; scripts/kernel-vm.sh) when tests/integration/ipvs_contract.sh exists
 # and can run. The outcome covers which pods receive new flows (a not-ready
@@ -15,10 +15,10 @@
 # Checks, per mode M: contract-M-<case> (the outcome the contract asks for), then
 # modes-agree (the outcomes, distribution aside, are identical). Prints PASS:/
 # FAIL:/SKIP: lines; exit 0 all passed, 1 any failed, 77 cannot run here.
-# Env: VIPD_BUILD_DIR (default build), CONTRACT_MODES (default "dpdk iptables ipvs").
+# Env: VIPD_BUILD_DIR (default build), CONTRACT_MODES (default "dpdk iptables nftables ipvs").
 set -uo pipefail
 NAME=contract_test
-MODES=(${CONTRACT_MODES:-dpdk iptables ipvs})
+MODES=(${CONTRACT_MODES:-dpdk iptables nftables ipvs})
 CASES=(db-tcp db-udp empty-tcp empty-udp affinity fallback other-port removal)
 CHECKS=()
 for m in "${MODES[@]}"; do for c in "${CASES[@]}"; do CHECKS+=("contract-$m-$c"); done; done
@@ -79,14 +79,11 @@ start_mode() {
       ip netns exec "${P}lb" "$VIPD" --config config/demo/vipd.conf --forward-method fnat \
         --manifests-dir "$TMP/manifests" --admin-socket "$TMP/admin.sock" \
         "--eal-args=$eal --file-prefix ${P}vipd" </dev/null >>"$TMP/vipd.log" 2>&1 & ;;
-    iptables)
+    iptables|nftables)
       lab_kernel_lb
-      ip netns exec "${P}lb" "$VIPD" --mode iptables --forward-method fnat \
-        --manifests-dir "$TMP/manifests" --admin-socket "$TMP/admin.sock" \
-        --metrics-address 127.0.0.1:10249 --health-address 127.0.0.1:10256 \
-        </dev/null >>"$TMP/vipd.log" 2>&1 & ;;
+      kernel_start_vipd "$mode" fnat ;;
   esac
-  VIPD_PID=$!
+  [ "$mode" = dpdk ] && VIPD_PID=$!
   wait_generation 1
 }
 

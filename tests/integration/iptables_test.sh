@@ -83,60 +83,14 @@ cleanup_extra() {
 stop_vipd() { stop_pid "$VIPD_PID"; VIPD_PID=; }
 lib_traps
 
-# EndpointSlice of service NAME with the given pod addresses (port 8080 http, 9053 dns).
-write_slice() {
-  local svc=$1 file=$2 a
-  shift 2
-  {
-    echo "apiVersion: discovery.k8s.io/v1"
-    echo "kind: EndpointSlice"
-    echo "metadata: {name: $svc-1, namespace: default, labels: {kubernetes.io/service-name: $svc}}"
-    echo "addressType: IPv4"
-    echo "ports: [{name: http, port: 8080, protocol: TCP}, {name: dns, port: 9053, protocol: UDP}]"
-    echo "endpoints:"
-    for a in "$@"; do echo "  - {addresses: [\"$a\"], conditions: {ready: true}}"; done
-  } >"$file"
-}
-
-start_vipd() {
-  ip netns exec "${P}lb" "$VIPD" --mode iptables --forward-method "$METHOD" \
-    --manifests-dir "$TMP/manifests" --admin-socket "$TMP/admin.sock" \
-    --metrics-address 127.0.0.1:10249 --health-address 127.0.0.1:10256 \
-    </dev/null >>"$TMP/vipd.log" 2>&1 &
-  VIPD_PID=$!
-}
-# Waits (up to ~30 s) for generation >= 1; prints it.
-wait_synced() {
-  local st g
-  for _ in $(seq 1 300); do
-    vipd_alive || return 1
-    if st=$(status_json); then
-      g=$(generation_of "$st")
-      if [ -n "$g" ] && [ "$g" -ge 1 ] && [ "$(json_field "$st" syncs)" -ge 1 ] 2>/dev/null; then echo "$g"; return 0; fi
-    fi
-    sleep 0.1
-  done
-  return 1
-}
+write_slice() { kernel_write_slice "$@"; }
+start_vipd() { kernel_start_vipd iptables "$METHOD"; }
+wait_synced() { kernel_wait_synced; }
 
 # ---- lab, kernel forwarding in lb, vipd ------------------------------------------
 lab_up
 lab_kernel_lb
-PODS_ALL=(10.244.1.15 10.244.2.88 10.244.3.12 10.244.3.44)
-mkdir -p "$TMP/manifests" "$TMP/stage"
-cp config/demo/manifests/service.yaml "$TMP/manifests/"
-write_slice db "$TMP/manifests/endpointslice-db.yaml" "${PODS_ALL[@]}"
-cat >"$TMP/manifests/sticky.yaml" <<'EOF'
-apiVersion: v1
-kind: Service
-metadata: {name: sticky, namespace: default}
-spec:
-  clusterIP: 10.96.0.102
-  sessionAffinity: ClientIP
-  sessionAffinityConfig: {clientIP: {timeoutSeconds: 300}}
-  ports: [{name: http, port: 8080, protocol: TCP}]
-EOF
-write_slice sticky "$TMP/manifests/sticky-slice.yaml" "${PODS_ALL[@]}"
+kernel_seed_manifests
 
 start_vipd
 t0=$(date +%s%N)

@@ -18,6 +18,16 @@
 #                             routed to a dummy svc0 (to p0 where there is no dummy
 #                             driver), so a VIP no rule claims goes nowhere
 #   inlb CMD...               runs CMD in the ${P}lb namespace
+# For the kernel-mode seed scenario (iptables_test.sh, nftables_test.sh):
+#   kernel_write_slice SVC FILE IP...  an EndpointSlice of SVC (http 8080/TCP,
+#                             dns 9053/UDP) with the ready endpoints IP...
+#   kernel_seed_manifests     $TMP/manifests: the demo service (db, empty) with
+#                             the four lab pods, and `sticky` (ClientIP, 300 s)
+#   kernel_start_vipd MODE METHOD  vipd --mode MODE in ${P}lb on $TMP/manifests
+#                             (admin $TMP/admin.sock, metrics :10249, health
+#                             :10256, log $TMP/vipd.log); sets VIPD_PID
+#   kernel_wait_synced        prints the generation once >= 1 after a sync
+#                             (up to ~30 s); 1 if vipd died or timed out
 #   vipctl ARGS...            vipctl on $TMP/admin.sock (ADMIN_SOCK overrides)
 #   status_json, generation_of JSON, generation, json_field JSON KEY, vipd_alive
 #   wait_generation MIN [TENTHS]  0 once the generation is >= MIN; 1 if vipd died;
@@ -137,6 +147,56 @@ lab_kernel_lb() {
 }
 
 inlb() { ip netns exec "${P}lb" "$@"; }
+
+KERNEL_PODS=(10.244.1.15 10.244.2.88 10.244.3.12 10.244.3.44)
+kernel_write_slice() {
+  local svc=$1 file=$2 a
+  shift 2
+  {
+    echo "apiVersion: discovery.k8s.io/v1"
+    echo "kind: EndpointSlice"
+    echo "metadata: {name: $svc-1, namespace: default, labels: {kubernetes.io/service-name: $svc}}"
+    echo "addressType: IPv4"
+    echo "ports: [{name: http, port: 8080, protocol: TCP}, {name: dns, port: 9053, protocol: UDP}]"
+    echo "endpoints:"
+    for a in "$@"; do echo "  - {addresses: [\"$a\"], conditions: {ready: true}}"; done
+  } >"$file"
+}
+kernel_seed_manifests() {
+  mkdir -p "$TMP/manifests" "$TMP/stage"
+  cp config/demo/manifests/service.yaml "$TMP/manifests/"
+  kernel_write_slice db "$TMP/manifests/endpointslice-db.yaml" "${KERNEL_PODS[@]}"
+  cat >"$TMP/manifests/sticky.yaml" <<'EOF_STICKY'
+apiVersion: v1
+kind: Service
+metadata: {name: sticky, namespace: default}
+spec:
+  clusterIP: 10.96.0.102
+  sessionAffinity: ClientIP
+  sessionAffinityConfig: {clientIP: {timeoutSeconds: 300}}
+  ports: [{name: http, port: 8080, protocol: TCP}]
+EOF_STICKY
+  kernel_write_slice sticky "$TMP/manifests/sticky-slice.yaml" "${KERNEL_PODS[@]}"
+}
+kernel_start_vipd() {
+  ip netns exec "${P}lb" "$VIPD" --mode "$1" --forward-method "$2" \
+    --manifests-dir "$TMP/manifests" --admin-socket "$TMP/admin.sock" \
+    --metrics-address 127.0.0.1:10249 --health-address 127.0.0.1:10256 \
+    </dev/null >>"$TMP/vipd.log" 2>&1 &
+  VIPD_PID=$!
+}
+kernel_wait_synced() {
+  local st g
+  for _ in $(seq 1 300); do
+    vipd_alive || return 1
+    if st=$(status_json); then
+      g=$(generation_of "$st")
+      if [ -n "$g" ] && [ "$g" -ge 1 ] && [ "$(json_field "$st" syncs)" -ge 1 ] 2>/dev/null; then echo "$g"; return 0; fi
+    fi
+    sleep 0.1
+  done
+  return 1
+}
 vipctl() { "$VIPCTL" --socket "${ADMIN_SOCK:-$TMP/admin.sock}" "$@"; }
 status_json() { vipctl status --json 2>/dev/null; }
 generation_of() { [[ $1 =~ \"generation\"[[:space:]]*:[[:space:]]*([0-9]+) ]] && echo "${BASH_REMATCH[1]}"; }

@@ -10,11 +10,11 @@ bool comment_char_allowed(char c) {
          c == '_' || c == '/' || c == ':' || c == '-' || c == '>' || c == '|';
 }
 
-std::string comment_text(std::string_view text) {
+std::string comment_text(std::string_view text, size_t max_len) {
   std::string s;
-  s.reserve(std::min(text.size(), kMaxCommentLength));
+  s.reserve(std::min(text.size(), max_len));
   for (char c : text) {
-    if (s.size() == kMaxCommentLength) break;
+    if (s.size() == max_len) break;
     s.push_back(comment_char_allowed(c) ? c : '_');
   }
   return s;

@@ -1,6 +1,6 @@
 // Thread: any (pure functions). The one sanitiser for text that reaches an
 // iptables rule, in every mode that writes rules (iptables mode's ruleset.cc,
-// ipvs mode's ipvs_desired.cc). Names come from Kubernetes objects and
+// ipvs mode's ipvs_desired.cc, nftables mode's ruleset.cc). Names come from Kubernetes objects and
 // manifests; whatever they hold, a comment can neither end the quoted
 // argument, nor the payload line, nor cut the rule short (a NUL), nor exceed
 // what iptables accepts (a longer argument fails the whole iptables-restore:
@@ -20,8 +20,9 @@ inline constexpr size_t kMaxCommentLength = 255;
 // " ._/:->|" (enough for "ns/name:port -> 10.0.0.1:80 has no endpoints").
 bool comment_char_allowed(char c);
 
-// `text` with every other byte replaced by '_', cut at kMaxCommentLength.
-std::string comment_text(std::string_view text);
+// `text` with every other byte replaced by '_', cut at max_len bytes
+// (kMaxCommentLength for iptables; the nftables mode passes its own limit).
+std::string comment_text(std::string_view text, size_t max_len = kMaxCommentLength);
 
 // The match for a rule: -m comment --comment "TEXT" (TEXT = comment_text(text)).
 std::string comment_match(std::string_view text);

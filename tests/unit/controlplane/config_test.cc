@@ -270,11 +270,13 @@ TEST_F(ConfigTest, LcoreLists) {
 }
 
 TEST_F(ConfigTest, Modes) {
-  EXPECT_EQ(error({"--mode", "ebpf"}), "config: --mode 'ebpf': expected dpdk, iptables or ipvs");
-  // iptables and ipvs are accepted by the parser and need no port.
+  EXPECT_EQ(error({"--mode", "ebpf"}), "config: --mode 'ebpf': expected dpdk, iptables, nftables or ipvs");
+  // iptables, nftables and ipvs are accepted by the parser and need no port.
   EXPECT_EQ(run({"--manifests-dir", dir_.path(), "--mode", "iptables"})->mode, Mode::kIptables);
   EXPECT_EQ(run({"--manifests-dir", dir_.path(), "--mode", "ipvs"})->mode, Mode::kIpvs);
+  EXPECT_EQ(run({"--manifests-dir", dir_.path(), "--mode", "nftables"})->mode, Mode::kNftables);
   EXPECT_STREQ(mode_name(Mode::kDpdk), "dpdk");
+  EXPECT_STREQ(mode_name(Mode::kNftables), "nftables");
   EXPECT_STREQ(mode_name(Mode::kIptables), "iptables");
   EXPECT_STREQ(mode_name(Mode::kIpvs), "ipvs");
   EXPECT_STREQ(forward_method_name(ForwardMethod::kFnat), "fnat");

@@ -1,0 +1,342 @@
+// Thread: any (pure functions).
+#include "controlplane/backends/nftables/ruleset.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <set>
+#include <sstream>
+#include <unordered_map>
+
+#include "controlplane/backends/iptables/chain_names.h"
+#include "controlplane/backends/iptables/comment.h"
+#include "controlplane/backends/iptables/ruleset.h"
+
+namespace vipd::cp::nft {
+namespace {
+
+// nft rule comments are at most 128 bytes; the text goes through the iptables
+// mode's sanitiser, so a quote or newline from a Kubernetes name never reaches
+// the transaction.
+std::string comment(const std::string& text) { return "comment \"" + ipt::comment_text(text, 128) + "\""; }
+
+std::string hex(uint32_t m) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "0x%x", m);
+  return buf;
+}
+
+bool valid_cidr(const std::string& s) {
+  const auto slash = s.find('/');
+  if (slash == std::string::npos || slash + 1 >= s.size() || s.size() - slash - 1 > 2) return false;
+  if (!parse_ipv4(s.substr(0, slash))) return false;
+  int n = 0;
+  for (size_t i = slash + 1; i < s.size(); ++i) {
+    if (s[i] < '0' || s[i] > '9') return false;
+    n = n * 10 + (s[i] - '0');
+  }
+  return n <= 32;
+}
+
+std::string key_text(const ServiceKey& k) {
+  return ipv4_to_string(k.vip) + " . " + ipt::protocol_lower(k.protocol) + " . " + std::to_string(k.port);
+}
+
+std::string endpoint_str(const RealServer& b) { return ipv4_to_string(b.ip) + ":" + std::to_string(b.port); }
+
+const char* const kDeclKey = "type ipv4_addr . inet_proto . inet_service : verdict";
+
+}  // namespace
+
+bool render_entry(const VirtualService& svc, const std::string& hash_input, const RenderOptions& opts,
+                  EntryRender* out, std::string* error) {
+  EntryRender r;
+  for (const auto& range : svc.source_ranges)
+    if (!valid_cidr(range)) {
+      *error = "nftables: service " + svc.name + " (" + to_string(svc.key) + "): source range '" + range +
+               "' is not an IPv4 CIDR a.b.c.d/n";
+      return false;
+    }
+  const std::string key = key_text(svc.key);
+  std::vector<const RealServer*> active;
+  for (const auto& b : svc.backends)
+    if (b.weight > 0) active.push_back(&b);
+  if (active.empty()) {
+    r.elements.push_back({"no-endpoint-services", key,
+                          svc.when_empty == WhenEmpty::kDrop ? "drop" : "goto reject-chain"});
+    *out = std::move(r);
+    return true;
+  }
+  const std::string hash = ipt::chain_hash(hash_input);
+  const std::string svc_chain = "svc-" + hash;
+  r.elements.push_back({svc.kind == "NodePort" ? "service-nodeports" : "service-ips", key, "goto " + svc_chain});
+  if (!svc.source_ranges.empty()) {
+    const std::string fw_chain = "fw-" + hash;
+    std::string ranges;
+    for (const auto& s : svc.source_ranges) ranges += (ranges.empty() ? "" : ", ") + s;
+    r.chains.push_back({fw_chain, {"ip saddr != { " + ranges + " } drop " +
+                                   comment(svc.name + " traffic not from loadBalancerSourceRanges")}});
+    r.elements.push_back({"firewall-ips", key, "goto " + fw_chain});
+  }
+  Chain sc{svc_chain, {}};
+  if (opts.masquerade_all) sc.rules.push_back("jump mark-for-masquerade");
+  const uint32_t timeout = svc.persistence_timeout_s;
+  std::vector<std::string> seps, affs;
+  for (const RealServer* b : active) {
+    const std::string h = ipt::chain_hash(hash_input + endpoint_str(*b));
+    seps.push_back("sep-" + h);
+    if (timeout > 0) affs.push_back("aff-" + h + "-" + std::to_string(timeout));
+  }
+  for (size_t i = 0; i < affs.size(); ++i) {
+    r.sets[affs[i]] = "type ipv4_addr; flags dynamic,timeout; timeout " + std::to_string(timeout) + "s;";
+    sc.rules.push_back("ip saddr @" + affs[i] + " goto " + seps[i]);
+  }
+  std::string vmap;
+  for (size_t i = 0; i < seps.size(); ++i) vmap += (i ? ", " : "") + std::to_string(i) + " : goto " + seps[i];
+  sc.rules.push_back("numgen random mod " + std::to_string(seps.size()) + " vmap { " + vmap + " } " +
+                     comment(svc.name + " " + svc.kind));
+  r.chains.push_back(std::move(sc));
+  const char* p = ipt::protocol_lower(svc.key.protocol);
+  for (size_t i = 0; i < active.size(); ++i) {
+    Chain sep{seps[i], {}};
+    sep.rules.push_back("ip saddr " + ipv4_to_string(active[i]->ip) + " jump mark-for-masquerade");
+    if (timeout > 0) sep.rules.push_back("update @" + affs[i] + " { ip saddr }");
+    sep.rules.push_back(std::string("meta l4proto ") + p + " dnat to " + endpoint_str(*active[i]) + " " +
+                        comment(svc.name + " -> " + endpoint_str(*active[i])));
+    r.chains.push_back(std::move(sep));
+  }
+  *out = std::move(r);
+  return true;
+}
+
+size_t Desired::chains() const {
+  size_t n = 0;
+  for (const auto& [k, e] : entries) n += e->render.chains.size();
+  return n;
+}
+
+bool build_desired(const ServiceTable& table, const RenderOptions& opts, const Desired& prev, Desired* out,
+                   size_t* rendered, std::string* error) {
+  Desired d;
+  size_t fresh = 0;
+  std::unordered_map<std::string, int> uses;
+  uses.reserve(table.services.size());
+  for (const auto& [key, svc] : table.services) ++uses[ipt::entry_hash_input(svc)];
+  for (const auto& [key, svc] : table.services) {
+    std::string input = ipt::entry_hash_input(svc);
+    if (uses[input] > 1) input = ipt::entry_hash_input_extended(svc);
+    if (svc.kind == "ClusterIP") ++d.cluster_ips[ipv4_to_string(key.vip)];
+    auto old = prev.entries.find(key);
+    if (old != prev.entries.end() && old->second->hash_input == input && old->second->svc == svc) {
+      d.entries.emplace_hint(d.entries.end(), key, old->second);
+      continue;
+    }
+    auto e = std::make_shared<Desired::Entry>(Desired::Entry{svc, input, {}});
+    if (!render_entry(svc, input, opts, &e->render, error)) return false;
+    ++fresh;
+    d.entries.emplace_hint(d.entries.end(), key, std::move(e));
+  }
+  if (rendered) *rendered = fresh;
+  *out = std::move(d);
+  return true;
+}
+
+std::string render_base(const RenderOptions& opts) {
+  const std::string mark = hex(opts.masq_mark);
+  const std::string m = "ip daddr . meta l4proto . th dport";
+  std::ostringstream o;
+  o << "table ip " << kTable << " {\n"
+    << "\tmap service-ips { " << kDeclKey << "; comment \"ClusterIP, ExternalIP and LoadBalancer IP traffic\"; }\n"
+    << "\tmap service-nodeports { " << kDeclKey << "; comment \"NodePort traffic\"; }\n"
+    << "\tmap no-endpoint-services { " << kDeclKey << "; comment \"services without usable endpoints\"; }\n"
+    << "\tmap firewall-ips { " << kDeclKey << "; comment \"loadBalancerSourceRanges\"; }\n"
+    << "\tset cluster-ips { type ipv4_addr; comment \"active ClusterIPs\"; }\n"
+    << "\tchain reject-chain {\n\t\treject comment \"service has no endpoints\"\n\t}\n"
+    << "\tchain mark-for-masquerade {\n\t\tmeta mark set meta mark | " << mark << "\n\t}\n"
+    << "\tchain masquerading {\n\t\tmeta mark & " << mark << " == 0 return\n\t\tmeta mark set meta mark ^ " << mark
+    << "\n\t\tmasquerade fully-random " << comment("vipd service traffic requiring SNAT") << "\n\t}\n"
+    << "\tchain services {\n\t\t" << m << " vmap @service-ips\n\t\t" << m << " vmap @service-nodeports\n\t}\n"
+    << "\tchain service-endpoints-check {\n\t\t" << m << " vmap @no-endpoint-services\n\t}\n"
+    << "\tchain firewall-check {\n\t\t" << m << " vmap @firewall-ips\n\t}\n"
+    << "\tchain cluster-ips-check {\n\t\tip daddr @cluster-ips reject "
+    << comment("traffic to ports of cluster IPs that no service has") << "\n\t}\n"
+    << "\tchain filter-prerouting {\n\t\ttype filter hook prerouting priority -110; policy accept;\n"
+    << "\t\tct state new jump firewall-check\n\t}\n"
+    << "\tchain filter-input {\n\t\ttype filter hook input priority -10; policy accept;\n"
+    << "\t\tct state new jump service-endpoints-check\n\t}\n"
+    << "\tchain filter-forward {\n\t\ttype filter hook forward priority -10; policy accept;\n"
+    << "\t\tct state new jump service-endpoints-check\n\t\tct state new jump cluster-ips-check\n\t}\n"
+    << "\tchain filter-output {\n\t\ttype filter hook output priority -10; policy accept;\n"
+    << "\t\tct state new jump service-endpoints-check\n\t\tct state new jump firewall-check\n\t}\n"
+    << "\tchain filter-output-post-dnat {\n\t\ttype filter hook output priority -90; policy accept;\n"
+    << "\t\tct state new jump cluster-ips-check\n\t}\n"
+    << "\tchain nat-prerouting {\n\t\ttype nat hook prerouting priority -100; policy accept;\n"
+    << "\t\tjump services\n\t}\n"
+    << "\tchain nat-output {\n\t\ttype nat hook output priority -100; policy accept;\n\t\tjump services\n\t}\n"
+    << "\tchain nat-postrouting {\n\t\ttype nat hook postrouting priority 100; policy accept;\n"
+    << "\t\tjump masquerading\n\t}\n"
+    << "}\n";
+  return o.str();
+}
+
+namespace {
+
+const std::string kPfx = std::string(" ip ") + kTable + " ";
+
+void add_rules(std::ostringstream& o, const Chain& c) {
+  for (const auto& r : c.rules) o << "add rule" << kPfx << c.name << " " << r << "\n";
+}
+
+// One `add element` (or delete) command per map, elements batched.
+void emit_elements(std::ostringstream& o, const char* verb, const std::map<std::string, std::vector<std::string>>& by_map) {
+  for (const auto& [map, items] : by_map) {
+    if (items.empty()) continue;
+    o << verb << " element" << kPfx << map << " { ";
+    for (size_t i = 0; i < items.size(); ++i) o << (i ? ", " : "") << items[i];
+    o << " }\n";
+  }
+}
+
+std::string elem(const Element& e, bool with_value) {
+  return with_value && !e.value.empty() ? e.key + " : " + e.value : e.key;
+}
+
+}  // namespace
+
+Transaction render_full(const Desired& next, const RenderOptions& opts) {
+  Transaction t;
+  std::ostringstream o;
+  o << "add table ip " << kTable << "\ndelete table ip " << kTable << "\n" << render_base(opts);
+  std::map<std::string, std::vector<std::string>> adds;
+  for (const auto& [k, e] : next.entries) {
+    for (const auto& [name, decl] : e->render.sets) o << "add set" << kPfx << name << " { " << decl << " }\n";
+    for (const auto& c : e->render.chains) o << "add chain" << kPfx << c.name << "\n";
+  }
+  for (const auto& [k, e] : next.entries) {
+    for (const auto& c : e->render.chains) add_rules(o, c);
+    t.chains_written += e->render.chains.size();
+    for (const auto& el : e->render.elements) adds[el.map].push_back(elem(el, true));
+  }
+  for (const auto& [ip, n] : next.cluster_ips) adds["cluster-ips"].push_back(ip);
+  for (const auto& [m, v] : adds) t.elements_added += v.size();
+  emit_elements(o, "add", adds);
+  t.text = o.str();
+  return t;
+}
+
+Transaction render_delta(const Desired& prev, const Desired& next) {
+  // The entries that differ (an O(N) merge walk; unchanged entries compare
+  // their inputs only, never their renders).
+  std::map<std::string, const Chain*> old_chains, new_chains;
+  std::map<std::string, const std::string*> old_sets, new_sets;
+  std::map<std::pair<std::string, std::string>, const Element*> old_elems, new_elems;
+  auto take = [](const EntryRender& r, auto& chains, auto& sets, auto& elems) {
+    for (const auto& c : r.chains) chains[c.name] = &c;
+    for (const auto& [n, d] : r.sets) sets[n] = &d;
+    for (const auto& e : r.elements) elems[{e.map, e.key}] = &e;
+  };
+  auto a = prev.entries.begin(), b = next.entries.begin();
+  while (a != prev.entries.end() || b != next.entries.end()) {
+    if (b == next.entries.end() || (a != prev.entries.end() && a->first < b->first)) {
+      take(a->second->render, old_chains, old_sets, old_elems);
+      ++a;
+    } else if (a == prev.entries.end() || b->first < a->first) {
+      take(b->second->render, new_chains, new_sets, new_elems);
+      ++b;
+    } else {
+      const Desired::Entry& x = *a->second;
+      const Desired::Entry& y = *b->second;
+      if (&x != &y && !(x.svc == y.svc && x.hash_input == y.hash_input) && !(x.render == y.render)) {
+        take(x.render, old_chains, old_sets, old_elems);
+        take(y.render, new_chains, new_sets, new_elems);
+      }
+      ++a;
+      ++b;
+    }
+  }
+
+  Transaction t;
+  std::ostringstream o;
+  std::set<std::string> retired_chains = prev.retired_chains, retired_sets = prev.retired_sets;
+  // 1. sets (re)declared: `add set` is idempotent, and it puts a set that
+  // already exists into nft's cache, so the rules below can name it without a
+  // set cache fetch; then new chains, empty (before anything refers to them)
+  for (const auto& [n, d] : new_sets) {
+    o << "add set" << kPfx << n << " { " << *d << " }\n";
+    retired_sets.erase(n);
+  }
+  for (const auto& [n, c] : new_chains)
+    if (!old_chains.count(n)) {
+      o << "add chain" << kPfx << n << "\n";
+      retired_chains.erase(n);  // an empty retired chain is reused
+    }
+  // 2. elements that go or change value (they may refer to chains flushed below)
+  std::map<std::string, std::vector<std::string>> dels, adds;
+  for (const auto& [k, e] : old_elems) {
+    auto n = new_elems.find(k);
+    if (n == new_elems.end() || n->second->value != e->value) dels[e->map].push_back(elem(*e, false));
+  }
+  for (const auto& [k, e] : new_elems) {
+    auto n = old_elems.find(k);
+    if (n == old_elems.end() || n->second->value != e->value) adds[e->map].push_back(elem(*e, true));
+  }
+  // cluster-ips: a set element per ClusterIP VIP in use
+  if (prev.cluster_ips.size() != next.cluster_ips.size() ||
+      !std::equal(prev.cluster_ips.begin(), prev.cluster_ips.end(), next.cluster_ips.begin(),
+                  [](const auto& x, const auto& y) { return x.first == y.first; })) {
+    for (const auto& [ip, n] : prev.cluster_ips)
+      if (!next.cluster_ips.count(ip)) dels["cluster-ips"].push_back(ip);
+    for (const auto& [ip, n] : next.cluster_ips)
+      if (!prev.cluster_ips.count(ip)) adds["cluster-ips"].push_back(ip);
+  }
+  for (const auto& [m, v] : dels) t.elements_deleted += v.size();
+  for (const auto& [m, v] : adds) t.elements_added += v.size();
+  emit_elements(o, "delete", dels);
+  // 3. chains rewritten or no longer used: flushed (which drops their references)
+  for (const auto& [n, c] : old_chains) {
+    auto nc = new_chains.find(n);
+    if (nc == new_chains.end() || nc->second->rules != c->rules) o << "flush chain" << kPfx << n << "\n";
+  }
+  // 4. new and rewritten chains filled, one `add chain NAME { rules }` each
+  // (rules before the chains that jump to them are irrelevant: all exist now)
+  for (const auto& [n, c] : new_chains) {
+    auto oc = old_chains.find(n);
+    if (oc == old_chains.end() || oc->second->rules != c->rules) {
+      o << "add chain" << kPfx << n << " {";
+      for (const auto& r : c->rules) o << " " << r << ";";
+      o << " }\n";
+      ++t.chains_written;
+    }
+  }
+  // 5. new elements (their chains are filled now)
+  emit_elements(o, "add", adds);
+  // 6. chains and sets nothing refers to any more: retired (deleted in bulk)
+  for (const auto& [n, c] : old_chains)
+    if (!new_chains.count(n)) {
+      retired_chains.insert(n);
+      ++t.chains_retired;
+    }
+  for (const auto& [n, d] : old_sets)
+    if (!new_sets.count(n)) retired_sets.insert(n);
+  if (retired_chains.size() + retired_sets.size() >= kRetiredLimit) {
+    for (const auto& n : retired_chains) o << "delete chain" << kPfx << n << "\n";
+    for (const auto& n : retired_sets) o << "delete set" << kPfx << n << "\n";
+    t.chains_deleted = retired_chains.size();
+    retired_chains.clear();
+    retired_sets.clear();
+  }
+  t.retired_chains = std::move(retired_chains);
+  t.retired_sets = std::move(retired_sets);
+  t.text = o.str();
+  return t;
+}
+
+std::string dry_run_text(const Desired& d, const RenderOptions& opts) {
+  std::ostringstream o;
+  o << "# vipd nftables mode: the full-sync transaction (nft -f; nft -c -f checks it): " << d.entries.size()
+    << " service entries, " << d.chains() << " service chains, masquerade "
+    << (opts.masquerade_all ? "all service traffic (fnat)" : "hairpin only (nat)") << "\n";
+  o << render_full(d, opts).text;
+  return o.str();
+}
+
+}  // namespace vipd::cp::nft

@@ -1,0 +1,139 @@
+// Thread: any (pure functions over immutable values; the nftables backend calls
+// them on the control thread). Renders a ServiceTable into kube-proxy's nftables
+// layout with vipd's own names (docs/modes.md): one table `ip vipd` holding
+//
+//   maps   service-ips, service-nodeports      VIP . proto . port : goto svc-<hash>
+//          no-endpoint-services                VIP . proto . port : goto reject-chain | drop
+//          firewall-ips                        VIP . proto . port : goto fw-<hash>
+//   set    cluster-ips                         ClusterIP VIPs (other ports are rejected)
+//   base chains (hooks) filter-prerouting, filter-input, filter-forward,
+//          filter-output, filter-output-post-dnat, nat-prerouting, nat-output,
+//          nat-postrouting, and the fixed chains services, service-endpoints-check,
+//          firewall-check, cluster-ips-check, reject-chain, mark-for-masquerade,
+//          masquerading
+//   per entry with usable endpoints:
+//          svc-<hash>   [jump mark-for-masquerade] [affinity: ip saddr @aff-.. goto sep-..]
+//                       numgen random mod N vmap { 0 : goto sep-<hash>, ... }
+//          sep-<hash>   hairpin mark, [update @aff-<hash>-<timeout> { ip saddr }], dnat
+//          fw-<hash>    ip saddr != { loadBalancerSourceRanges } drop
+//          aff-<hash>-<timeout>  set ipv4_addr, flags dynamic,timeout (ClientIP affinity)
+//
+// Rendering is per entry (render_entry), so a sync re-renders only entries whose
+// VirtualService changed, and the transaction (render_delta) touches only their
+// chains, sets and map elements. A full sync replaces the table atomically.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "controlplane/model/service_table.h"
+
+namespace vipd::cp::nft {
+
+inline constexpr const char* kTable = "vipd";  // family ip
+
+struct RenderOptions {
+  bool masquerade_all = true;  // forward-method fnat: every new service flow is masqueraded
+  uint32_t masq_mark = 0x4000;
+};
+
+struct Chain {
+  std::string name;
+  std::vector<std::string> rules;  // each as after "add rule ip vipd NAME "
+  bool operator==(const Chain&) const = default;
+};
+
+// A map or set element: `map` names the map/set; `value` is "" for a set.
+struct Element {
+  std::string map;
+  std::string key;    // "10.96.0.100 . tcp . 8080"
+  std::string value;  // "goto svc-ABC"
+  bool operator==(const Element&) const = default;
+};
+
+// Everything one ServiceTable entry owns in the table.
+struct EntryRender {
+  std::vector<Chain> chains;
+  std::map<std::string, std::string> sets;  // name -> declaration body (inside { })
+  std::vector<Element> elements;            // in the shared maps (not cluster-ips)
+  bool operator==(const EntryRender&) const = default;
+};
+
+// "Validates" and renders one entry. `hash_input` names its chains
+// (ipt::entry_hash_input, or the extended form on a collision). Returns false
+// with *error for input it cannot express (a malformed source range).
+bool render_entry(const VirtualService& svc, const std::string& hash_input, const RenderOptions& opts,
+                  EntryRender* out, std::string* error);
+
+// The desired state of the whole table, per entry, with the inputs it was
+// rendered from (so an unchanged entry is not rendered again).
+struct Desired {
+  struct Entry {
+    VirtualService svc;
+    std::string hash_input;
+    EntryRender render;
+  };
+  // Shared with earlier states: an unchanged entry is the same object (a
+  // pointer copy, no rendering or string copies per sync).
+  std::map<ServiceKey, std::shared_ptr<const Entry>> entries;
+  std::map<std::string, int> cluster_ips;  // ClusterIP VIP text -> entries using it
+  // Chains and sets the kernel still holds although no entry uses them: a
+  // partial sync flushes a chain it no longer needs and leaves it (empty,
+  // unreferenced) here instead of deleting it, because with libnftables 1.0.x
+  // `delete chain` fetches every chain of the table first (seconds at 50k
+  // chains), while `flush chain` and `add chain NAME { rules }` do not. They
+  // are deleted in bulk once there are kRetiredLimit of them, and by every
+  // full sync (which replaces the table). Set by the backend after a
+  // successful transaction (Transaction::retired_*).
+  std::set<std::string> retired_chains, retired_sets;
+  size_t chains() const;
+};
+
+// Builds the desired state of `table`, reusing the renders of `prev` for
+// entries whose VirtualService and hash input are unchanged (prev may be empty).
+// `rendered` (optional) counts the entries rendered anew.
+bool build_desired(const ServiceTable& table, const RenderOptions& opts, const Desired& prev, Desired* out,
+                   size_t* rendered, std::string* error);
+
+struct Transaction {
+  std::string text;  // "" when nothing differs
+  size_t chains_written = 0;
+  size_t chains_deleted = 0;
+  size_t elements_added = 0;
+  size_t elements_deleted = 0;
+  size_t chains_retired = 0;  // flushed and left for a later bulk delete
+  // The retired objects after this transaction (render_delta; empty after a full sync).
+  std::set<std::string> retired_chains, retired_sets;
+  bool empty() const { return text.empty(); }
+};
+
+// The fixed part: the table with its maps, sets, base and fixed chains (a
+// `table ip vipd { ... }` block).
+std::string render_base(const RenderOptions& opts);
+
+// Full sync: `add table; delete table;` then the whole table, so objects of an
+// earlier run (or another version) never survive, in one atomic transaction.
+Transaction render_full(const Desired& next, const RenderOptions& opts);
+
+inline constexpr size_t kRetiredLimit = 1000;
+
+// Partial sync: only what differs between `prev` (what the kernel holds) and
+// `next`, ordered so that every reference is valid inside the transaction:
+// sets and (empty) new chains declared, deleted/replaced elements, flushed
+// chains, chains filled (`add chain NAME { rules }`), added elements; chains
+// and sets no longer used are retired (see Desired::retired_chains), and
+// deleted, with every retired one, once kRetiredLimit are retired.
+// Commands that make libnftables 1.0.x fetch the table's chains (add rule,
+// delete chain, add table) are avoided unless elements change or retired
+// objects are deleted; a one-endpoint change needs none of them.
+Transaction render_delta(const Desired& prev, const Desired& next);
+
+// `vipd --dry-run --mode nftables`: a comment header and render_full's text
+// (`nft -c -f FILE` accepts it).
+std::string dry_run_text(const Desired& d, const RenderOptions& opts);
+
+}  // namespace vipd::cp::nft

@@ -1,0 +1,97 @@
+// Thread: test main thread. Tests for controlplane/backends/nftables/backend.cc
+// against a fake Runner that records transactions: a full sync first, partial
+// syncs after, no transaction when nothing changed, a refused transaction
+// reported and followed by a full sync. Nothing touches the real nf_tables.
+#include "controlplane/backends/nftables/backend.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace vipd::cp::nft {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using ::testing::StartsWith;
+
+struct Log {
+  std::vector<std::string> scripts;
+  bool fail_next = false;
+};
+
+class FakeRunner final : public Runner {
+ public:
+  explicit FakeRunner(Log* log) : log_(log) {}
+  bool run(const std::string& script, std::string* error) override {
+    log_->scripts.push_back(script);
+    if (log_->fail_next) {
+      log_->fail_next = false;
+      *error = "nftables: transaction refused: Error: Could not process rule: No such file or directory";
+      return false;
+    }
+    return true;
+  }
+
+ private:
+  Log* log_;
+};
+
+ServiceTable table(int endpoints) {
+  ServiceTable t;
+  VirtualService v;
+  v.key = {*parse_ipv4("10.96.0.100"), 8080, Protocol::kTcp};
+  v.name = "default/db:http";
+  for (int i = 0; i < endpoints; ++i) v.backends.push_back({*parse_ipv4("10.244.1.1") + static_cast<Ipv4>(i), 8080, 1, false});
+  t.services[v.key] = v;
+  return t;
+}
+
+TEST(NftBackend, FullThenPartialThenNoop) {
+  Log log;
+  NftablesBackend be({}, std::make_unique<FakeRunner>(&log));
+  std::string err;
+  ASSERT_TRUE(be.apply(table(2), {}, true, &err)) << err;
+  ASSERT_EQ(log.scripts.size(), 1u);
+  EXPECT_THAT(log.scripts[0], StartsWith("add table ip vipd\ndelete table ip vipd\n"));
+  ASSERT_TRUE(be.apply(table(3), {}, false, &err)) << err;
+  ASSERT_EQ(log.scripts.size(), 2u);
+  EXPECT_THAT(log.scripts[1], Not(HasSubstr("delete table")));
+  EXPECT_THAT(log.scripts[1], HasSubstr("flush chain ip vipd svc-"));
+  ASSERT_TRUE(be.apply(table(3), {}, false, &err)) << err;
+  EXPECT_EQ(log.scripts.size(), 2u);  // nothing to do: no transaction
+  const auto s = be.stats();
+  EXPECT_EQ(s.full_syncs, 1u);
+  EXPECT_EQ(s.partial_syncs, 1u);
+  EXPECT_EQ(s.noop_syncs, 1u);
+  EXPECT_EQ(s.chains, 4u);  // svc + 3 sep
+}
+
+TEST(NftBackend, FailureReportedThenFullSync) {
+  Log log;
+  NftablesBackend be({}, std::make_unique<FakeRunner>(&log));
+  std::string err;
+  ASSERT_TRUE(be.apply(table(1), {}, true, &err));
+  log.fail_next = true;
+  EXPECT_FALSE(be.apply(table(2), {}, false, &err));
+  EXPECT_THAT(err, HasSubstr("transaction refused"));
+  EXPECT_EQ(be.stats().failures, 1u);
+  // the loop retries with full=false; the backend still does a full sync
+  ASSERT_TRUE(be.apply(table(2), {}, false, &err)) << err;
+  EXPECT_THAT(log.scripts.back(), StartsWith("add table ip vipd\ndelete table ip vipd\n"));
+  EXPECT_EQ(be.stats().full_syncs, 2u);
+}
+
+TEST(NftBackend, BadInputKeepsLastGoodState) {
+  Log log;
+  NftablesBackend be({}, std::make_unique<FakeRunner>(&log));
+  std::string err;
+  ASSERT_TRUE(be.apply(table(1), {}, true, &err));
+  ServiceTable bad = table(1);
+  bad.services.begin()->second.source_ranges = {"not-a-cidr"};
+  EXPECT_FALSE(be.apply(bad, {}, false, &err));
+  EXPECT_THAT(err, HasSubstr("not an IPv4 CIDR"));
+  EXPECT_EQ(log.scripts.size(), 1u);  // nothing sent to the kernel
+}
+
+}  // namespace
+}  // namespace vipd::cp::nft

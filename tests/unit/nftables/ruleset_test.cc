@@ -1,0 +1,343 @@
+// Thread: test main thread. Tests for controlplane/backends/nftables/ruleset.cc:
+// per-entry rendering (kube-proxy's nftables layout with vipd's names), the
+// full-sync transaction, and the delta transaction a one-endpoint change makes
+// (only that entry's chains and elements, ordered so references stay valid).
+// Deterministic: pure functions, no kernel.
+#include "controlplane/backends/nftables/ruleset.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+#include <sstream>
+
+#include "controlplane/backends/iptables/chain_names.h"
+
+namespace vipd::cp::nft {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+Ipv4 ip(const char* s) { return *parse_ipv4(s); }
+
+VirtualService svc(const char* name, const char* vip, uint16_t port, std::vector<const char*> eps,
+                   Protocol p = Protocol::kTcp) {
+  VirtualService v;
+  v.key = {ip(vip), port, p};
+  v.name = name;
+  for (const char* e : eps) v.backends.push_back({ip(e), 8080, 1, false});
+  return v;
+}
+
+ServiceTable table_of(std::vector<VirtualService> v) {
+  ServiceTable t;
+  t.generation = 1;
+  for (auto& s : v) t.services[s.key] = s;
+  t.normalize();
+  return t;
+}
+
+Desired desired(const ServiceTable& t, const RenderOptions& o = {}) {
+  Desired d;
+  std::string err;
+  EXPECT_TRUE(build_desired(t, o, {}, &d, nullptr, &err)) << err;
+  return d;
+}
+
+// Lines of a transaction; each ends with '\0' so that index_of can match a
+// whole line ("add chain ip vipd X\0") as well as a prefix.
+std::vector<std::string> lines(const std::string& s) {
+  std::vector<std::string> out;
+  std::istringstream in(s);
+  for (std::string l; std::getline(in, l);) out.push_back(l + '\0');
+  return out;
+}
+
+size_t index_of(const std::vector<std::string>& ls, const std::string& prefix) {
+  for (size_t i = 0; i < ls.size(); ++i)
+    if (ls[i].rfind(prefix, 0) == 0) return i;
+  return ls.size();
+}
+
+TEST(NftRender, ServiceWithEndpoints) {
+  EntryRender r;
+  std::string err;
+  const auto s = svc("default/db:http", "10.96.0.100", 8080, {"10.244.1.15", "10.244.2.88"});
+  ASSERT_TRUE(render_entry(s, "default/db:httptcp", {}, &r, &err)) << err;
+  const std::string h = ipt::chain_hash("default/db:httptcp");
+  ASSERT_EQ(r.chains.size(), 3u);  // svc + 2 sep
+  EXPECT_EQ(r.chains[0].name, "svc-" + h);
+  EXPECT_EQ(r.chains[0].rules[0], "jump mark-for-masquerade");
+  const std::string sep0 = "sep-" + ipt::chain_hash("default/db:httptcp10.244.1.15:8080");
+  const std::string sep1 = "sep-" + ipt::chain_hash("default/db:httptcp10.244.2.88:8080");
+  EXPECT_THAT(r.chains[0].rules[1],
+              HasSubstr("numgen random mod 2 vmap { 0 : goto " + sep0 + ", 1 : goto " + sep1 + " }"));
+  EXPECT_EQ(r.chains[1].name, sep0);
+  EXPECT_EQ(r.chains[1].rules[0], "ip saddr 10.244.1.15 jump mark-for-masquerade");
+  EXPECT_THAT(r.chains[1].rules[1], HasSubstr("meta l4proto tcp dnat to 10.244.1.15:8080"));
+  ASSERT_EQ(r.elements.size(), 1u);
+  EXPECT_EQ(r.elements[0], (Element{"service-ips", "10.96.0.100 . tcp . 8080", "goto svc-" + h}));
+  EXPECT_TRUE(r.sets.empty());
+}
+
+TEST(NftRender, NatModeDoesNotMarkAll) {
+  EntryRender r;
+  std::string err;
+  RenderOptions o;
+  o.masquerade_all = false;
+  ASSERT_TRUE(render_entry(svc("a/b:c", "10.96.0.1", 80, {"10.244.0.5"}), "x", o, &r, &err));
+  EXPECT_THAT(r.chains[0].rules[0], HasSubstr("numgen random mod 1"));
+  EXPECT_EQ(r.chains[1].rules[0], "ip saddr 10.244.0.5 jump mark-for-masquerade");  // hairpin still marked
+}
+
+TEST(NftRender, NoEndpointsRejectOrDrop) {
+  EntryRender r;
+  std::string err;
+  auto s = svc("default/empty:http", "10.96.0.101", 80, {});
+  ASSERT_TRUE(render_entry(s, "x", {}, &r, &err));
+  EXPECT_TRUE(r.chains.empty());
+  ASSERT_EQ(r.elements.size(), 1u);
+  EXPECT_EQ(r.elements[0], (Element{"no-endpoint-services", "10.96.0.101 . tcp . 80", "goto reject-chain"}));
+  s.when_empty = WhenEmpty::kDrop;
+  ASSERT_TRUE(render_entry(s, "x", {}, &r, &err));
+  EXPECT_EQ(r.elements[0].value, "drop");
+  // quiesced endpoints (weight 0) are not usable either
+  s = svc("default/q:http", "10.96.0.9", 80, {"10.244.0.1"});
+  s.backends[0].weight = 0;
+  ASSERT_TRUE(render_entry(s, "x", {}, &r, &err));
+  EXPECT_EQ(r.elements[0].map, "no-endpoint-services");
+}
+
+TEST(NftRender, AffinitySetsPerEndpoint) {
+  EntryRender r;
+  std::string err;
+  auto s = svc("default/sticky:http", "10.96.0.102", 8080, {"10.244.1.15", "10.244.2.88"});
+  s.persistence_timeout_s = 300;
+  ASSERT_TRUE(render_entry(s, "in", {}, &r, &err));
+  const std::string h0 = ipt::chain_hash("in10.244.1.15:8080");
+  const std::string aff0 = "aff-" + h0 + "-300";
+  ASSERT_EQ(r.sets.count(aff0), 1u);
+  EXPECT_EQ(r.sets[aff0], "type ipv4_addr; flags dynamic,timeout; timeout 300s;");
+  EXPECT_EQ(r.chains[0].rules[1], "ip saddr @" + aff0 + " goto sep-" + h0);
+  EXPECT_EQ(r.chains[1].rules[1], "update @" + aff0 + " { ip saddr }");
+}
+
+TEST(NftRender, NodePortAndFirewall) {
+  EntryRender r;
+  std::string err;
+  auto s = svc("default/web:http", "192.168.1.5", 30080, {"10.244.1.15"});
+  s.kind = "NodePort";
+  s.source_ranges = {"10.0.0.0/8", "192.168.0.0/16"};
+  ASSERT_TRUE(render_entry(s, "in", {}, &r, &err));
+  EXPECT_EQ(r.elements[0].map, "service-nodeports");
+  const std::string h = ipt::chain_hash("in");
+  EXPECT_EQ(r.chains[0].name, "fw-" + h);
+  EXPECT_THAT(r.chains[0].rules[0], HasSubstr("ip saddr != { 10.0.0.0/8, 192.168.0.0/16 } drop"));
+  EXPECT_EQ(r.elements[1], (Element{"firewall-ips", "192.168.1.5 . tcp . 30080", "goto fw-" + h}));
+  s.source_ranges = {"10.0.0.0/8\" drop; flush ruleset"};
+  EXPECT_FALSE(render_entry(s, "in", {}, &r, &err));
+  EXPECT_THAT(err, HasSubstr("not an IPv4 CIDR"));
+}
+
+TEST(NftRender, CommentsAreSanitized) {
+  EntryRender r;
+  std::string err;
+  auto s = svc("evil\"; flush ruleset\n#", "10.96.0.1", 80, {"10.244.0.1"});
+  ASSERT_TRUE(render_entry(s, "in", {}, &r, &err));
+  for (const auto& c : r.chains)
+    for (const auto& rule : c.rules) {
+      EXPECT_EQ(rule.find('\n'), std::string::npos) << rule;
+      const auto at = rule.find("comment \"");
+      if (at == std::string::npos) continue;
+      const std::string text = rule.substr(at + 9);
+      EXPECT_EQ(std::count(text.begin(), text.end(), '"'), 1) << rule;  // only the closing quote
+      EXPECT_THAT(text, HasSubstr("evil__ flush ruleset__"));
+    }
+  s.name = std::string(300, 'a');
+  ASSERT_TRUE(render_entry(s, "in", {}, &r, &err));
+  const std::string& rule = r.chains.back().rules.back();
+  const auto at = rule.find("comment \"");
+  EXPECT_LE(rule.size() - at - 10, 128u);
+}
+
+TEST(NftFull, ReplacesTableAtomically) {
+  auto t = table_of({svc("default/db:http", "10.96.0.100", 8080, {"10.244.1.15", "10.244.2.88"}),
+                     svc("default/empty:http", "10.96.0.101", 80, {})});
+  const Desired d = desired(t);
+  const Transaction tx = render_full(d, {});
+  const auto ls = lines(tx.text);
+  ASSERT_GE(ls.size(), 3u);
+  EXPECT_EQ(ls[0], std::string("add table ip vipd") + '\0');
+  EXPECT_EQ(ls[1], std::string("delete table ip vipd") + '\0');
+  EXPECT_EQ(ls[2], std::string("table ip vipd {") + '\0');
+  EXPECT_THAT(tx.text, HasSubstr("type nat hook prerouting priority -100"));
+  EXPECT_THAT(tx.text, HasSubstr("masquerade fully-random"));
+  // chains are declared before any rule refers to them
+  EXPECT_LT(index_of(ls, "add chain ip vipd sep-"), index_of(ls, "add rule ip vipd svc-"));
+  EXPECT_THAT(tx.text, HasSubstr("add element ip vipd no-endpoint-services { 10.96.0.101 . tcp . 80 : goto reject-chain }"));
+  EXPECT_THAT(tx.text, HasSubstr("add element ip vipd cluster-ips { 10.96.0.100, 10.96.0.101 }"));
+  EXPECT_EQ(tx.chains_written, 3u);
+  const std::string dry = dry_run_text(d, {});
+  EXPECT_EQ(dry.rfind("# vipd nftables mode", 0), 0u);
+  EXPECT_THAT(dry, HasSubstr(tx.text));
+}
+
+TEST(NftDelta, NothingChangedIsEmpty) {
+  auto t = table_of({svc("default/db:http", "10.96.0.100", 8080, {"10.244.1.15"})});
+  const Desired a = desired(t);
+  Desired b;
+  size_t rendered = 9;
+  std::string err;
+  ASSERT_TRUE(build_desired(t, {}, a, &b, &rendered, &err));
+  EXPECT_EQ(rendered, 0u);  // nothing rendered again
+  EXPECT_TRUE(render_delta(a, b).empty());
+}
+
+TEST(NftDelta, OneEndpointChangeTouchesOnlyThatEntry) {
+  std::vector<VirtualService> v;
+  for (int i = 0; i < 50; ++i) {
+    const std::string vip = "10.96.1." + std::to_string(i);
+    const std::string e = "10.244.9." + std::to_string(i);
+    v.push_back(svc(("ns/s" + std::to_string(i) + ":p").c_str(), vip.c_str(), 80, {e.c_str(), "10.244.8.1"}));
+  }
+  auto t = table_of(v);
+  const Desired a = desired(t);
+  auto t2 = t;
+  for (auto& b : t2.services.begin()->second.backends)
+    if (b.ip == ip("10.244.8.1")) b.ip = ip("10.244.7.7");  // in ns/s0 only
+  t2.normalize();
+  Desired b;
+  size_t rendered = 0;
+  std::string err;
+  ASSERT_TRUE(build_desired(t2, {}, a, &b, &rendered, &err));
+  EXPECT_EQ(rendered, 1u);
+  const Transaction tx = render_delta(a, b);
+  const std::string in = "ns/s0:ptcp";
+  const std::string svc_chain = "svc-" + ipt::chain_hash(in);
+  // (svc() gives every endpoint port 8080)
+  const std::string old_sep8080 = "sep-" + ipt::chain_hash(in + "10.244.8.1:8080");
+  const std::string new_sep8080 = "sep-" + ipt::chain_hash(in + "10.244.7.7:8080");
+  const auto ls = lines(tx.text);
+  EXPECT_EQ(tx.chains_written, 2u) << tx.text;  // svc chain + the new sep chain
+  EXPECT_EQ(tx.chains_retired, 1u) << tx.text;  // the old sep chain: flushed, deleted later in bulk
+  EXPECT_EQ(tx.chains_deleted, 0u) << tx.text;
+  EXPECT_EQ(tx.retired_chains, std::set<std::string>{old_sep8080});
+  EXPECT_EQ(tx.elements_added + tx.elements_deleted, 0u) << tx.text;  // svc chain name unchanged
+  const size_t add_chain = index_of(ls, "add chain ip vipd " + new_sep8080 + "\0");
+  const size_t fill_new = index_of(ls, "add chain ip vipd " + new_sep8080 + " {");
+  const size_t flush_svc = index_of(ls, "flush chain ip vipd " + svc_chain);
+  const size_t flush_old = index_of(ls, "flush chain ip vipd " + old_sep8080);
+  const size_t fill_svc = index_of(ls, "add chain ip vipd " + svc_chain + " {");
+  ASSERT_LT(fill_svc, ls.size()) << tx.text;
+  ASSERT_LT(flush_old, ls.size()) << tx.text;
+  EXPECT_LT(add_chain, fill_svc);
+  EXPECT_LT(fill_new, ls.size());
+  EXPECT_LT(flush_svc, fill_svc);
+  // none of the commands that make libnftables fetch every chain of the table
+  EXPECT_THAT(tx.text, Not(HasSubstr("add rule")));
+  EXPECT_THAT(tx.text, Not(HasSubstr("delete chain")));
+  EXPECT_THAT(tx.text, Not(HasSubstr("element")));
+  EXPECT_THAT(tx.text, Not(HasSubstr("add table")));
+  // nothing of the other 49 services
+  EXPECT_THAT(tx.text, Not(HasSubstr("10.244.9.1:")));
+  EXPECT_THAT(tx.text, Not(HasSubstr("ns/s1")));
+  EXPECT_LE(ls.size(), 12u) << tx.text;
+}
+
+TEST(NftDelta, RemovedServiceDeletesElementsBeforeChains) {
+  auto t = table_of({svc("default/db:http", "10.96.0.100", 8080, {"10.244.1.15"}),
+                     svc("default/web:http", "10.96.0.200", 80, {"10.244.1.16"})});
+  const Desired a = desired(t);
+  auto t2 = t;
+  t2.services.erase(t2.services.begin());
+  const Desired b = desired(t2);
+  const Transaction tx = render_delta(a, b);
+  const auto ls = lines(tx.text);
+  const std::string svc_chain = "svc-" + ipt::chain_hash("default/db:httptcp");
+  const size_t del_elem = index_of(ls, "delete element ip vipd service-ips { 10.96.0.100 . tcp . 8080 }");
+  const size_t flush = index_of(ls, "flush chain ip vipd " + svc_chain);
+  ASSERT_LT(flush, ls.size()) << tx.text;
+  EXPECT_LT(del_elem, flush);  // the element that jumps to it goes first
+  EXPECT_LT(index_of(ls, "delete element ip vipd cluster-ips { 10.96.0.100 }"), ls.size()) << tx.text;
+  EXPECT_EQ(tx.chains_retired, 2u);
+  EXPECT_EQ(tx.retired_chains.count(svc_chain), 1u);
+  EXPECT_THAT(tx.text, Not(HasSubstr("10.96.0.200")));
+}
+
+TEST(NftDelta, LosingEndpointsMovesTheElement) {
+  auto t = table_of({svc("default/db:http", "10.96.0.100", 8080, {"10.244.1.15"})});
+  const Desired a = desired(t);
+  auto t2 = t;
+  t2.services.begin()->second.backends.clear();
+  const Desired b = desired(t2);
+  const Transaction tx = render_delta(a, b);
+  EXPECT_THAT(tx.text, HasSubstr("delete element ip vipd service-ips { 10.96.0.100 . tcp . 8080 }"));
+  EXPECT_THAT(tx.text, HasSubstr("add element ip vipd no-endpoint-services { 10.96.0.100 . tcp . 8080 : goto reject-chain }"));
+  EXPECT_EQ(tx.chains_retired, 2u);
+  // and back: chains created before the element that refers to them
+  const Transaction back = render_delta(b, a);
+  const auto ls = lines(back.text);
+  EXPECT_LT(index_of(ls, "add chain ip vipd svc-"), index_of(ls, "add element ip vipd service-ips"));
+  EXPECT_EQ(back.chains_written, 2u);
+  EXPECT_LT(index_of(ls, "delete element ip vipd no-endpoint-services"), ls.size());
+}
+
+TEST(NftDelta, AffinityTimeoutChangeRenamesTheSet) {
+  auto s = svc("default/sticky:http", "10.96.0.102", 8080, {"10.244.1.15"});
+  s.persistence_timeout_s = 300;
+  const Desired a = desired(table_of({s}));
+  s.persistence_timeout_s = 60;
+  const Desired b = desired(table_of({s}));
+  const Transaction tx = render_delta(a, b);
+  const auto ls = lines(tx.text);
+  const size_t add_set = index_of(ls, "add set ip vipd aff-");
+  ASSERT_LT(add_set, ls.size()) << tx.text;
+  EXPECT_THAT(ls[add_set], HasSubstr("-60 { type ipv4_addr; flags dynamic,timeout; timeout 60s; }"));
+  EXPECT_LT(add_set, index_of(ls, "add chain ip vipd svc-"));
+  ASSERT_EQ(tx.retired_sets.size(), 1u);
+  EXPECT_THAT(*tx.retired_sets.begin(), HasSubstr("-300"));
+}
+
+TEST(NftDelta, RetiredChainsDeletedInBulkAtTheLimit) {
+  auto s = svc("default/db:http", "10.96.0.100", 8080, {"10.244.1.15"});
+  Desired a = desired(table_of({s}));
+  for (size_t i = 0; i + 3 < kRetiredLimit; ++i) a.retired_chains.insert("sep-OLD" + std::to_string(i));
+  a.retired_sets.insert("aff-OLD-10");
+  // below the limit: the change retires one more chain, nothing deleted yet
+  s.backends[0].ip = ip("10.244.1.16");
+  Desired b = desired(table_of({s}));
+  Transaction tx = render_delta(a, b);
+  EXPECT_THAT(tx.text, Not(HasSubstr("delete chain")));
+  EXPECT_EQ(tx.retired_chains.size() + tx.retired_sets.size(), kRetiredLimit - 1);
+  // reaching it: every retired chain and set is deleted, after the flushes
+  b.retired_chains = tx.retired_chains;
+  b.retired_sets = tx.retired_sets;
+  s.backends[0].ip = ip("10.244.1.17");
+  const Desired c = desired(table_of({s}));
+  tx = render_delta(b, c);
+  const auto ls = lines(tx.text);
+  EXPECT_EQ(tx.chains_deleted, kRetiredLimit - 1);
+  EXPECT_TRUE(tx.retired_chains.empty());
+  EXPECT_LT(index_of(ls, "flush chain"), index_of(ls, "delete chain"));
+  EXPECT_LT(index_of(ls, "delete set ip vipd aff-OLD-10"), ls.size());
+  // a retired chain that is needed again is reused, not deleted
+  b.retired_chains.insert("sep-" + ipt::chain_hash("default/db:httptcp10.244.1.15:8080"));
+  tx = render_delta(b, a);
+  EXPECT_EQ(tx.retired_chains.count("sep-" + ipt::chain_hash("default/db:httptcp10.244.1.15:8080")), 0u);
+}
+
+TEST(NftDesired, CollidingNamesGetDistinctChains) {
+  auto a = svc("default/db:http", "10.96.0.100", 8080, {"10.244.1.15"});
+  auto b = svc("default/db:http", "10.96.0.200", 8080, {"10.244.1.15"});
+  const Desired d = desired(table_of({a, b}));
+  ASSERT_EQ(d.entries.size(), 2u);
+  std::set<std::string> names;
+  for (const auto& [k, e] : d.entries)
+    for (const auto& c : e->render.chains) names.insert(c.name);
+  EXPECT_EQ(names.size(), 4u);
+}
+
+}  // namespace
+}  // namespace vipd::cp::nft
