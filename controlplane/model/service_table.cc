@@ -31,6 +31,18 @@ std::optional<Ipv4> parse_ipv4(const std::string& s) {
   return ntohl(a.s_addr);
 }
 
+bool valid_ipv4_cidr(const std::string& s) {
+  const auto slash = s.find('/');
+  if (slash == std::string::npos || slash + 1 >= s.size() || s.size() - slash - 1 > 2) return false;
+  if (!parse_ipv4(s.substr(0, slash))) return false;
+  int n = 0;
+  for (size_t i = slash + 1; i < s.size(); ++i) {
+    if (s[i] < '0' || s[i] > '9') return false;
+    n = n * 10 + (s[i] - '0');
+  }
+  return n <= 32;
+}
+
 const char* when_empty_name(WhenEmpty w) { return w == WhenEmpty::kDrop ? "drop" : "reject"; }
 
 std::string to_string(const ServiceKey& k) {

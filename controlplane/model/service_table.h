@@ -21,6 +21,7 @@ std::optional<Protocol> parse_protocol(const std::string& s);  // "TCP"/"UDP", c
 using Ipv4 = uint32_t;
 std::string ipv4_to_string(Ipv4 a);
 std::optional<Ipv4> parse_ipv4(const std::string& s);  // strict dotted quad
+bool valid_ipv4_cidr(const std::string& s);             // strict "a.b.c.d/n", n 0..32
 
 enum class WhenEmpty : uint8_t { kReject, kDrop };
 const char* when_empty_name(WhenEmpty w);  // "reject" / "drop"

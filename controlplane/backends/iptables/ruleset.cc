@@ -45,18 +45,6 @@ std::string hex_mark(uint32_t m) {
   return buf;
 }
 
-// Strict "a.b.c.d/n" (n 0..32).
-bool valid_cidr(const std::string& s) {
-  const auto slash = s.find('/');
-  if (slash == std::string::npos || slash + 1 >= s.size() || s.size() - slash - 1 > 2) return false;
-  if (!parse_ipv4(s.substr(0, slash))) return false;
-  int n = 0;
-  for (size_t i = slash + 1; i < s.size(); ++i) {
-    if (s[i] < '0' || s[i] > '9') return false;
-    n = n * 10 + (s[i] - '0');
-  }
-  return n <= 32;
-}
 
 bool owned(const std::string& chain) { return chain.rfind(kChainPrefix, 0) == 0; }
 
@@ -117,7 +105,7 @@ bool build_ruleset(const ServiceTable& table, const RenderOptions& opts, Ruleset
 
   for (const auto& [key, svc] : table.services) {
     for (const auto& r : svc.source_ranges)
-      if (!valid_cidr(r)) {
+      if (!valid_ipv4_cidr(r)) {
         *error = "iptables: service " + svc.name + " (" + to_string(key) + "): source range '" + r +
                  "' is not an IPv4 CIDR a.b.c.d/n";
         return false;

@@ -25,17 +25,6 @@ std::string hex(uint32_t m) {
   return buf;
 }
 
-bool valid_cidr(const std::string& s) {
-  const auto slash = s.find('/');
-  if (slash == std::string::npos || slash + 1 >= s.size() || s.size() - slash - 1 > 2) return false;
-  if (!parse_ipv4(s.substr(0, slash))) return false;
-  int n = 0;
-  for (size_t i = slash + 1; i < s.size(); ++i) {
-    if (s[i] < '0' || s[i] > '9') return false;
-    n = n * 10 + (s[i] - '0');
-  }
-  return n <= 32;
-}
 
 std::string key_text(const ServiceKey& k) {
   return ipv4_to_string(k.vip) + " . " + ipt::protocol_lower(k.protocol) + " . " + std::to_string(k.port);
@@ -51,7 +40,7 @@ bool render_entry(const VirtualService& svc, const std::string& hash_input, cons
                   EntryRender* out, std::string* error) {
   EntryRender r;
   for (const auto& range : svc.source_ranges)
-    if (!valid_cidr(range)) {
+    if (!valid_ipv4_cidr(range)) {
       *error = "nftables: service " + svc.name + " (" + to_string(svc.key) + "): source range '" + range +
                "' is not an IPv4 CIDR a.b.c.d/n";
       return false;
