@@ -181,8 +181,8 @@ class Builder {
     ClientMetric m;
     // Label values carry names from outside (services, devices). The text
     // format must be UTF-8: one invalid byte fails the whole scrape in
-    // Prometheus, so such bytes become U+FFFD. (The exposer escapes \\, " and
-    // newline itself.)
+    // Prometheus, so such bytes become U+FFFD. (prometheus-cpp's text serializer
+    // escapes \\, " and newline itself.)
     for (auto& l : labels)
       if (!is_valid_utf8(l.value)) l.value = utf8_repair(l.value);
     m.label = std::move(labels);

@@ -1,4 +1,4 @@
-// Thread: Collect() runs on the exposer's threads (one scrape at a time: a
+// Thread: Collect() runs on the /metrics server's thread (one scrape at a time: a
 // mutex serializes them); it only reads StatsSource snapshots.
 // MetricsCollector: the prometheus::Collectable behind vipd's /metrics. Every
 // metric family is built at scrape time from snapshots: the per-worker
