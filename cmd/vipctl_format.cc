@@ -324,7 +324,12 @@ std::string format_status(const json& doc, int64_t now_unix_ns) {
   out += field_line("Mode", str(doc, "mode"));
   out += field_line("Forward method", str(doc, "forward_method"));
   out += field_line("Generation", std::to_string(u64(doc, "generation")));
-  out += field_line("Syncs", std::to_string(u64(doc, "syncs")) + " (" + std::to_string(u64(doc, "full_syncs")) + " full)");
+  std::string syncs = std::to_string(u64(doc, "syncs")) + " (" + std::to_string(u64(doc, "full_syncs")) + " full";
+  // Full syncs that found the applied table diverged from a rebuild from the
+  // source's objects (should stay 0; shown only when not).
+  if (const uint64_t repairs = u64(doc, "resync_repairs"))
+    syncs += ", " + std::to_string(repairs) + " repaired a divergence";
+  out += field_line("Syncs", syncs + ")");
   out += field_line("Sync errors", std::to_string(u64(doc, "sync_errors")));
   if (const uint64_t retry = u64(doc, "next_retry_ms"); retry > 0)
     out += field_line("Next retry", "full sync in " + fixed(static_cast<double>(retry) / 1000.0, 1) + " s");

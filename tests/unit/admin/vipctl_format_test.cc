@@ -212,6 +212,14 @@ TEST(VipctlFormat, StatusNeverSynced) {
             "Source errors:             none\n");
 }
 
+TEST(VipctlFormat, StatusShowsResyncRepairs) {
+  json doc = json::parse(R"({"mode":"iptables","generation":9,"syncs":40,"full_syncs":3,"resync_repairs":2,
+    "sync_errors":0,"last_sync_unix_ns":0,"source_errors":[]})");
+  EXPECT_NE(format_status(doc, 5).find("Syncs:                     40 (3 full, 2 repaired a divergence)\n"),
+            std::string::npos)
+      << format_status(doc, 5);
+}
+
 TEST(VipctlFormat, StatusPrivileges) {
   json doc = json::parse(R"({"mode":"dpdk","generation":1,"last_sync_unix_ns":0,"source_errors":[],
     "privileges":{"user":"vipd","uid":998,"threads":11,"privileged_threads":0,"no_new_privs_threads":11}})");
