@@ -8,6 +8,7 @@
 #include <map>
 #include <random>
 #include <thread>
+#include <utility>
 
 #include "common/log.h"
 #include "controlplane/kube/watch_decoder.h"
@@ -668,13 +669,13 @@ LoadResult DeltaBuilder::answer(LoadResult r) {
   return r;
 }
 
+int64_t KubeSource::take_newest_change() {
+  std::lock_guard<std::mutex> g(mu_);
+  return std::exchange(pending_change_ns_, 0);
+}
+
 LoadResult KubeSource::load() {
-  int64_t newest = 0;
-  {
-    std::lock_guard<std::mutex> g(mu_);
-    newest = pending_change_ns_;
-    pending_change_ns_ = 0;
-  }
+  const int64_t newest = take_newest_change();
   // Only the objects that changed since the previous load are handed on; the
   // index rebuilds only their services, so the cost of a sync follows the size
   // of the change, not of the cluster.
@@ -689,12 +690,7 @@ LoadResult KubeSource::load() {
 }
 
 LoadResult KubeSource::load_full() {
-  int64_t newest = 0;
-  {
-    std::lock_guard<std::mutex> g(mu_);
-    newest = pending_change_ns_;
-    pending_change_ns_ = 0;
-  }
+  const int64_t newest = take_newest_change();
   ObjectChanges changes;
   ObjectSnapshot all;
   std::vector<SourceError> invalid_svc, invalid_slices;

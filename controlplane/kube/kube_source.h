@@ -160,6 +160,8 @@ class KubeSource : public Source {
 
  private:
   void notify(int64_t change_unix_ns);
+  // The newest change time noted since the last load (0 if none), and reset.
+  int64_t take_newest_change();
 
   std::unique_ptr<Impl> impl_;
   mutable std::mutex mu_;
