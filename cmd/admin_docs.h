@@ -15,9 +15,9 @@
 #include "common/privileges.h"
 #include "controlplane/config/options.h"
 #include "controlplane/kube/kube_source.h"
-#include "controlplane/metrics/observability.h"
-#include "controlplane/metrics/stats_source.h"
-#include "controlplane/model/service_table.h"
+#include "observability/observability.h"
+#include "observability/stats_source.h"
+#include "model/service_table.h"
 #include "controlplane/sync/sync_loop.h"
 
 namespace vipd::cmd {

@@ -4,8 +4,8 @@
 
 #include "cmd/admin_docs.h"
 #include "common/log.h"
-#include "controlplane/metrics/admin_server.h"
-#include "controlplane/metrics/observability.h"
+#include "observability/admin_server.h"
+#include "observability/observability.h"
 
 namespace vipd::cmd {
 

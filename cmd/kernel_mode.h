@@ -11,9 +11,9 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "controlplane/backends/backend.h"
+#include "model/backend.h"
 #include "controlplane/config/options.h"
-#include "controlplane/model/service_table.h"
+#include "model/service_table.h"
 #include "controlplane/sources/source.h"
 #include "controlplane/sync/sync_loop.h"
 

@@ -27,7 +27,7 @@
 
 #include "cmd/vipctl_format.h"
 #include "common/text.h"
-#include "controlplane/model/service_table.h"
+#include "model/service_table.h"
 
 namespace po = boost::program_options;
 

@@ -109,6 +109,15 @@ if ! ninja -C "$B" >"$TMP/build.log" 2>&1; then
 fi
 tail -n 1 "$TMP/build.log"
 
+# ---- layers -------------------------------------------------------------------------
+# The include graph between top-level folders follows the layers (scripts/layers.sh).
+section "layers (scripts/layers.sh --check)"
+if bash scripts/layers.sh --check; then
+  add_suite layers 1 0 0
+else
+  add_suite layers 0 1 0 "an include crosses the layers the wrong way"
+fi
+
 # ---- unit tests -------------------------------------------------------------------
 section "unit tests ($B/tests/unit)"
 # Counts one gtest JSON report: prints "passed failed skipped" then failed names.

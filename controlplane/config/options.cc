@@ -17,7 +17,7 @@
 #include <set>
 #include <sstream>
 
-#include "controlplane/model/service_table.h"
+#include "model/service_table.h"
 
 #ifndef VIPD_VERSION
 #define VIPD_VERSION "0.1.0"

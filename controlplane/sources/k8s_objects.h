@@ -14,7 +14,7 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include "controlplane/model/service_table.h"
+#include "model/service_table.h"
 
 namespace vipd::cp::k8s {
 

@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "controlplane/backends/backend.h"
-#include "controlplane/model/service_table.h"
+#include "model/backend.h"
+#include "model/service_table.h"
 #include "controlplane/sources/manifest_source.h"
 #include "controlplane/sources/source.h"
 

@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "controlplane/model/service_table.h"
+#include "model/service_table.h"
 #include "dataplane/fastpath/worker.h"
 
 namespace vipd::dp {

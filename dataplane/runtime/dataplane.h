@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "controlplane/model/service_table.h"
+#include "model/service_table.h"
 
 namespace vipd::dp {
 

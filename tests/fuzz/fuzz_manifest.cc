@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "controlplane/model/service_table.h"
+#include "model/service_table.h"
 #include "controlplane/sources/k8s_objects.h"
 #include "controlplane/sources/manifest_source.h"
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-#include "controlplane/model/service_table.h"
+#include "model/service_table.h"
 
 namespace vipd::cp::ipt {
 

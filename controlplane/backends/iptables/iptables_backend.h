@@ -21,7 +21,7 @@
 #include <mutex>
 #include <string>
 
-#include "controlplane/backends/backend.h"
+#include "model/backend.h"
 #include "controlplane/backends/iptables/ruleset.h"
 
 namespace vipd::cp::ipt {

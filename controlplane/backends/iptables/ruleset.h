@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "controlplane/model/service_table.h"
+#include "model/service_table.h"
 
 namespace vipd::cp::ipt {
 

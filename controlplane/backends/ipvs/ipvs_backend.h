@@ -33,7 +33,7 @@
 #include <utility>
 #include <vector>
 
-#include "controlplane/backends/backend.h"
+#include "model/backend.h"
 #include "controlplane/backends/iptables/runner.h"
 #include "controlplane/backends/ipvs/ipvs_desired.h"
 #include "controlplane/backends/ipvs/ipvs_kernel.h"

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "controlplane/backends/ipvs/ipvs_kernel.h"
-#include "controlplane/model/service_table.h"
+#include "model/service_table.h"
 
 namespace vipd::cp::ipvs {
 

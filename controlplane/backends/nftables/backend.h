@@ -17,7 +17,7 @@
 #include <mutex>
 #include <string>
 
-#include "controlplane/backends/backend.h"
+#include "model/backend.h"
 #include "controlplane/backends/nftables/ruleset.h"
 
 namespace vipd::cp::nft {

@@ -1,5 +1,5 @@
 // Thread: test main thread (the server runs its own).
-#include "controlplane/metrics/admin_server.h"
+#include "observability/admin_server.h"
 
 #include <dirent.h>
 #include <gtest/gtest.h>

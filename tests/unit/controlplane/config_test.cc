@@ -8,7 +8,7 @@
 #include <set>
 #include <sstream>
 
-#include "controlplane/model/service_table.h"
+#include "model/service_table.h"
 #include "tests/unit/controlplane/test_util.h"
 
 namespace vipd::config {

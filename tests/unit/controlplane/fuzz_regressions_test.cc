@@ -11,7 +11,7 @@
 #include <sstream>
 #include <string>
 
-#include "controlplane/model/service_table.h"
+#include "model/service_table.h"
 #include "controlplane/sources/manifest_source.h"
 
 namespace vipd::cp {

@@ -1,5 +1,5 @@
-// Thread: test main thread. Tests for controlplane/model/service_table.cc.
-#include "controlplane/model/service_table.h"
+// Thread: test main thread. Tests for model/service_table.cc.
+#include "model/service_table.h"
 
 #include <gtest/gtest.h>
 

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "controlplane/model/service_table.h"
+#include "model/service_table.h"
 #include "dataplane/fastpath/worker.h"
 #include "tests/unit/dataplane/test_util.h"
 

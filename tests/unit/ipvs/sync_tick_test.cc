@@ -8,7 +8,7 @@
 #include <chrono>
 #include <thread>
 
-#include "controlplane/backends/backend.h"
+#include "model/backend.h"
 #include "controlplane/sync/sync_loop.h"
 
 namespace vipd::cp {

@@ -3,7 +3,7 @@
 // family has exactly its documented label set, values are the summed
 // snapshots, the cardinality options work, and (where promtool is installed)
 // `promtool check metrics` has nothing to say about a scrape.
-#include "controlplane/metrics/collector.h"
+#include "observability/collector.h"
 
 #include <gtest/gtest.h>
 #include <prometheus/text_serializer.h>

@@ -1,6 +1,6 @@
 // Thread: test main thread.
 // /v1/explain: query parsing and the document built from an ExplainResult.
-#include "controlplane/metrics/explain.h"
+#include "observability/explain.h"
 
 #include <gtest/gtest.h>
 

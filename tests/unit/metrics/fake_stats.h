@@ -9,7 +9,7 @@
 #include <tuple>
 #include <vector>
 
-#include "controlplane/metrics/stats_source.h"
+#include "observability/stats_source.h"
 
 namespace vipd::cp::testing {
 

@@ -1,6 +1,6 @@
 // Thread: test main thread.
 // Health logic: when /healthz and /livez answer 200 or 503, and why.
-#include "controlplane/metrics/health.h"
+#include "observability/health.h"
 
 #include <gtest/gtest.h>
 

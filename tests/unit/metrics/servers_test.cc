@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "controlplane/metrics/observability.h"
+#include "observability/observability.h"
 #include "tests/unit/metrics/fake_stats.h"
 
 namespace vipd::cp {

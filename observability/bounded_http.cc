@@ -1,5 +1,5 @@
 // Thread: see bounded_http.h.
-#include "controlplane/metrics/bounded_http.h"
+#include "observability/bounded_http.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

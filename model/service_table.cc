@@ -1,5 +1,5 @@
 // Thread: any.
-#include "controlplane/model/service_table.h"
+#include "model/service_table.h"
 
 #include <arpa/inet.h>
 

@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-#include "controlplane/model/service_table.h"
+#include "model/service_table.h"
 #include "controlplane/sync/sync_loop.h"
 #include "dataplane/runtime/dataplane.h"
 

@@ -25,8 +25,8 @@
 #include <prometheus/collectable.h>
 #include <prometheus/metric_family.h>
 
-#include "controlplane/metrics/stats_source.h"
-#include "controlplane/metrics/sync_metrics.h"
+#include "observability/stats_source.h"
+#include "observability/sync_metrics.h"
 
 namespace vipd::cp {
 

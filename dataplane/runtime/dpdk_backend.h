@@ -2,7 +2,7 @@
 // publisher (through the DPDK-free dataplane facade).
 #pragma once
 
-#include "controlplane/backends/backend.h"
+#include "model/backend.h"
 #include "dataplane/runtime/dataplane.h"
 
 namespace vipd::cp {

@@ -1,5 +1,5 @@
 // Thread: control.
-#include "controlplane/metrics/observability.h"
+#include "observability/observability.h"
 
 #include <prometheus/text_serializer.h>
 

@@ -1,5 +1,5 @@
 // Thread: control (start/stop); handlers run on the server's own thread.
-#include "controlplane/metrics/admin_server.h"
+#include "observability/admin_server.h"
 
 #include <sys/socket.h>
 #include <sys/stat.h>

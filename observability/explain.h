@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "controlplane/model/service_table.h"
+#include "model/service_table.h"
 #include "dataplane/runtime/dataplane.h"
 
 namespace vipd::cp {

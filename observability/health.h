@@ -33,7 +33,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "controlplane/metrics/bounded_http.h"
+#include "observability/bounded_http.h"
 #include "controlplane/sync/sync_loop.h"
 #include "dataplane/runtime/dataplane.h"
 

@@ -29,7 +29,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "controlplane/metrics/bounded_http.h"
+#include "observability/bounded_http.h"
 
 namespace vipd::cp {
 

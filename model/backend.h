@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "controlplane/model/service_table.h"
+#include "model/service_table.h"
 
 namespace vipd::cp {
 

@@ -1,5 +1,5 @@
 // Thread: the metrics listener's thread (Collect), serialized by mu_.
-#include "controlplane/metrics/collector.h"
+#include "observability/collector.h"
 
 #include <algorithm>
 #include <limits>
@@ -7,7 +7,7 @@
 #include <utility>
 
 #include "common/text.h"
-#include "controlplane/metrics/bounded_http.h"
+#include "observability/bounded_http.h"
 
 #ifndef VIPD_VERSION
 #define VIPD_VERSION "0.1.0"

@@ -1,5 +1,5 @@
 // Thread: any.
-#include "controlplane/metrics/sync_metrics.h"
+#include "observability/sync_metrics.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,5 +1,5 @@
 // Thread: any.
-#include "controlplane/metrics/explain.h"
+#include "observability/explain.h"
 
 #include <algorithm>
 #include <cctype>

@@ -17,11 +17,11 @@
 #include <memory>
 #include <string>
 
-#include "controlplane/metrics/bounded_http.h"
-#include "controlplane/metrics/collector.h"
-#include "controlplane/metrics/health.h"
-#include "controlplane/metrics/stats_source.h"
-#include "controlplane/metrics/sync_metrics.h"
+#include "observability/bounded_http.h"
+#include "observability/collector.h"
+#include "observability/health.h"
+#include "observability/stats_source.h"
+#include "observability/sync_metrics.h"
 
 namespace vipd::cp {
 

@@ -1,5 +1,5 @@
 // Thread: see health.h.
-#include "controlplane/metrics/health.h"
+#include "observability/health.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
