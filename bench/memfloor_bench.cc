@@ -7,8 +7,8 @@
 //
 // A *shape* is a chain of levels; each level reads one line from each of its
 // regions, at an index that depends on the line read at the level before (the
-// way an established packet goes rte_hash bucket -> key slot (which holds
-// the Conn) -> destination). Packets go in bursts of kBurst (worker.h), level by level
+// way an established packet goes connection table bucket -> entry (the
+// Conn) -> destination). Packets go in bursts of kBurst (worker.h), level by level
 // across the burst, with every line of a level prefetched for the whole burst
 // before the first is read: the pipeline's own pattern (dataplane/fastpath/
 // burst.cc and DPDK's bulk lookup), i.e. the most memory parallelism that
@@ -19,14 +19,14 @@
 // Shapes (sizes in bytes from the real structures, sized as benchmark 1
 // sizes them for --services/--flows/--backends):
 //   est      the established packet at that size (full NAT, one key per
-//            connection in the hash): 2 buckets (rte_hash's bulk lookup
-//            prefetches the primary and the secondary bucket and compares the
-//            signatures of both), the key slot, which holds the Conn
-//            (conn_table.h; written: expiry), and the DestCounters (written;
+//            connection in the hash): 2 buckets (the bulk lookup
+//            prefetches both of a key's buckets and compares the tags of
+//            both), the entry, the Conn's line (conn_table.h; written:
+//            expiry), and the DestCounters (written;
 //            they hold the worker's copy of the destination's generation
 //            too) — 4 lines, 3 levels
-//   reply    a full-NAT reply: its port index entry (conn_table.h), the key
-//            slot with the Conn and the DestCounters — 3 lines, 3 levels
+//   reply    a full-NAT reply: its port index entry (conn_table.h), the
+//            Conn's line and the DestCounters — 3 lines, 3 levels
 //   chainN   N levels of one line each in regions of --chain-mb MiB (N = 1..5):
 //            the cost of one more dependent level
 //   wide     min(N, 3) lines of one level, in as many such regions: the same
@@ -218,20 +218,17 @@ int run_memfloor(const Args& a) {
   const unsigned max_chain = static_cast<unsigned>(std::min<uint64_t>(kMaxLevels, a.num("max-chain", 5)));
 
   // The sizes benchmark 1 gives the structures (pipeline_bench.cc: full NAT,
-  // kPipelineLocalAddrs local addresses), and rte_hash's own layout for a
-  // table of one key per connection (the replies are in the port index):
-  // buckets of 8 entries (64 bytes) for the next power of two of the entries,
-  // and one 64-byte key slot (8-byte data pointer + the Conn as the key) per
-  // entry.
+  // kPipelineLocalAddrs local addresses), and the connection table's layout
+  // for one key per connection (the replies are in the port index): its
+  // 64-byte buckets (ConnTable::buckets_for) and one 64-byte line (the Conn)
+  // per entry.
   const uint64_t conn_cap = pipeline_conn_capacity(flows);
   const uint64_t dests = pipeline_dests(services, backends);
   const uint64_t entries = conn_cap;
   const uint64_t port_index_bytes = uint64_t{kPipelineLocalAddrs} << 16 << 2;
-  uint64_t pow2 = 1;
-  while (pow2 < entries) pow2 <<= 1;
-  const uint64_t bucket_bytes = pow2 / 8 * 64;
-  const uint64_t key_bytes = (entries + 1) * 64;
-  static_assert(sizeof(dp::Conn) + 8 <= 64, "a key slot holds the Conn");
+  const uint64_t bucket_bytes = uint64_t{dp::ConnTable::buckets_for(entries)} * 64;
+  const uint64_t key_bytes = entries * sizeof(dp::Conn);
+  static_assert(sizeof(dp::Conn) == 64, "an entry is one line");
   const uint64_t counter_bytes = dests * sizeof(dp::DestCounters);
   const uint64_t est_total = bucket_bytes + key_bytes + counter_bytes + port_index_bytes;
   const uint64_t chain_total = std::max<uint64_t>(chain_mb * max_chain << 20, uint64_t{64} << 20);
@@ -269,7 +266,7 @@ int run_memfloor(const Args& a) {
     s.name = "est";
     if (!add_regions(s, {bucket_bytes, key_bytes, counter_bytes}, rng)) return 2;
     s.levels[0] = Level{{{0, false}, {0, false}}, 2};  // primary, secondary bucket
-    s.levels[1] = Level{{{1, true}}, 1};               // key slot = Conn
+    s.levels[1] = Level{{{1, true}}, 1};               // entry = Conn
     s.levels[2] = Level{{{2, true}}, 1};               // DestCounters
     s.n_levels = 3;
     Result r = run_shape(s, packets, reps, rng, ns_per_cycle);
@@ -284,7 +281,7 @@ int run_memfloor(const Args& a) {
     s.name = "reply";
     if (!add_regions(s, {port_index_bytes, key_bytes, counter_bytes}, rng)) return 2;
     s.levels[0] = Level{{{0, false}}, 1};  // port index entry
-    s.levels[1] = Level{{{1, true}}, 1};   // key slot = Conn
+    s.levels[1] = Level{{{1, true}}, 1};   // entry = Conn
     s.levels[2] = Level{{{2, true}}, 1};   // DestCounters
     s.n_levels = 3;
     Result r = run_shape(s, packets, reps, rng, ns_per_cycle);

@@ -50,8 +50,8 @@ inline Parsed check_and_parse(const Shared& sh, const rte_mbuf* m) {
 void lookup_conns(Worker& w, PktInfo* info, const void** fptr, uint32_t* fsig, const uint8_t* which,
                   uint32_t nl) noexcept {
   const Shared& sh = *w.sh;
-  // Stage 3: the connection table in bulk (DPDK prefetches the buckets and
-  // keys of all of them before comparing any). A packet of a known flow needs
+  // Stage 3: the connection table in bulk (it prefetches the buckets and
+  // entries of all of them before comparing any). A packet of a known flow needs
   // nothing else: in the client's direction its entry says where it goes, and
   // a NAT-mode reply (to the client's address and port) is a reply whatever
   // the VIP table says. The VIP table is looked up, again in bulk, only for
@@ -68,10 +68,9 @@ void lookup_conns(Worker& w, PktInfo* info, const void** fptr, uint32_t* fsig, c
   for (uint32_t j = 0; j < nl; ++j) {
     PktInfo& pi = info[which[j]];  // svc, conn, reply: cleared in stage 1
     if ((fhits >> j) & 1) {
-      // In the client's direction the entry is the key slot the lookup just
-      // compared (in cache); a NAT reply's alias points elsewhere.
+      // The entry is the line the lookup just compared the key with (in
+      // cache).
       pi.conn = w.conns.decode(fpos[j], &pi.reply);
-      if (pi.reply) rte_prefetch0(pi.conn);
     }
     // A NAT-mode reply's key ends at a client's address and port: no VIP of
     // ours.
@@ -150,7 +149,7 @@ void prepare_burst(Worker& w, rte_mbuf* const* pkts, uint16_t n, PktInfo* info) 
     pi.conn = w.conns.candidate_at(pentry[r]);
     if (!pi.conn) continue;
     pi.reply = true;
-    rte_prefetch0(pi.conn);  // one line: a Conn sits 8 bytes into a 64-byte key slot
+    rte_prefetch0(pi.conn);  // one line: a Conn is one 64-byte line
   }
 }
 

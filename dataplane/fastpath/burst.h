@@ -1,7 +1,7 @@
 // Thread: worker. The first stages of process_burst (worker.cc): every frame
 // of a burst is checked and parsed, the VIP and connection keys of its TCP/UDP
-// packets are hashed once and looked up in bulk (rte_hash_*_with_hash_bulk):
-// the connection table for all of them (a full-NAT reply in its port index
+// packets are hashed once and looked up in bulk (ConnTable::lookup_bulk,
+// rte_hash_lookup_with_hash_bulk_data): the connection table for all of them (a full-NAT reply in its port index
 // instead, conn_table.h), the VIP table only for those that match no
 // connection. What the per-packet stage will touch next (connection entries,
 // their destination counters, the Service of a new flow) is prefetched.

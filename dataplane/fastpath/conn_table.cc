@@ -1,13 +1,15 @@
 // Thread: worker (see header).
 #include "dataplane/fastpath/conn_table.h"
 
-#include <rte_errno.h>
-#include <rte_hash.h>
-#include <rte_hash_crc.h>
 #include <rte_malloc.h>
+#include <rte_prefetch.h>
 
 #include <bit>
 #include <cstring>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "dataplane/fastpath/flow_hash.h"
 
@@ -22,37 +24,27 @@ bool listed(const uint32_t* addrs, uint32_t n, uint32_t addr) {
 }
 
 // Bytes 8..12 of a key (ports and protocol) in its second 8-byte word.
-static_assert(std::endian::native == std::endian::little, "key_cmp masks the key's second word as little-endian");
+static_assert(std::endian::native == std::endian::little, "key_equal masks the key's second word as little-endian");
 constexpr uint64_t kLow5Bytes = 0xffffffffffull;
-
-// The Conn image that rte_hash copies into the key slot: key k, the rest zero
-// (in_use too: a slot that a failed insert took and gave back must not look
-// used; insert marks it after the add succeeded).
-Conn key_image(const FlowKey& k) {
-  Conn c{};
-  std::memcpy(&c, &k, 13);
-  return c;
-}
 
 }  // namespace
 
-// The hash's key is a whole Conn; its flow key is the first 13 bytes (Conn's
-// static_asserts). Lookups pass a FlowKey (16 bytes), inserts a Conn: both
-// functions read the first 16 bytes and ignore the last 3 of them (a Conn's
-// state there, a FlowKey's zero padding).
-int ConnTable::key_cmp(const void* a, const void* b, size_t) noexcept {
-  uint64_t a0, a1, b0, b1;
-  std::memcpy(&a0, a, 8);
-  std::memcpy(&b0, b, 8);
-  std::memcpy(&a1, static_cast<const char*>(a) + 8, 8);
-  std::memcpy(&b1, static_cast<const char*>(b) + 8, 8);
-  return ((a0 ^ b0) | ((a1 ^ b1) & kLow5Bytes)) != 0;
+uint32_t ConnTable::buckets_for(uint64_t keys) noexcept {
+  const uint64_t need = (keys * 10 + kBucketSlots * 8 - 1) / (kBucketSlots * 8);  // keys / (0.8 x 8)
+  uint64_t n = 2;
+  while (n < need) n <<= 1;
+  return static_cast<uint32_t>(n);
 }
 
-uint32_t ConnTable::key_hash(const void* key, uint32_t, uint32_t) noexcept {
-  FlowKey k{};
-  std::memcpy(&k, key, 13);
-  return conn_hash(k);
+// Reads the first 16 bytes of each and ignores the last 3 of them (a Conn's
+// state there, a FlowKey's zero padding).
+bool ConnTable::key_equal(const FlowKey& k, const Conn& c) noexcept {
+  uint64_t a0, a1, b0, b1;
+  std::memcpy(&a0, &k, 8);
+  std::memcpy(&b0, &c, 8);
+  std::memcpy(&a1, reinterpret_cast<const char*>(&k) + 8, 8);
+  std::memcpy(&b1, reinterpret_cast<const char*>(&c) + 8, 8);
+  return ((a0 ^ b0) | ((a1 ^ b1) & kLow5Bytes)) == 0;
 }
 
 const char* conn_state_name(ConnState s) {
@@ -71,7 +63,9 @@ const char* conn_state_name(ConnState s) {
 }
 
 ConnTable::~ConnTable() {
-  if (hash_) rte_hash_free(hash_);
+  rte_free(buckets_);
+  rte_free(entries_);
+  rte_free(free_);
   rte_free(port_index_);
 }
 
@@ -83,6 +77,10 @@ bool ConnTable::init(const std::string& name, uint32_t capacity, int socket, std
              std::to_string(kMaxLocal);
     return false;
   }
+  if (capacity > (uint32_t{1} << 30)) {
+    *error = "conn table " + name + ": " + std::to_string(capacity) + " entries, at most 2^30";
+    return false;
+  }
   for (int8_t& s : local_map_) s = -1;
   for (uint32_t i = 0; i < n_local; ++i) {
     if (listed(local_addrs, i, local_addrs[i])) continue;  // listed twice: the first one
@@ -92,69 +90,71 @@ bool ConnTable::init(const std::string& name, uint32_t capacity, int socket, std
     local_addrs_[i] = local_addrs[i];
   }
   n_local_ = n_local;
-  rte_hash_parameters p{};
-  p.name = name.c_str();
-  p.entries = n_local ? capacity : capacity * 2;
-  p.key_len = sizeof(Conn);
-  // CRC32 of the flow key (SSE4.2 instruction where the CPU has it, a table
-  // otherwise): two 8-byte steps, cheaper than jhash (docs/benchmarks.md).
-  p.hash_func = key_hash;
-  p.hash_func_init_val = kConnHashInit;
-  p.socket_id = socket;
-  p.extra_flag = RTE_HASH_EXTRA_FLAGS_EXT_TABLE;
-  hash_ = rte_hash_create(&p);
-  if (!hash_) {
-    *error = "conn table " + name + ": rte_hash_create failed: " + rte_strerror(rte_errno);
-    return false;
-  }
-  rte_hash_set_cmp_func(hash_, key_cmp);
+  const uint32_t nb = buckets_for(n_local ? capacity : uint64_t{capacity} * 2);
+  buckets_ = static_cast<Bucket*>(rte_zmalloc_socket(("conn_buckets_" + name).c_str(), sizeof(Bucket) * size_t{nb},
+                                                     alignof(Bucket), socket));
+  entries_ = static_cast<Conn*>(
+      rte_zmalloc_socket(("conn_entries_" + name).c_str(), sizeof(Conn) * size_t{capacity}, alignof(Conn), socket));
+  free_ = static_cast<uint32_t*>(
+      rte_zmalloc_socket(("conn_free_" + name).c_str(), sizeof(uint32_t) * size_t{capacity}, 64, socket));
   if (n_local)
     port_index_ = static_cast<uint32_t*>(
         rte_zmalloc_socket("conn_ports", sizeof(uint32_t) * (size_t{n_local} << 16), 64, socket));
-  if (n_local && !port_index_) {
-    *error = "conn table " + name + ": out of memory for the port index of " + std::to_string(n_local) +
-             " local addresses";
+  if (!buckets_ || !entries_ || !free_ || (n_local && !port_index_)) {
+    *error = "conn table " + name + ": out of memory for " + std::to_string(capacity) + " entries" +
+             (n_local ? " and the port index of " + std::to_string(n_local) + " local addresses" : "");
     return false;
   }
-  slots_ = p.entries;
-  if (!find_layout(error)) {
-    *error = "conn table " + name + ": " + *error;
-    return false;
-  }
+  mask_ = nb - 1;
+  // Popped from the top: entry 0 first.
+  for (uint32_t i = 0; i < capacity; ++i) free_[i] = capacity - 1 - i;
+  n_free_ = capacity;
+  slots_ = capacity;
   capacity_ = capacity;
   return true;
 }
 
-// Finds where position 0's entry is, from two probe keys, and checks that
-// every position's key slot is kSlotBytes further, starting 8 bytes into a
-// cache line (DPDK 22.11's layout: the key store is one array of slots, each
-// the data pointer then the key, 16-byte aligned, slot 0 a dummy). Any other
-// layout: an error, not a guess.
-bool ConnTable::find_layout(std::string* error) noexcept {
-  FlowKey probe[2] = {make_key(0, 1, 0, 0, 0xff), make_key(0, 2, 0, 0, 0xff)};
-  int32_t pos[2];
-  char* key[2];
-  for (int i = 0; i < 2; ++i) {
-    const Conn img = key_image(probe[i]);
-    pos[i] = rte_hash_add_key_with_hash(hash_, &img, conn_hash(probe[i]));
-    void* k = nullptr;
-    if (pos[i] < 0 || rte_hash_get_key_with_position(hash_, pos[i], &k) != 0) {
-      *error = "rte_hash refused a probe key (position " + std::to_string(pos[i]) + ")";
-      return false;
+uint32_t ConnTable::tag_hits(const Bucket& b, uint16_t tag) noexcept {
+#if defined(__SSE2__)
+  const __m128i eq = _mm_cmpeq_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(b.tag)),
+                                     _mm_set1_epi16(static_cast<short>(tag)));
+  return static_cast<uint32_t>(_mm_movemask_epi8(_mm_packs_epi16(eq, _mm_setzero_si128())));
+#else
+  // Four 16-bit lanes per word: a lane of x is zero iff its top bit ends
+  // up clear in ((x & 0x7fff) + 0x7fff) | x.
+  constexpr uint64_t kLow15 = 0x7fff7fff7fff7fffull;
+  const uint64_t t = uint64_t{tag} * 0x0001000100010001ull;
+  uint32_t hits = 0;
+  for (int w = 0; w < 2; ++w) {
+    uint64_t x;
+    std::memcpy(&x, &b.tag[4 * w], 8);
+    x ^= t;
+    const uint64_t zero = ~(((x & kLow15) + kLow15) | x) & ~kLow15;  // top bit of each zero lane
+    const uint32_t m = static_cast<uint32_t>(((zero >> 15) & 1) | ((zero >> 30) & 2) | ((zero >> 45) & 4) |
+                                             ((zero >> 60) & 8));
+    hits |= m << (4 * w);
+  }
+  return hits;
+#endif
+}
+
+bool ConnTable::matches(uint32_t pos, const FlowKey& k) const noexcept {
+  const Conn& c = entries_[pos >> 1];
+  return (pos & 1) ? reply_matches(c, k) : key_equal(k, c);
+}
+
+int32_t ConnTable::find(const FlowKey& k, uint32_t sig) const noexcept {
+  if (!mask_) return -1;
+  const uint16_t tag = tag_of(sig);
+  uint32_t b = first_bucket(sig);
+  for (int i = 0; i < 2; ++i, b = other_bucket(b, tag)) {
+    const Bucket& bk = buckets_[b];
+    for (uint32_t m = tag_hits(bk, tag); m; m &= m - 1) {
+      const uint32_t p1 = bk.pos1[std::countr_zero(m)];
+      if (matches(p1 - 1, k)) return static_cast<int32_t>(p1 - 1);
     }
-    key[i] = static_cast<char*>(k);
   }
-  for (const FlowKey& k : probe) rte_hash_del_key_with_hash(hash_, &k, conn_hash(k));
-  base_ = key[0] - static_cast<ptrdiff_t>(pos[0]) * static_cast<ptrdiff_t>(kSlotBytes);
-  const bool ok = pos[0] != pos[1] && at(static_cast<uint32_t>(pos[1])) == reinterpret_cast<Conn*>(key[1]) &&
-                  reinterpret_cast<uintptr_t>(base_) % 64 == 8;
-  if (!ok) {
-    base_ = nullptr;
-    *error = "rte_hash's key slots are not laid out as this build expects (64-byte slots, the key 8 bytes in); "
-             "built for DPDK 22.11";
-    return false;
-  }
-  return true;
+  return -1;
 }
 
 Conn* ConnTable::lookup(const FlowKey& k, bool* reply) noexcept {
@@ -169,16 +169,135 @@ Conn* ConnTable::lookup(const FlowKey& k, uint32_t sig, bool* reply) noexcept {
     *reply = true;
     return c;
   }
-  const int32_t pos = rte_hash_lookup_with_hash(hash_, &k, sig);
+  const int32_t pos = find(k, sig);
   if (pos < 0) return nullptr;
   return decode(pos, reply);
 }
 
 uint64_t ConnTable::lookup_bulk(const void** keys, uint32_t* sigs, uint32_t n, int32_t* pos) noexcept {
-  if (rte_hash_lookup_with_hash_bulk(hash_, keys, sigs, n, pos) < 0) return 0;
+  if (!mask_) return 0;
+  // Stage 1: both buckets of every key.
+  uint32_t b1[64], b2[64];
+  for (uint32_t i = 0; i < n; ++i) {
+    b1[i] = first_bucket(sigs[i]);
+    b2[i] = other_bucket(b1[i], tag_of(sigs[i]));
+    rte_prefetch0(&buckets_[b1[i]]);
+    rte_prefetch0(&buckets_[b2[i]]);
+  }
+  // Stage 2: the tags; the entry of each key's first matching tag.
+  uint32_t hits1[64], hits2[64];
+  for (uint32_t i = 0; i < n; ++i) {
+    const uint16_t tag = tag_of(sigs[i]);
+    hits1[i] = tag_hits(buckets_[b1[i]], tag);
+    hits2[i] = tag_hits(buckets_[b2[i]], tag);
+    const uint32_t p1 = hits1[i]   ? buckets_[b1[i]].pos1[std::countr_zero(hits1[i])]
+                        : hits2[i] ? buckets_[b2[i]].pos1[std::countr_zero(hits2[i])]
+                                   : 0;
+    if (p1) rte_prefetch0(&entries_[(p1 - 1) >> 1]);
+  }
+  // Stage 3: the keys.
   uint64_t hits = 0;
-  for (uint32_t i = 0; i < n; ++i) hits |= uint64_t{pos[i] >= 0} << i;
+  for (uint32_t i = 0; i < n; ++i) {
+    const FlowKey& k = *static_cast<const FlowKey*>(keys[i]);
+    int32_t found = -1;
+    for (uint32_t m = hits1[i]; m && found < 0; m &= m - 1) {
+      const uint32_t p1 = buckets_[b1[i]].pos1[std::countr_zero(m)];
+      if (matches(p1 - 1, k)) found = static_cast<int32_t>(p1 - 1);
+    }
+    for (uint32_t m = hits2[i]; m && found < 0; m &= m - 1) {
+      const uint32_t p1 = buckets_[b2[i]].pos1[std::countr_zero(m)];
+      if (matches(p1 - 1, k)) found = static_cast<int32_t>(p1 - 1);
+    }
+    pos[i] = found;
+    hits |= uint64_t{found >= 0} << i;
+  }
   return hits;
+}
+
+// Breadth-first from the key's two buckets (all their slots taken): each
+// visited bucket's keys could move to their other bucket; the first such
+// bucket with a free slot ends the search, and the keys on the path to it
+// move one step each, from its end, so that every key is in one of its two
+// buckets at every moment. A bucket already on a path is not visited again
+// along it, so a path moves each (bucket, slot) once.
+bool ConnTable::make_room(uint32_t b1, uint32_t b2, uint32_t* bucket, uint32_t* slot) noexcept {
+  struct Node {
+    uint32_t bucket;
+    int16_t parent;  // index in q of the bucket whose key moves here, -1 for b1 or b2
+    uint8_t from;    // ... its slot there
+  };
+  Node q[kMaxVisit];
+  uint32_t tail = 0;
+  q[tail++] = Node{b1, -1, 0};
+  if (b2 != b1) q[tail++] = Node{b2, -1, 0};
+  for (uint32_t head = 0; head < tail; ++head) {
+    const Bucket& bk = buckets_[q[head].bucket];
+    for (uint32_t s = 0; s < kBucketSlots; ++s) {
+      const uint32_t alt = other_bucket(q[head].bucket, bk.tag[s]);
+      bool on_path = false;
+      for (int32_t a = static_cast<int32_t>(head); a >= 0 && !on_path; a = q[a].parent) on_path = q[a].bucket == alt;
+      if (on_path) continue;
+      Bucket& to = buckets_[alt];
+      uint32_t e = 0;
+      while (e < kBucketSlots && to.pos1[e]) ++e;
+      if (e == kBucketSlots) {
+        if (tail < kMaxVisit) q[tail++] = Node{alt, static_cast<int16_t>(head), static_cast<uint8_t>(s)};
+        continue;
+      }
+      // Found: slot (alt, e) is free. Move along the path, from its end.
+      uint32_t fb = alt, fs = e;  // the free slot
+      int32_t n = static_cast<int32_t>(head);
+      uint32_t ms = s;  // the slot of bucket q[n] whose key moves to the free slot
+      for (;;) {
+        Bucket& from = buckets_[q[n].bucket];
+        buckets_[fb].tag[fs] = from.tag[ms];
+        buckets_[fb].pos1[fs] = from.pos1[ms];
+        from.pos1[ms] = 0;
+        from.tag[ms] = 0;
+        fb = q[n].bucket;
+        fs = ms;
+        if (q[n].parent < 0) break;
+        ms = q[n].from;
+        n = q[n].parent;
+      }
+      *bucket = fb;
+      *slot = fs;
+      return true;
+    }
+  }
+  return false;
+}
+
+bool ConnTable::add_key(uint32_t sig, uint32_t pos) noexcept {
+  const uint16_t tag = tag_of(sig);
+  const uint32_t b1 = first_bucket(sig), b2 = other_bucket(b1, tag);
+  uint32_t b = b1, s = 0;
+  for (s = 0; s < kBucketSlots && buckets_[b1].pos1[s]; ++s) {
+  }
+  if (s == kBucketSlots) {
+    b = b2;
+    for (s = 0; s < kBucketSlots && buckets_[b2].pos1[s]; ++s) {
+    }
+  }
+  if (s == kBucketSlots && !make_room(b1, b2, &b, &s)) return false;
+  buckets_[b].tag[s] = tag;
+  buckets_[b].pos1[s] = pos + 1;
+  return true;
+}
+
+void ConnTable::del_key(uint32_t sig, uint32_t pos) noexcept {
+  const uint32_t b1 = first_bucket(sig);
+  uint32_t b = b1;
+  for (int i = 0; i < 2; ++i, b = other_bucket(b1, tag_of(sig))) {
+    Bucket& bk = buckets_[b];
+    for (uint32_t s = 0; s < kBucketSlots; ++s) {
+      if (bk.pos1[s] == pos + 1) {
+        bk.pos1[s] = 0;
+        bk.tag[s] = 0;
+        return;
+      }
+    }
+  }
 }
 
 Conn* ConnTable::insert(const FlowKey& fwd, const FlowKey& rev) noexcept {
@@ -186,43 +305,40 @@ Conn* ConnTable::insert(const FlowKey& fwd, const FlowKey& rev) noexcept {
 }
 
 Conn* ConnTable::insert(const FlowKey& fwd, uint32_t fwd_sig, const FlowKey& rev, bool fwd_absent) noexcept {
-  if (used_ >= capacity_) return nullptr;
-  // Each key is hashed once for the check and the add below.
-  const hash_sig_t hf = fwd_sig;
-  const hash_sig_t hr = conn_hash(rev);
+  last_full_ = true;
+  if (n_free_ == 0) return nullptr;
+  last_full_ = false;
+  const uint32_t hf = fwd_sig;
+  const uint32_t hr = conn_hash(rev);
   // With a port index, a key to a local address is only ever a reply: a
   // client's key cannot be one (no Service is served on a local address),
   // and a reply key must be one.
   uint32_t* port = port_slot(rev);
   if (n_local_ && (!port || local_index(fwd.dst) >= 0)) return nullptr;
-  // rte_hash_add_key would silently keep an existing key: refuse keys already
-  // in use (e.g. in nat mode, one client port reaching the same backend
-  // through two VIPs has the same reply key; in full NAT, a local port held
-  // by another connection).
-  if ((!fwd_absent && rte_hash_lookup_with_hash(hash_, &fwd, hf) >= 0) ||
-      (port ? *port != 0 : rte_hash_lookup_with_hash(hash_, &rev, hr) >= 0))
+  // Refuse keys already in use (e.g. in nat mode, one client port reaching
+  // the same backend through two VIPs has the same reply key; in full NAT, a
+  // local port held by another connection).
+  if ((!fwd_absent && find(fwd, hf) >= 0) || (port ? *port != 0 : find(rev, hr) >= 0)) return nullptr;
+  const uint32_t idx = free_[n_free_ - 1];
+  Conn* c = at(idx);
+  *c = Conn{};
+  std::memcpy(c, &fwd, 13);
+  c->laddr = rev.dst;
+  c->lport = rev.dport;
+  c->daddr = rev.src;
+  c->dport = rev.sport;
+  if (!add_key(hf, idx << 1)) {
+    last_full_ = true;
     return nullptr;
-  Conn img = key_image(fwd);
-  img.laddr = rev.dst;
-  img.lport = rev.dport;
-  img.daddr = rev.src;
-  img.dport = rev.sport;
-  const int32_t pos = rte_hash_add_key_with_hash(hash_, &img, hf);
-  if (pos < 0) return nullptr;
-  Conn* c = at(static_cast<uint32_t>(pos));
-  if (port) {
-    *port = static_cast<uint32_t>(pos) + 1;
-  } else {
-    const Conn alias = key_image(rev);
-    const int32_t rpos = rte_hash_add_key_with_hash(hash_, &alias, hr);
-    if (rpos < 0) {
-      rte_hash_del_key_with_hash(hash_, &fwd, hf);
-      return nullptr;
-    }
-    Conn* a = at(static_cast<uint32_t>(rpos));
-    a->dest_slot = static_cast<uint32_t>(pos);
-    a->in_use = kSlotAlias;
   }
+  if (port) {
+    *port = idx + 1;
+  } else if (!add_key(hr, (idx << 1) | 1)) {
+    del_key(hf, idx << 1);
+    last_full_ = true;
+    return nullptr;
+  }
+  --n_free_;
   log_change(hf);
   log_change(hr);
   ++used_;
@@ -234,19 +350,16 @@ void ConnTable::remove(Conn* c) noexcept {
   if (c->in_use != kSlotConn) return;
   const FlowKey fwd = make_key(c->caddr, c->cport, c->vaddr, c->vport, c->proto);
   const FlowKey rev = make_key(c->daddr, c->dport, c->laddr, c->lport, c->proto);
-  const hash_sig_t hf = conn_hash(fwd), hr = conn_hash(rev);
-  const uint32_t pos = static_cast<uint32_t>((reinterpret_cast<char*>(c) - base_) / kSlotBytes);
-  // The slots go back to the hash's free list: mark them free first (the
-  // sweep reads every slot; the hash never writes past the key it copied).
+  const uint32_t hf = conn_hash(fwd), hr = conn_hash(rev);
+  const uint32_t idx = static_cast<uint32_t>(c - entries_);
   c->in_use = kSlotFree;
-  rte_hash_del_key_with_hash(hash_, &fwd, hf);
+  del_key(hf, idx << 1);
   if (uint32_t* port = port_slot(rev)) {
-    if (*port == pos + 1) *port = 0;
+    if (*port == idx + 1) *port = 0;
   } else {
-    // The reply key is this connection's alone (insert refuses taken ones).
-    const int32_t rpos = rte_hash_del_key_with_hash(hash_, &rev, hr);
-    if (rpos >= 0) at(static_cast<uint32_t>(rpos))->in_use = kSlotFree;
+    del_key(hr, (idx << 1) | 1);
   }
+  free_[n_free_++] = idx;
   log_change(hf);
   log_change(hr);
   --used_;

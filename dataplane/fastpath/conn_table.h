@@ -1,19 +1,22 @@
 // Thread: worker (one table per worker, never shared); init/destroy from the
 // control thread before the worker starts / after it stopped.
-// Connection table: an rte_hash from flow keys to connection entries, and an
-// incremental expiry sweep. The burst path (burst.cc) hashes keys itself
+// Connection table: a cuckoo hash from flow keys to connection entries, and
+// an incremental expiry sweep. The burst path (burst.cc) hashes keys itself
 // (conn_hash) and looks them up in bulk; a per-burst change log tells which
 // of those results a later packet of the same burst may have made stale.
 //
-// An entry lives in the hash's own key slot: the hash's key is the whole
-// Conn (48 bytes), of which the table's compare and hash functions read the
-// client's flow key only (its first 13 bytes); the rest is the entry's state,
-// which the hash copies in at insert and never reads. The key slot is the
-// line a lookup reads to compare the key, so a packet of a known flow finds
-// its entry there instead of reading one more random line of a separate
-// array (issue 7). rte_hash returns a key's position, and its key slots are
-// one array of 64-byte slots: init checks that layout and refuses to run on
-// a DPDK that lays them out otherwise.
+// The table is vipd's own, built from public DPDK calls only (rte_zmalloc,
+// the CRC32 of rte_hash_crc.h), so a DPDK upgrade cannot change its layout.
+// Entries are a flat array of 64-byte lines (a Conn in each: one line per
+// connection) with a stack of free ones. Keys are found through buckets of
+// 8 slots in one 64-byte line: each slot a 16-bit tag (16 bits of the key's
+// hash) and the position of its entry (entry index x 2 + 1 for a reply key).
+// A key may sit in either of two buckets, both derived from its one 32-bit
+// hash; a lookup reads them, compares the tags, then the key of the entry a
+// matching tag names. An insert takes a free slot in either bucket, or
+// makes one by moving keys to their other bucket (breadth-first search, at
+// most kMaxVisit buckets). The buckets are sized at init for at most 80 %
+// of their slots at full capacity, and nothing is allocated after init.
 //
 // Both directions of a connection are keys of the hash, except in full NAT: a
 // reply there is addressed to a local address and port that this worker
@@ -21,15 +24,13 @@
 // finds it by that address and port in a direct index (the *port index*)
 // and checks the rest of the key against the entry. Half the keys in the
 // hash, one insert per new connection, and a reply reads one index line
-// instead of two buckets and a key slot. In NAT mode the reply key's slot is
-// an *alias*: it holds the position of the connection's slot.
+// instead of two buckets. In NAT mode the reply key's slot names the
+// connection's entry with the reply bit set.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
-
-struct rte_hash;
 
 namespace vipd::dp {
 
@@ -44,8 +45,8 @@ struct FlowKey {
 };
 static_assert(sizeof(FlowKey) == 16);
 
-// Initial value of the table's CRC32 hash (rte_hash_crc over the 16-byte key):
-// whoever precomputes a signature must use the same.
+// Initial value of the table's CRC32 hash (conn_hash, flow_hash.h: rte_hash_crc
+// over the 16-byte key).
 constexpr uint32_t kConnHashInit = 0x9e3779b9;
 
 inline FlowKey make_key(uint32_t src, uint16_t sport, uint32_t dst, uint16_t dport, uint8_t proto) {
@@ -76,29 +77,29 @@ const char* conn_state_name(ConnState s);
 // Client c -> VIP v is sent as l -> d (fnat: l = local address/port; nat:
 // l = c). Replies d -> l are sent back as v -> c.
 //
-// The entry is the hash's key (see the top of this file): its first 13 bytes
-// are the client's FlowKey (caddr = src, vaddr = dst, cport = sport, vport =
-// dport, proto), which the hash compares: insert sets them, nothing may
-// write them after.
-struct Conn {
+// The entry's first 13 bytes are the client's FlowKey (caddr = src, vaddr =
+// dst, cport = sport, vport = dport, proto), which a lookup compares: insert
+// sets them, nothing may write them after. One per 64-byte line (alignas):
+// a lookup that found its key reads no other line of the entry.
+struct alignas(64) Conn {
   uint32_t caddr, vaddr;
   uint16_t cport, vport;
   uint8_t proto;
   ConnState state;
-  uint8_t in_use;     // kSlotFree, kSlotConn, or kSlotAlias (a NAT reply key)
+  uint8_t in_use;     // kSlotFree or kSlotConn
   uint8_t laddr_idx;  // fnat: index in the local address pool
   uint32_t laddr, daddr;
   uint16_t lport, dport;
-  uint32_t dest_slot, dest_gen;  // an alias: dest_slot is its connection's position
+  uint32_t dest_slot, dest_gen;
   uint32_t tmpl;     // persistence template index + 1 (0 = none)
   uint64_t expires;  // TSC
 };
-static_assert(sizeof(Conn) == 48, "48 bytes: with rte_hash's 8-byte data pointer, one 64-byte key slot");
+static_assert(offsetof(Conn, expires) + sizeof(uint64_t) == 48 && sizeof(Conn) == 64, "48 bytes in one 64-byte line");
 static_assert(offsetof(Conn, caddr) == offsetof(FlowKey, src) && offsetof(Conn, vaddr) == offsetof(FlowKey, dst) &&
                   offsetof(Conn, cport) == offsetof(FlowKey, sport) &&
                   offsetof(Conn, vport) == offsetof(FlowKey, dport) && offsetof(Conn, proto) == offsetof(FlowKey, proto),
               "a Conn starts with its client key in FlowKey's layout");
-constexpr uint8_t kSlotFree = 0, kSlotConn = 1, kSlotAlias = 2;
+constexpr uint8_t kSlotFree = 0, kSlotConn = 1;
 
 class ConnTable {
  public:
@@ -107,7 +108,8 @@ class ConnTable {
   ConnTable& operator=(const ConnTable&) = delete;
   ~ConnTable();
 
-  // Allocates everything for `capacity` connections: 2 keys each in the
+  // Allocates everything for `capacity` connections (rte_zmalloc on
+  // `socket`; `name` names the allocations and errors): 2 keys each in the
   // hash, or (full NAT: `local_addrs`, n_local <= 64 of them) 1 key each and
   // a port index of n_local x 65536 entries for the replies. A key whose
   // destination is one of `local_addrs` is then only ever a reply.
@@ -144,19 +146,19 @@ class ConnTable {
   // Finds the connection of a packet with this key; *reply tells whether the
   // key matched the reply direction. nullptr if none.
   Conn* lookup(const FlowKey& k, bool* reply) noexcept;
-  // Same with the key's precomputed hash (rte_hash_crc(k, 16, kConnHashInit)).
+  // Same with the key's precomputed hash (conn_hash(k)).
   Conn* lookup(const FlowKey& k, uint32_t sig, bool* reply) noexcept;
 
-  // Looks up n (1..64) keys with precomputed hashes at once in the hash (not
-  // the port index: a full-NAT reply key never hits here); returns the
-  // bitmask of hits, pos[i] of a hit goes to decode().
+  // Looks up n (1..64) FlowKeys with precomputed hashes at once in the hash
+  // (not the port index: a full-NAT reply key never hits here): prefetches
+  // all their buckets, then the entries their tags name, before comparing
+  // any key. Returns the bitmask of hits; pos[i] of a hit goes to decode().
   uint64_t lookup_bulk(const void** keys, uint32_t* sigs, uint32_t n, int32_t* pos) noexcept;
-  // The entry and direction a bulk lookup's position stands for. The slot is
-  // in cache (the lookup compared its key); an alias's connection is not.
+  // The entry and direction a bulk lookup's position stands for (in cache:
+  // the lookup compared its key).
   Conn* decode(int32_t pos, bool* reply) noexcept {
-    Conn* c = at(static_cast<uint32_t>(pos));
-    *reply = c->in_use == kSlotAlias;
-    return *reply ? at(c->dest_slot) : c;
+    *reply = pos & 1;
+    return at(static_cast<uint32_t>(pos) >> 1);
   }
 
   // Burst change log: begin_burst() forgets; then every key added or removed
@@ -180,19 +182,23 @@ class ConnTable {
 
   // Adds an entry under both keys and fills in what they say (client key,
   // laddr/lport, daddr/dport); the rest is zero. nullptr when full (or a key
-  // already exists).
+  // already exists): last_insert_full() tells which.
   Conn* insert(const FlowKey& fwd, const FlowKey& rev) noexcept;
   // Same with fwd's precomputed hash; fwd_absent: the caller has just looked
   // fwd up and not found it (saves the table's own check).
   Conn* insert(const FlowKey& fwd, uint32_t fwd_sig, const FlowKey& rev, bool fwd_absent) noexcept;
 
+  // Whether the last insert that returned nullptr did so for want of room
+  // (capacity reached, or no free slot reachable for a key), not for a key
+  // in use.
+  bool last_insert_full() const noexcept { return last_full_; }
+
   // Removes both keys and frees the entry.
   void remove(Conn* c) noexcept;
 
-  // Visits up to `budget` key slots from where the last sweep stopped
-  // (slots() of them: one per connection in full NAT, two in NAT); removes
-  // each connection for which expire(Conn&) returns true (the callback
-  // releases what the entry holds).
+  // Visits up to `budget` entries from where the last sweep stopped (slots()
+  // of them, free or not); removes each connection for which expire(Conn&)
+  // returns true (the callback releases what the entry holds).
   template <typename F>
   void sweep(uint32_t budget, F&& expire) noexcept {
     for (uint32_t n = 0; n < budget && slots_ > 0; ++n) {
@@ -205,12 +211,27 @@ class ConnTable {
   uint32_t size() const noexcept { return used_; }
   uint32_t capacity() const noexcept { return capacity_; }
   uint32_t slots() const noexcept { return slots_; }
-  // The hash's compare and hash functions: they read the client key of a
-  // Conn or a FlowKey (the first 13 bytes), nothing after it. 0 = equal.
-  static int key_cmp(const void* a, const void* b, size_t key_len) noexcept;
-  static uint32_t key_hash(const void* key, uint32_t key_len, uint32_t init) noexcept;
-  // The entry in key slot `pos` (a position rte_hash returned).
-  Conn* at(uint32_t pos) noexcept { return reinterpret_cast<Conn*>(base_ + size_t{pos} * kSlotBytes); }
+  // Buckets of the hash (a power of two; 0 before init).
+  uint32_t buckets() const noexcept { return mask_ ? mask_ + 1 : 0; }
+  // Whether a FlowKey and the client key of a Conn (the first 13 bytes of
+  // each) are equal; nothing of the entry after its key is read.
+  static bool key_equal(const FlowKey& k, const Conn& c) noexcept;
+  // Buckets for `keys` keys: at most 80 % of their slots taken, a power of
+  // two, at least 2.
+  static uint32_t buckets_for(uint64_t keys) noexcept;
+  // A key's tag (never 0) and buckets: the first from the hash's low bits,
+  // the other from the first and the tag (so a key's other bucket is known
+  // from where it is, without its key; never the first).
+  static uint16_t tag_of(uint32_t sig) noexcept {
+    const uint16_t t = static_cast<uint16_t>(sig >> 16);
+    return t + (t == 0);
+  }
+  uint32_t first_bucket(uint32_t sig) const noexcept { return sig & mask_; }
+  uint32_t other_bucket(uint32_t b, uint16_t tag) const noexcept {
+    return (b ^ (((uint32_t{tag} * 0x9e3779b1u) >> 7) | 1)) & mask_;
+  }
+  // Entry number `idx` (0 .. slots() - 1).
+  Conn* at(uint32_t idx) noexcept { return &entries_[idx]; }
 
  private:
   static constexpr uint32_t kLogMax = 256;  // 4 per packet of a 64-packet rx (kRxBurst)
@@ -222,8 +243,24 @@ class ConnTable {
     if (n_log_ <= kLogMax) ++n_log_;
   }
 
-  static constexpr size_t kSlotBytes = 64;  // rte_hash key slot: 8-byte data pointer, then the key
-  bool find_layout(std::string* error) noexcept;
+  // A bucket: 8 keys' tags and entry positions (position + 1). An empty
+  // slot has tag 0 and position 0, and no key's tag is 0.
+  static constexpr uint32_t kBucketSlots = 8;
+  struct alignas(64) Bucket {
+    uint16_t tag[kBucketSlots];
+    uint32_t pos1[kBucketSlots];
+  };
+  static constexpr uint32_t kMaxVisit = 256;  // buckets an insert's search visits, at most
+  // Slots of bucket b whose tag is `tag` (bit i: slot i).
+  static uint32_t tag_hits(const Bucket& b, uint16_t tag) noexcept;
+  // Position of the key with this hash, or -1.
+  int32_t find(const FlowKey& k, uint32_t sig) const noexcept;
+  bool matches(uint32_t pos, const FlowKey& k) const noexcept;
+  // Adds a key that is not in the hash; false when no slot can be made.
+  bool add_key(uint32_t sig, uint32_t pos) noexcept;
+  bool make_room(uint32_t b1, uint32_t b2, uint32_t* bucket, uint32_t* slot) noexcept;
+  // Deletes the key with this hash at `pos`, if there.
+  void del_key(uint32_t sig, uint32_t pos) noexcept;
 
   static constexpr uint32_t kMaxLocal = 64;
   static constexpr uint32_t kLocalMap = 256;  // open addressing, at most a quarter full
@@ -235,14 +272,18 @@ class ConnTable {
     return li < 0 ? nullptr : port_entry(li, rev.dport);
   }
 
-  rte_hash* hash_ = nullptr;
+  Bucket* buckets_ = nullptr;
+  uint32_t mask_ = 0;  // buckets - 1
+  Conn* entries_ = nullptr;  // [slots_]
+  uint32_t* free_ = nullptr;  // [slots_]: free entries, free_[0 .. n_free_)
+  uint32_t n_free_ = 0;
+  bool last_full_ = false;
   uint32_t* port_index_ = nullptr;  // [n_local_ << 16]: entry position + 1, 0 = free
   uint32_t local_addrs_[kMaxLocal] = {};
   int8_t local_map_[kLocalMap];     // slot -> index in local_addrs_, -1 = empty
   uint32_t n_local_ = 0;
-  char* base_ = nullptr;  // the Conn of position 0 (in the hash's key slots)
   uint32_t capacity_ = 0;  // connections
-  uint32_t slots_ = 0;     // key slots: positions 0 .. slots_ - 1
+  uint32_t slots_ = 0;     // entries (= capacity_ once initialised)
   uint32_t used_ = 0;
   uint32_t cursor_ = 0;
   uint32_t n_log_ = 0;

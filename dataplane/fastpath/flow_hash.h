@@ -1,9 +1,9 @@
 // Thread: any (pure functions). The CRC32 signatures of the fast-path hash
 // tables' keys, computed inline: the VIP and template tables are created
 // with hash_func = rte_hash_crc and these initial values (vip_tables.cc,
-// templates.cc), the connection table with ConnTable::key_hash, which is
-// conn_hash of the key at the start of its Conn (conn_table.cc), so a
-// signature computed here can be handed to rte_hash_*_with_hash*. One SSE4.2
+// templates.cc), so a signature computed here can be handed to
+// rte_hash_*_with_hash*; the connection table (conn_table.cc) hashes its
+// keys with conn_hash and takes the same precomputed values. One SSE4.2
 // crc32 instruction per 8 bytes of key (a table lookup on CPUs without it;
 // the same values either way).
 #pragma once

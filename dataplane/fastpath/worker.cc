@@ -319,7 +319,7 @@ void new_flow(Worker& w, rte_mbuf* m, const Parsed& p, const Service& svc, uint3
                            make_key(d.ip, d.port, laddr, lport, p.proto), fwd_absent);
   if (!c) {
     if (sh.forward == Forward::kFnat) w.fnat[lidx].ports[w.fnat[lidx].top++] = lport;
-    return drop(w, m, w.conns.size() >= w.conns.capacity() ? kConnTableFull : kConnKeyInUse);
+    return drop(w, m, w.conns.last_insert_full() ? kConnTableFull : kConnKeyInUse);
   }
   c->laddr_idx = lidx;  // the addresses and ports: filled in from the keys
   c->dest_slot = d.slot;

@@ -194,8 +194,8 @@ void flush_tx(Worker& w) noexcept;
 void service_pending(Worker& w) noexcept;
 // Answers a pending explain query, if any.
 void serve_mailbox(Worker& w) noexcept;
-// Visits up to `budget` of the connection table's key slots (ConnTable::
-// slots(): one per connection in full NAT, two in NAT) and expires what is due.
+// Visits up to `budget` of the connection table's entries (ConnTable::
+// slots(), one per connection of capacity) and expires what is due.
 void sweep_conns(Worker& w, uint32_t budget) noexcept;
 // The poll loop's sweep: visits the whole connection table once per
 // kSweepPeriodS whatever the packet rate, a slice per call sized by the time

@@ -83,7 +83,7 @@ void sweep_conns(Worker& w, uint32_t budget) noexcept {
 }
 
 uint32_t sweep_conns_paced(Worker& w) noexcept {
-  const uint32_t cap = w.conns.slots();  // key slots: the sweep visits them all
+  const uint32_t cap = w.conns.slots();  // entries: the sweep visits them all
   if (cap == 0) return 0;
   const uint64_t period = w.sh->tsc_hz * kSweepPeriodS;
   uint64_t per_entry = period / cap;  // TSC ticks per entry visited

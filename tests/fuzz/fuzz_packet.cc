@@ -374,7 +374,7 @@ void reset(Setup& s) {
   const uint64_t far = kT0 + (1ull << 50);
   for (auto& w : s.workers) {
     w->now = far;
-    sweep_conns(*w, w->conns.slots());  // every key slot: NAT has two per connection
+    sweep_conns(*w, w->conns.slots());  // every entry
     w->tmpls.sweep(far, w->tmpls.capacity());
     CHECK(w->conns.size() == 0, "connections left after expiring all: " + std::to_string(w->conns.size()));
     CHECK(w->tmpls.size() == 0, "templates left after expiring all");

@@ -1,10 +1,14 @@
 // ConnTable: both-direction keys, capacity, duplicate keys and the
 // incremental expiry sweep, with both keys in the hash (NAT) and with the
-// replies in the port index (full NAT). Needs EAL (rte_hash, rte_malloc).
+// replies in the port index (full NAT); the cuckoo hash's full table,
+// displacement and reuse. Needs EAL (rte_malloc).
 #include "dataplane/fastpath/conn_table.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <bit>
+#include <map>
 #include <random>
 #include <set>
 #include <string>
@@ -196,9 +200,8 @@ TEST_P(ConnTableTest, DuplicateReverseKeyIsRejected) {
 TEST_P(ConnTableTest, SweepExpiresOnlyExpiredWithinBudget) {
   ConnTable t;
   ASSERT_TRUE(init(t, 16));
-  // The sweep walks the hash's key slots: one per connection with the
-  // replies in the port index, two (the reply key's alias) without.
-  EXPECT_EQ(t.slots(), GetParam() ? 16u : 32u);
+  // The sweep walks the entries: one per connection of capacity.
+  EXPECT_EQ(t.slots(), 16u);
   std::vector<Conn*> c(16);
   for (uint32_t i = 0; i < 16; ++i) {
     c[i] = t.insert(flow(i).fwd(), flow(i).rev());
@@ -206,7 +209,7 @@ TEST_P(ConnTableTest, SweepExpiresOnlyExpiredWithinBudget) {
     c[i]->expires = (i % 2) ? 100 : 1000;  // odd ones expire at t=100
   }
   const uint64_t now = 500;
-  // The budget counts slots: a quarter of them shows a part of the
+  // The budget counts entries: a quarter of them shows a part of the
   // connections only, each once.
   std::set<Conn*> seen;
   size_t calls = 0;
@@ -240,7 +243,7 @@ TEST_P(ConnTableTest, SweepExpiresOnlyExpiredWithinBudget) {
     EXPECT_EQ(alive, i % 2 == 0) << i;
     EXPECT_EQ(t.lookup(flow(i).rev(), &reply) != nullptr, i % 2 == 0) << i;
   }
-  // After wrapping, free slots (and aliases) are skipped: the callback sees
+  // After wrapping, free entries are skipped: the callback sees
   // connections only, and two rounds see each of the 8 left twice.
   calls = 0;
   t.sweep(2 * t.slots(), [&](Conn& x) {
@@ -252,10 +255,10 @@ TEST_P(ConnTableTest, SweepExpiresOnlyExpiredWithinBudget) {
   EXPECT_EQ(t.size(), 8u);
 }
 
-// The entry is the hash's key (conn_table.h): insert fills it from the keys,
-// each entry sits within one cache line, and writing an entry's own state
-// (everything after the client key) changes no lookup, its own or another's.
-TEST_P(ConnTableTest, EntriesLiveInTheirKeySlots) {
+// insert fills the entry from the keys, each entry sits within one cache
+// line of its own, and writing an entry's own state (everything after the
+// client key) changes no lookup, its own or another's.
+TEST_P(ConnTableTest, EntriesOneLineEach) {
   ConnTable t;
   ASSERT_TRUE(init(t, 64));
   std::vector<Conn*> c(64);
@@ -298,10 +301,9 @@ TEST_P(ConnTableTest, EntriesLiveInTheirKeySlots) {
   }
 }
 
-// The hash compares and hashes the 13 bytes of the client key, whether it
-// is handed a FlowKey (lookups) or a Conn (inserts), and nothing of the
+// A lookup compares the 13 bytes of the client key and nothing of the
 // entry's state after them.
-TEST(ConnTableKey, CompareAndHashReadTheClientKeyOnly) {
+TEST(ConnTableKey, CompareReadsTheClientKeyOnly) {
   const FlowKey k = flow(7).fwd();
   Conn c{};
   c.caddr = k.src;
@@ -314,16 +316,15 @@ TEST(ConnTableKey, CompareAndHashReadTheClientKeyOnly) {
   c.laddr_idx = 9;
   c.laddr = 1;
   c.expires = 12345;
-  EXPECT_EQ(ConnTable::key_cmp(&k, &c, sizeof(Conn)), 0);
-  EXPECT_EQ(ConnTable::key_cmp(&c, &k, sizeof(Conn)), 0);
-  EXPECT_EQ(ConnTable::key_hash(&c, sizeof(Conn), 0), conn_hash(k));
-  EXPECT_EQ(ConnTable::key_hash(&k, sizeof(Conn), 0), conn_hash(k));
+  EXPECT_TRUE(ConnTable::key_equal(k, c));
   for (size_t b = 0; b < 13; ++b) {
     Conn d = c;
     reinterpret_cast<uint8_t*>(&d)[b] ^= 0x10;
-    EXPECT_NE(ConnTable::key_cmp(&k, &d, sizeof(Conn)), 0) << "byte " << b << " of the key";
-    EXPECT_NE(ConnTable::key_hash(&d, sizeof(Conn), 0), conn_hash(k)) << "byte " << b;
+    EXPECT_FALSE(ConnTable::key_equal(k, d)) << "byte " << b << " of the key";
   }
+  FlowKey padded = k;
+  padded.pad[0] = padded.pad[1] = padded.pad[2] = 0xff;
+  EXPECT_TRUE(ConnTable::key_equal(padded, c)) << "a FlowKey's padding is not compared";
 }
 
 TEST_P(ConnTableTest, SweepOnEmptyTableAndUninitialised) {
@@ -372,6 +373,120 @@ TEST_P(ConnTableTest, ChurnKeepsCountsConsistent) {
   }
   bool reply;
   for (uint32_t i = 0; i < 200; ++i) EXPECT_EQ(t.lookup(flow(i).fwd(), &reply) != nullptr, live[i] != 0);
+}
+
+// Capacities that take the hash to its load limit (80 % of the buckets'
+// slots) when full: with the replies in the port index one key per
+// connection, two without.
+uint32_t at_load_limit(bool port_index) { return port_index ? 6553 : 3276; }
+
+// Fills a table whose capacity takes it to the load limit: every insert
+// succeeds and is found in both directions, then the next is refused as
+// full; a refusal for a key in use is not "full".
+TEST_P(ConnTableTest, FillsToTheLoadLimitThenFull) {
+  ConnTable t;
+  const uint32_t cap = at_load_limit(GetParam());
+  ASSERT_TRUE(init(t, cap));
+  const uint64_t keys = GetParam() ? cap : 2 * uint64_t{cap};
+  EXPECT_LE(keys * 10, uint64_t{t.buckets()} * 8 * 8) << "at most 80 % of the slots";
+  EXPECT_GT(keys * 10, uint64_t{t.buckets()} * 8 * 7) << "the test's capacity is near the limit";
+  std::vector<Conn*> c(cap);
+  for (uint32_t i = 0; i < cap; ++i) {
+    c[i] = add(t, flow(i));
+    ASSERT_NE(c[i], nullptr) << "entry " << i << " of " << cap;
+  }
+  EXPECT_EQ(t.size(), cap);
+  bool reply;
+  for (uint32_t i = 0; i < cap; ++i) {
+    ASSERT_EQ(t.lookup(flow(i).fwd(), &reply), c[i]) << i;
+    EXPECT_FALSE(reply);
+    ASSERT_EQ(t.lookup(flow(i).rev(), &reply), c[i]) << i;
+    EXPECT_TRUE(reply);
+  }
+  EXPECT_EQ(add(t, flow(cap)), nullptr);
+  EXPECT_TRUE(t.last_insert_full());
+  EXPECT_EQ(t.lookup(flow(cap).fwd(), &reply), nullptr);
+  t.remove(c[7]);
+  EXPECT_EQ(add(t, flow(8)), nullptr) << "flow 8's keys are in use";
+  EXPECT_FALSE(t.last_insert_full()) << "a key in use is not a full table";
+  EXPECT_NE(add(t, flow(cap)), nullptr);
+  EXPECT_EQ(t.size(), cap);
+}
+
+// Every entry can be removed and the table filled again, in another order,
+// with the same entries.
+TEST_P(ConnTableTest, RemoveAllAndReinsert) {
+  ConnTable t;
+  const uint32_t cap = 1000;
+  ASSERT_TRUE(init(t, cap));
+  std::vector<uint32_t> order(cap);
+  for (uint32_t i = 0; i < cap; ++i) order[i] = i;
+  std::mt19937 rng(5);
+  std::set<Conn*> first, second;
+  for (int round = 0; round < 3; ++round) {
+    std::shuffle(order.begin(), order.end(), rng);
+    std::vector<Conn*> c(cap);
+    for (uint32_t i : order) {
+      c[i] = add(t, flow(i));
+      ASSERT_NE(c[i], nullptr) << "round " << round << " flow " << i;
+    }
+    ASSERT_EQ(t.size(), cap);
+    (round == 0 ? first : second) = std::set<Conn*>(c.begin(), c.end());
+    std::shuffle(order.begin(), order.end(), rng);
+    bool reply;
+    for (uint32_t i : order) {
+      ASSERT_EQ(t.lookup(flow(i).rev(), &reply), c[i]);
+      t.remove(c[i]);
+      ASSERT_EQ(t.lookup(flow(i).fwd(), &reply), nullptr) << i;
+      ASSERT_EQ(t.lookup(flow(i).rev(), &reply), nullptr) << i;
+    }
+    EXPECT_EQ(t.size(), 0u);
+  }
+  EXPECT_EQ(first.size(), cap);
+  EXPECT_EQ(first, second) << "the same entries, reused";
+}
+
+// After random inserts and removes, one round of the sweep (slots() entries,
+// in any number of calls) shows every connection exactly once and nothing
+// else.
+TEST_P(ConnTableTest, SweepRoundSeesEveryConnectionOnce) {
+  ConnTable t;
+  ASSERT_TRUE(init(t, 256));
+  std::mt19937 rng(17);
+  std::vector<Conn*> ptr(600, nullptr);
+  for (int it = 0; it < 5000; ++it) {
+    const uint32_t i = rng() % 600;
+    if (ptr[i]) {
+      t.remove(ptr[i]);
+      ptr[i] = nullptr;
+    } else {
+      ptr[i] = add(t, flow(i));
+    }
+  }
+  std::set<Conn*> live;
+  for (Conn* c : ptr)
+    if (c) live.insert(c);
+  ASSERT_EQ(live.size(), t.size());
+  ASSERT_GT(live.size(), 100u);
+  std::map<Conn*, int> seen;
+  for (uint32_t done = 0; done < t.slots();) {
+    const uint32_t step = std::min<uint32_t>(1 + rng() % 40, t.slots() - done);
+    t.sweep(step, [&](Conn& c) {
+      ++seen[&c];
+      return false;
+    });
+    done += step;
+  }
+  EXPECT_EQ(seen.size(), live.size());
+  for (const auto& [c, n] : seen) {
+    EXPECT_EQ(n, 1) << "visited " << n << " times";
+    EXPECT_TRUE(live.count(c)) << "not a live connection";
+  }
+  // A round that expires everything empties the table.
+  t.sweep(t.slots(), [](Conn&) { return true; });
+  EXPECT_EQ(t.size(), 0u);
+  bool reply;
+  for (uint32_t i = 0; i < 600; ++i) EXPECT_EQ(t.lookup(flow(i).fwd(), &reply), nullptr) << i;
 }
 
 INSTANTIATE_TEST_SUITE_P(Replies, ConnTableTest, ::testing::Values(false, true),
@@ -436,6 +551,97 @@ TEST(ConnTablePortIndex, RefusesClientKeysToLocalAddressesAndTakenPorts) {
   ASSERT_NE(cb, nullptr) << "a freed port can be handed out again";
   EXPECT_EQ(t.lookup(b.rev(), &reply), cb);
   EXPECT_EQ(t.lookup(a.rev(), &reply), nullptr) << "the port's former connection does not match its new one";
+}
+
+// Keys whose two buckets are both among the first four (of 256): 32 slots
+// for all of them, so inserts must move keys to their other bucket. An
+// insert succeeds exactly when some placement of all the keys exists (no
+// set of buckets is asked to hold more than 8 keys each: Hall's condition,
+// which the breadth-first search is complete for on 4 buckets), and every
+// key stays found, singly and in bulk.
+TEST(ConnTableCuckoo, DisplacementWithManyCollisions) {
+  VIPD_REQUIRE_EAL();
+  ConnTable t;
+  std::string err;
+  ASSERT_TRUE(t.init(uniq("ct_"), 1024, 0, &err, kLocals, 3)) << err;  // one key per connection
+  ASSERT_EQ(t.buckets(), 256u);
+  std::vector<Flow> flows;
+  std::vector<uint32_t> pair;  // bit set of the key's two buckets
+  for (uint32_t i = 0; flows.size() < 40 && i < 4000000; ++i) {
+    Flow f = flow(i);
+    const uint32_t h = conn_hash(f.fwd());
+    const uint32_t b1 = t.first_bucket(h), b2 = t.other_bucket(b1, ConnTable::tag_of(h));
+    if (b1 >= 4 || b2 >= 4) continue;
+    ASSERT_EQ(t.other_bucket(b2, ConnTable::tag_of(h)), b1) << "the other bucket of the other is the first";
+    f.lp = static_cast<uint16_t>(1024 + flows.size());  // a port of its own
+    flows.push_back(f);
+    pair.push_back((1u << b1) | (1u << b2));
+  }
+  ASSERT_EQ(flows.size(), 40u);
+  // Whether keys `in` (plus key `extra`) can all be placed.
+  auto placeable = [&](const std::vector<uint32_t>& in, uint32_t extra) {
+    for (uint32_t u = 1; u < 16; ++u) {
+      uint32_t n = (pair[extra] & ~u) == 0;
+      for (uint32_t k : in) n += (pair[k] & ~u) == 0;
+      if (n > 8u * static_cast<uint32_t>(std::popcount(u))) return false;
+    }
+    return true;
+  };
+  std::vector<uint32_t> in;
+  std::vector<Conn*> c(flows.size(), nullptr);
+  uint32_t refused = 0;
+  for (uint32_t k = 0; k < flows.size(); ++k) {
+    const bool expect = placeable(in, k);
+    c[k] = add(t, flows[k]);
+    ASSERT_EQ(c[k] != nullptr, expect) << "key " << k << " with " << in.size() << " in";
+    if (c[k]) {
+      in.push_back(k);
+    } else {
+      EXPECT_TRUE(t.last_insert_full()) << "no slot is a full table";
+      ++refused;
+    }
+    bool reply;
+    for (uint32_t j : in) ASSERT_EQ(t.lookup(flows[j].fwd(), &reply), c[j]) << "key " << j << " after " << k;
+  }
+  EXPECT_GE(in.size(), 24u);
+  EXPECT_LE(in.size(), 32u);
+  EXPECT_EQ(refused + in.size(), flows.size());
+  EXPECT_EQ(t.size(), in.size());
+  // In bulk.
+  std::vector<FlowKey> keys(flows.size());
+  std::vector<const void*> kp(flows.size());
+  std::vector<uint32_t> sigs(flows.size());
+  for (uint32_t k = 0; k < flows.size(); ++k) {
+    keys[k] = flows[k].fwd();
+    kp[k] = &keys[k];
+    sigs[k] = conn_hash(keys[k]);
+  }
+  std::vector<int32_t> pos(flows.size());
+  const uint64_t hits = t.lookup_bulk(kp.data(), sigs.data(), static_cast<uint32_t>(flows.size()), pos.data());
+  for (uint32_t k = 0; k < flows.size(); ++k) {
+    ASSERT_EQ(((hits >> k) & 1) != 0, c[k] != nullptr) << k;
+    if (!c[k]) continue;
+    bool reply = true;
+    EXPECT_EQ(t.decode(pos[k], &reply), c[k]);
+    EXPECT_FALSE(reply);
+  }
+  // Removing every other one and inserting the refused ones again.
+  for (uint32_t j = 0; j < in.size(); j += 2) {
+    t.remove(c[in[j]]);
+    c[in[j]] = nullptr;
+  }
+  in.clear();
+  for (uint32_t k = 0; k < flows.size(); ++k)
+    if (c[k]) in.push_back(k);
+  for (uint32_t k = 0; k < flows.size(); ++k) {
+    if (c[k]) continue;
+    const bool expect = placeable(in, k);
+    c[k] = add(t, flows[k]);
+    ASSERT_EQ(c[k] != nullptr, expect) << "again: key " << k;
+    if (c[k]) in.push_back(k);
+  }
+  bool reply;
+  for (uint32_t k = 0; k < flows.size(); ++k) EXPECT_EQ(t.lookup(flows[k].fwd(), &reply), c[k]) << k;
 }
 
 TEST(ConnTablePortIndex, InitRefusesTooManyLocalAddresses) {
