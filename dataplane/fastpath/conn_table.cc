@@ -23,10 +23,6 @@ bool listed(const uint32_t* addrs, uint32_t n, uint32_t addr) {
   return false;
 }
 
-// Bytes 8..12 of a key (ports and protocol) in its second 8-byte word.
-static_assert(std::endian::native == std::endian::little, "key_equal masks the key's second word as little-endian");
-constexpr uint64_t kLow5Bytes = 0xffffffffffull;
-
 }  // namespace
 
 uint32_t ConnTable::buckets_for(uint64_t keys) noexcept {
@@ -34,17 +30,6 @@ uint32_t ConnTable::buckets_for(uint64_t keys) noexcept {
   uint64_t n = 2;
   while (n < need) n <<= 1;
   return static_cast<uint32_t>(n);
-}
-
-// Reads the first 16 bytes of each and ignores the last 3 of them (a Conn's
-// state there, a FlowKey's zero padding).
-bool ConnTable::key_equal(const FlowKey& k, const Conn& c) noexcept {
-  uint64_t a0, a1, b0, b1;
-  std::memcpy(&a0, &k, 8);
-  std::memcpy(&b0, &c, 8);
-  std::memcpy(&a1, reinterpret_cast<const char*>(&k) + 8, 8);
-  std::memcpy(&b1, reinterpret_cast<const char*>(&c) + 8, 8);
-  return ((a0 ^ b0) | ((a1 ^ b1) & kLow5Bytes)) == 0;
 }
 
 const char* conn_state_name(ConnState s) {
@@ -114,20 +99,23 @@ bool ConnTable::init(const std::string& name, uint32_t capacity, int socket, std
   return true;
 }
 
-uint32_t ConnTable::tag_hits(const Bucket& b, uint16_t tag) noexcept {
+// Slots of buckets a (bits 0-7) and b (bits 8-15) whose tag is `tag`.
+inline __attribute__((always_inline)) uint32_t ConnTable::tag_hits(const Bucket& a, const Bucket& b,
+                                                                   uint16_t tag) noexcept {
 #if defined(__SSE2__)
-  const __m128i eq = _mm_cmpeq_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(b.tag)),
-                                     _mm_set1_epi16(static_cast<short>(tag)));
-  return static_cast<uint32_t>(_mm_movemask_epi8(_mm_packs_epi16(eq, _mm_setzero_si128())));
+  const __m128i t = _mm_set1_epi16(static_cast<short>(tag));
+  const __m128i ea = _mm_cmpeq_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(a.tag)), t);
+  const __m128i eb = _mm_cmpeq_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(b.tag)), t);
+  return static_cast<uint32_t>(_mm_movemask_epi8(_mm_packs_epi16(ea, eb)));
 #else
   // Four 16-bit lanes per word: a lane of x is zero iff its top bit ends
   // up clear in ((x & 0x7fff) + 0x7fff) | x.
   constexpr uint64_t kLow15 = 0x7fff7fff7fff7fffull;
   const uint64_t t = uint64_t{tag} * 0x0001000100010001ull;
   uint32_t hits = 0;
-  for (int w = 0; w < 2; ++w) {
+  for (int w = 0; w < 4; ++w) {
     uint64_t x;
-    std::memcpy(&x, &b.tag[4 * w], 8);
+    std::memcpy(&x, w < 2 ? &a.tag[4 * w] : &b.tag[4 * (w - 2)], 8);
     x ^= t;
     const uint64_t zero = ~(((x & kLow15) + kLow15) | x) & ~kLow15;  // top bit of each zero lane
     const uint32_t m = static_cast<uint32_t>(((zero >> 15) & 1) | ((zero >> 30) & 2) | ((zero >> 45) & 4) |
@@ -138,23 +126,28 @@ uint32_t ConnTable::tag_hits(const Bucket& b, uint16_t tag) noexcept {
 #endif
 }
 
-bool ConnTable::matches(uint32_t pos, const FlowKey& k) const noexcept {
+inline __attribute__((always_inline)) bool ConnTable::matches(uint32_t pos, const FlowKey& k) const noexcept {
   const Conn& c = entries_[pos >> 1];
   return (pos & 1) ? reply_matches(c, k) : key_equal(k, c);
+}
+
+// The first of the slots `hits` (tag_hits of a, b) whose key is k, or -1.
+int32_t ConnTable::match_in(const Bucket& a, const Bucket& b, uint32_t hits, const FlowKey& k) const noexcept {
+  for (; hits; hits &= hits - 1) {
+    const uint32_t s = static_cast<uint32_t>(std::countr_zero(hits));
+    const uint32_t p1 = (s < kBucketSlots ? a : b).pos1[s & (kBucketSlots - 1)];
+    if (matches(p1 - 1, k)) return static_cast<int32_t>(p1 - 1);
+  }
+  return -1;
 }
 
 int32_t ConnTable::find(const FlowKey& k, uint32_t sig) const noexcept {
   if (!mask_) return -1;
   const uint16_t tag = tag_of(sig);
-  uint32_t b = first_bucket(sig);
-  for (int i = 0; i < 2; ++i, b = other_bucket(b, tag)) {
-    const Bucket& bk = buckets_[b];
-    for (uint32_t m = tag_hits(bk, tag); m; m &= m - 1) {
-      const uint32_t p1 = bk.pos1[std::countr_zero(m)];
-      if (matches(p1 - 1, k)) return static_cast<int32_t>(p1 - 1);
-    }
-  }
-  return -1;
+  const uint32_t b1 = first_bucket(sig);
+  const Bucket& a = buckets_[b1];
+  const Bucket& b = buckets_[other_bucket(b1, tag)];
+  return match_in(a, b, tag_hits(a, b, tag), k);
 }
 
 Conn* ConnTable::lookup(const FlowKey& k, bool* reply) noexcept {
@@ -175,43 +168,49 @@ Conn* ConnTable::lookup(const FlowKey& k, uint32_t sig, bool* reply) noexcept {
 }
 
 uint64_t ConnTable::lookup_bulk(const void** keys, uint32_t* sigs, uint32_t n, int32_t* pos) noexcept {
-  if (!mask_) return 0;
+  const uint32_t mask = mask_;
+  if (!mask) return 0;
+  const Bucket* const buckets = buckets_;
+  const Conn* const entries = entries_;
   // Stage 1: both buckets of every key.
-  uint32_t b1[64], b2[64];
+  const Bucket* ba[64];
+  const Bucket* bb[64];
+  uint16_t tags[64];
   for (uint32_t i = 0; i < n; ++i) {
-    b1[i] = first_bucket(sigs[i]);
-    b2[i] = other_bucket(b1[i], tag_of(sigs[i]));
-    rte_prefetch0(&buckets_[b1[i]]);
-    rte_prefetch0(&buckets_[b2[i]]);
+    const uint32_t sig = sigs[i];
+    const uint16_t tag = tag_of(sig);
+    const uint32_t b1 = sig & mask;
+    tags[i] = tag;
+    ba[i] = &buckets[b1];
+    bb[i] = &buckets[(b1 ^ (((uint32_t{tag} * 0x9e3779b1u) >> 7) | 1)) & mask];  // other_bucket
+    rte_prefetch0(ba[i]);
+    rte_prefetch0(bb[i]);
   }
   // Stage 2: the tags; the entry of each key's first matching tag.
-  uint32_t hits1[64], hits2[64];
+  uint32_t hits[64], first[64];
   for (uint32_t i = 0; i < n; ++i) {
-    const uint16_t tag = tag_of(sigs[i]);
-    hits1[i] = tag_hits(buckets_[b1[i]], tag);
-    hits2[i] = tag_hits(buckets_[b2[i]], tag);
-    const uint32_t p1 = hits1[i]   ? buckets_[b1[i]].pos1[std::countr_zero(hits1[i])]
-                        : hits2[i] ? buckets_[b2[i]].pos1[std::countr_zero(hits2[i])]
-                                   : 0;
-    if (p1) rte_prefetch0(&entries_[(p1 - 1) >> 1]);
+    const uint32_t h = tag_hits(*ba[i], *bb[i], tags[i]);
+    hits[i] = h;
+    first[i] = 0;
+    if (!h) continue;
+    const uint32_t s = static_cast<uint32_t>(std::countr_zero(h));
+    const uint32_t p1 = (s < kBucketSlots ? ba[i] : bb[i])->pos1[s & (kBucketSlots - 1)];
+    first[i] = p1;
+    rte_prefetch0(&entries[(p1 - 1) >> 1]);
   }
   // Stage 3: the keys.
-  uint64_t hits = 0;
+  uint64_t found = 0;
   for (uint32_t i = 0; i < n; ++i) {
     const FlowKey& k = *static_cast<const FlowKey*>(keys[i]);
-    int32_t found = -1;
-    for (uint32_t m = hits1[i]; m && found < 0; m &= m - 1) {
-      const uint32_t p1 = buckets_[b1[i]].pos1[std::countr_zero(m)];
-      if (matches(p1 - 1, k)) found = static_cast<int32_t>(p1 - 1);
-    }
-    for (uint32_t m = hits2[i]; m && found < 0; m &= m - 1) {
-      const uint32_t p1 = buckets_[b2[i]].pos1[std::countr_zero(m)];
-      if (matches(p1 - 1, k)) found = static_cast<int32_t>(p1 - 1);
-    }
-    pos[i] = found;
-    hits |= uint64_t{found >= 0} << i;
+    int32_t p = -1;
+    if (first[i] && matches(first[i] - 1, k))
+      p = static_cast<int32_t>(first[i] - 1);
+    else if (hits[i] & (hits[i] - 1))
+      p = match_in(*ba[i], *bb[i], hits[i] & (hits[i] - 1), k);  // another key with the same tag
+    pos[i] = p;
+    found |= uint64_t{p >= 0} << i;
   }
-  return hits;
+  return found;
 }
 
 // Breadth-first from the key's two buckets (all their slots taken): each

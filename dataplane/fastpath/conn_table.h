@@ -28,8 +28,10 @@
 // connection's entry with the reply bit set.
 #pragma once
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 namespace vipd::dp {
@@ -214,8 +216,19 @@ class ConnTable {
   // Buckets of the hash (a power of two; 0 before init).
   uint32_t buckets() const noexcept { return mask_ ? mask_ + 1 : 0; }
   // Whether a FlowKey and the client key of a Conn (the first 13 bytes of
-  // each) are equal; nothing of the entry after its key is read.
-  static bool key_equal(const FlowKey& k, const Conn& c) noexcept;
+  // each) are equal; nothing of the entry after its key is read. Reads the
+  // first 16 bytes of each and masks the last 3 of them (a Conn's state
+  // there, a FlowKey's zero padding) off the second 8-byte word.
+  static bool key_equal(const FlowKey& k, const Conn& c) noexcept {
+    static_assert(std::endian::native == std::endian::little, "the mask keeps a word's low 5 bytes");
+    constexpr uint64_t kLow5Bytes = 0xffffffffffull;  // bytes 8..12: ports and protocol
+    uint64_t a0, a1, b0, b1;
+    std::memcpy(&a0, &k, 8);
+    std::memcpy(&b0, &c, 8);
+    std::memcpy(&a1, reinterpret_cast<const char*>(&k) + 8, 8);
+    std::memcpy(&b1, reinterpret_cast<const char*>(&c) + 8, 8);
+    return ((a0 ^ b0) | ((a1 ^ b1) & kLow5Bytes)) == 0;
+  }
   // Buckets for `keys` keys: at most 80 % of their slots taken, a power of
   // two, at least 2.
   static uint32_t buckets_for(uint64_t keys) noexcept;
@@ -251,11 +264,13 @@ class ConnTable {
     uint32_t pos1[kBucketSlots];
   };
   static constexpr uint32_t kMaxVisit = 256;  // buckets an insert's search visits, at most
-  // Slots of bucket b whose tag is `tag` (bit i: slot i).
-  static uint32_t tag_hits(const Bucket& b, uint16_t tag) noexcept;
+  // Slots of buckets a (bit i: slot i) and b (bit 8 + i) whose tag is `tag`.
+  static uint32_t tag_hits(const Bucket& a, const Bucket& b, uint16_t tag) noexcept;
   // Position of the key with this hash, or -1.
   int32_t find(const FlowKey& k, uint32_t sig) const noexcept;
+  // Whether position `pos` holds key k.
   bool matches(uint32_t pos, const FlowKey& k) const noexcept;
+  int32_t match_in(const Bucket& a, const Bucket& b, uint32_t hits, const FlowKey& k) const noexcept;
   // Adds a key that is not in the hash; false when no slot can be made.
   bool add_key(uint32_t sig, uint32_t pos) noexcept;
   bool make_room(uint32_t b1, uint32_t b2, uint32_t* bucket, uint32_t* slot) noexcept;
