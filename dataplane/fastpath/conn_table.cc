@@ -182,7 +182,7 @@ uint64_t ConnTable::lookup_bulk(const void** keys, uint32_t* sigs, uint32_t n, i
     const uint32_t b1 = sig & mask;
     tags[i] = tag;
     ba[i] = &buckets[b1];
-    bb[i] = &buckets[(b1 ^ (((uint32_t{tag} * 0x9e3779b1u) >> 7) | 1)) & mask];  // other_bucket
+    bb[i] = &buckets[other_bucket(b1, tag, mask)];
     rte_prefetch0(ba[i]);
     rte_prefetch0(bb[i]);
   }

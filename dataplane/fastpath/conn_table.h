@@ -240,8 +240,9 @@ class ConnTable {
     return t + (t == 0);
   }
   uint32_t first_bucket(uint32_t sig) const noexcept { return sig & mask_; }
-  uint32_t other_bucket(uint32_t b, uint16_t tag) const noexcept {
-    return (b ^ (((uint32_t{tag} * 0x9e3779b1u) >> 7) | 1)) & mask_;
+  uint32_t other_bucket(uint32_t b, uint16_t tag) const noexcept { return other_bucket(b, tag, mask_); }
+  static uint32_t other_bucket(uint32_t b, uint16_t tag, uint32_t mask) noexcept {
+    return (b ^ (((uint32_t{tag} * 0x9e3779b1u) >> 7) | 1)) & mask;
   }
   // Entry number `idx` (0 .. slots() - 1).
   Conn* at(uint32_t idx) noexcept { return &entries_[idx]; }
