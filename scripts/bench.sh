@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # usage: scripts/bench.sh [--quick | --smoke] [--hugepages] [--huge-variant] [--rt]
 #                         [--rounds N] [--no-kernel] [--no-build] [--no-doc] [--out DIR]
-# Runs the benchmark suite of issue 7 (docs/benchmarks.md) with bounded time:
+# Runs vipd's benchmark suite (docs/benchmarks.md) with bounded time:
 #   full (default)  about 5-10 minutes on a 2-core VM
 #   --quick         about 1-2 minutes: fewer cases, fewer packets
 #   --smoke         seconds, at tiny sizes: that every benchmark runs and the

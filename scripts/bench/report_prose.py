@@ -37,7 +37,7 @@ def done(cg_by, n_human):
     A("1k flows, measured before and after on the same machine: established 1371 -> 1036 instructions per packet,")
     A("new connection 2996 -> 2381.")
     A("")
-    A("Done since 2026-11-30 (issue 7, fast path): the worker processes each burst in stages "
+    A("Done since 2026-11-30 (fast path): the worker processes each burst in stages "
       "(dataplane/fastpath/burst.cc): parse all frames, hash each VIP and connection key once (CRC32, "
       "inline), look both tables up in bulk (`rte_hash_lookup_with_hash_bulk_data`), prefetch the `Conn` "
       "entries, their `DestSlot` and `DestCounters` and the `Service` of new flows, then run the per-packet "
@@ -60,7 +60,7 @@ def done(cg_by, n_human):
             _cg_rows.append(f"{n_human(k[0])} / {n_human(k[1])}: established {e0:.0f} -> {c['est_ir_per_pkt']:.0f}, "
                             f"reply {r0:.0f} -> {c.get('reply_ir_per_pkt', 0):.0f}, new connection {n0:.0f} -> "
                             f"{c.get('newconn_ir_per_pkt', 0):.0f}")
-    A("Done since 2026-12-01 (issue 7, fast path): the last next hop's MAC is kept within a burst (`output()`: "
+    A("Done since 2026-12-01 (fast path): the last next hop's MAC is kept within a burst (`output()`: "
       "the burst's following packets to the same next hop skip the route and neighbour lookups), and the connection table is looked up first: "
       "the VIP table is looked up (in bulk) only for packets that are not a known flow's client-to-VIP packet "
       "(new flows, NAT-mode replies), so an established packet touches no VIP table entry and, unless it refreshes a "

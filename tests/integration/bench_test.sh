@@ -2,7 +2,7 @@
 # usage: tests/integration/bench_test.sh
 # timeout: 1200
 #
-# The benchmark suite of issue 7 runs end to end, so that a change which
+# The benchmark suite (scripts/bench.sh) runs end to end, so that a change which
 # breaks a benchmark or the report shows here and not at the next benchmark
 # run. vipd_bench is built into the test build ($VIPD_BUILD_DIR, default
 # build: `meson configure -Dbench=true`, after which only bench/ compiles),
@@ -155,7 +155,7 @@ fi
 # ---- the report ----
 if "$PYTHON" scripts/bench/report.py "$OUT" "$TMP/doc.md" "$TMP/img" >"$TMP/report.log" 2>&1; then
   lacks=()
-  for s in "## Headline" "Against the targets of issue 7" "## 1. Dataplane pipeline" "### The memory floor" \
+  for s in "## Headline" "Against the performance targets" "## 1. Dataplane pipeline" "### The memory floor" \
            "one line of a packed 16 MiB region" "## 2. Control plane" "### 2b." "## 4." "## 5."; do
     grep -qF -- "$s" "$TMP/doc.md" || lacks+=("$s")
   done
