@@ -147,6 +147,7 @@ print(json.dumps({
   "command": sys.argv[1], "mode": sys.argv[2], "hugepages": sys.argv[3] == "1", "rt": sys.argv[4] == "1",
   "load_start": sys.argv[5],
   "commit": sh("git rev-parse HEAD"), "commit_short": sh("git rev-parse --short HEAD"),
+  "describe": sh("git describe --always --tags"),
   "dirty_files": int(dirty or 0), "dirty_fastpath": dirty_dp,
   "date": sh("date -u +%Y-%m-%dT%H:%M:%SZ"),
   "cpu": lscpu.get("Model name", "?"), "cpus": lscpu.get("CPU(s)", "?"),
