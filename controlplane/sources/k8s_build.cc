@@ -3,7 +3,6 @@
 // merges them in (namespace, name) order, first claim of a key winning
 // (build_service_table). TableIndex (k8s_index.h) keeps the same result up to
 // date one Service at a time.
-#include <arpa/inet.h>
 
 #include <algorithm>
 #include <functional>
@@ -13,11 +12,6 @@
 
 namespace vipd::cp::k8s {
 namespace {
-
-bool is_ipv6(const std::string& s) {
-  in6_addr a{};
-  return inet_pton(AF_INET6, s.c_str(), &a) == 1;
-}
 
 struct Candidate {
   bool ready = true;
