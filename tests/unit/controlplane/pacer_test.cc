@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <set>
+#include <vector>
 
 namespace vipd::cp {
 namespace {
@@ -162,26 +163,26 @@ TEST_F(PacerTest, BackoffDoublesToTheCapAndResetsOnSuccess) {
   EXPECT_EQ(p.retry_delay_ms(), 1000u);
 }
 
-TEST_F(PacerTest, BackoffCapIsNeverBelowTheFirstDelay) {
+// The backoff delays of `n` failures in a row.
+std::vector<uint32_t> delays(uint32_t retry_interval_ms, uint32_t retry_max_ms, int n) {
   PacerOptions o;
-  o.retry_interval_ms = 5000;
-  o.retry_max_ms = 1000;
-  Pacer p = make(o);
-  p.failed(now_);
-  EXPECT_EQ(p.retry_delay_ms(), 5000u);
-  p.failed(now_);
-  EXPECT_EQ(p.retry_delay_ms(), 5000u);
+  o.retry_interval_ms = retry_interval_ms;
+  o.retry_max_ms = retry_max_ms;
+  Pacer p(o, [] { return Pacer::TimePoint{}; });
+  std::vector<uint32_t> out;
+  for (int i = 0; i < n; ++i) {
+    p.failed(Pacer::TimePoint{});
+    out.push_back(p.retry_delay_ms());
+  }
+  return out;
+}
+
+TEST_F(PacerTest, BackoffCapIsNeverBelowTheFirstDelay) {
+  EXPECT_EQ(delays(5000, 1000, 3), (std::vector<uint32_t>{5000, 5000, 5000}));
 }
 
 TEST_F(PacerTest, RetryIntervalZeroStillBacksOff) {
-  PacerOptions o;
-  o.retry_interval_ms = 0;
-  o.retry_max_ms = 4;
-  Pacer p = make(o);
-  p.failed(now_);
-  EXPECT_EQ(p.retry_delay_ms(), 1u);
-  p.failed(now_);
-  EXPECT_EQ(p.retry_delay_ms(), 2u);
+  EXPECT_EQ(delays(0, 4, 4), (std::vector<uint32_t>{1, 2, 4, 4}));
 }
 
 TEST_F(PacerTest, JitterStaysInHalfToFullDelayAndVaries) {
