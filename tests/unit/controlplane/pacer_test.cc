@@ -17,15 +17,20 @@ class PacerTest : public ::testing::Test {
  protected:
   Pacer make(PacerOptions o) { return Pacer(o, [this] { return now_; }); }
   void advance(Pacer::Clock::duration d) { now_ += d; }
+  // A Pacer whose burst begins now.
+  Pacer burst(uint32_t quiet_ms, uint32_t max_coalesce_ms) {
+    PacerOptions o;
+    o.quiet_ms = quiet_ms;
+    o.max_coalesce_ms = max_coalesce_ms;
+    Pacer p = make(o);
+    p.begin_burst();
+    return p;
+  }
   Pacer::TimePoint now_ = Pacer::TimePoint{} + seconds(1000);
 };
 
 TEST_F(PacerTest, BurstEndsAtMaxCoalesceWaitingQuietEachTime) {
-  PacerOptions o;
-  o.quiet_ms = 5;
-  o.max_coalesce_ms = 20;
-  Pacer p = make(o);
-  p.begin_burst();
+  Pacer p = burst(5, 20);
   EXPECT_EQ(p.burst_wait_ms(), 5);
   // Changes keep coming: each wait is quiet_ms, then what is left of the bound.
   advance(milliseconds(16));
@@ -40,20 +45,14 @@ TEST_F(PacerTest, BurstEndsAtMaxCoalesceWaitingQuietEachTime) {
 }
 
 TEST_F(PacerTest, QuietZeroPollsWithoutWaiting) {
-  PacerOptions o;  // quiet_ms 0, max_coalesce_ms 20: the defaults
-  Pacer p = make(o);
-  p.begin_burst();
+  Pacer p = burst(0, 20);
   EXPECT_EQ(p.burst_wait_ms(), 0);
   advance(milliseconds(20));
   EXPECT_EQ(p.burst_wait_ms(), std::nullopt);
 }
 
 TEST_F(PacerTest, MaxCoalesceZeroMeansNoBurst) {
-  PacerOptions o;
-  o.quiet_ms = 5;
-  o.max_coalesce_ms = 0;
-  Pacer p = make(o);
-  p.begin_burst();
+  Pacer p = burst(5, 0);
   EXPECT_EQ(p.burst_wait_ms(), std::nullopt);
 }
 
