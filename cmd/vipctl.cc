@@ -15,7 +15,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
 #include <iostream>
 #include <stdexcept>
 #include <string>
@@ -26,6 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cmd/vipctl_format.h"
+#include "common/clock.h"
 #include "common/text.h"
 #include "model/service_table.h"
 
@@ -138,12 +138,6 @@ Json fetch_json(const std::string& socket, const std::string& path) {
   }
 }
 
-int64_t now_unix_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000000000LL + ts.tv_nsec;
-}
-
 // Common per-command option parsing: --help, --socket, plus `desc`'s own.
 // Returns false if --help was printed.
 bool parse_command(const std::string& name, const std::string& summary,
@@ -228,7 +222,7 @@ int cmd_status(const std::vector<std::string>& args, std::string& socket) {
     return kExitOk;
   }
   auto doc = fetch_json<nlohmann::json>(socket, "/v1/status");
-  std::cout << (vm.count("json") ? doc.dump(2) + "\n" : vipd::ctl::format_status(doc, now_unix_ns()));
+  std::cout << (vm.count("json") ? doc.dump(2) + "\n" : vipd::ctl::format_status(doc, vipd::now_unix_ns()));
   return kExitOk;
 }
 

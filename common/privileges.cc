@@ -9,22 +9,14 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <sstream>
+
+#include "common/file.h"
 
 namespace vipd {
 namespace {
 
 std::string errno_text(int e) { return std::strerror(e); }
-
-bool read_text(const std::string& path, std::string* out) {
-  std::ifstream in(path);
-  if (!in) return false;
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  *out = ss.str();
-  return true;
-}
 
 }  // namespace
 
@@ -236,7 +228,7 @@ std::vector<ThreadCredentials> thread_credentials(std::string* error) {
     std::string text;
     ThreadCredentials c;
     // A thread may end between readdir and the read: skip it.
-    if (!read_text(std::string("/proc/self/task/") + e->d_name + "/status", &text)) continue;
+    if (!read_file(std::string("/proc/self/task/") + e->d_name + "/status", &text)) continue;
     if (!parse_thread_status(text, &c)) continue;
     out.push_back(std::move(c));
   }

@@ -43,6 +43,15 @@ bool valid_ipv4_cidr(const std::string& s) {
   return n <= 32;
 }
 
+std::optional<AddressFamily> address_family(const std::string& s) {
+  if (parse_ipv4(s)) return AddressFamily::kIpv4;
+  in6_addr a{};
+  if (inet_pton(AF_INET6, s.c_str(), &a) == 1) return AddressFamily::kIpv6;
+  return std::nullopt;
+}
+
+bool is_ipv6(const std::string& s) { return address_family(s) == AddressFamily::kIpv6; }
+
 const char* when_empty_name(WhenEmpty w) { return w == WhenEmpty::kDrop ? "drop" : "reject"; }
 
 std::string to_string(const ServiceKey& k) {

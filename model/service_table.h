@@ -23,6 +23,13 @@ std::string ipv4_to_string(Ipv4 a);
 std::optional<Ipv4> parse_ipv4(const std::string& s);  // strict dotted quad
 bool valid_ipv4_cidr(const std::string& s);             // strict "a.b.c.d/n", n 0..32
 
+// The family of an IP address literal. The table holds IPv4 only; the sources
+// recognise IPv6 addresses to skip them (or, for endpoints, to check them).
+enum class AddressFamily : uint8_t { kIpv4, kIpv6 };
+// nullopt: not an IP address (inet_pton's strict forms: dotted quad, RFC 4291 text).
+std::optional<AddressFamily> address_family(const std::string& s);
+bool is_ipv6(const std::string& s);  // address_family(s) == kIpv6
+
 enum class WhenEmpty : uint8_t { kReject, kDrop };
 const char* when_empty_name(WhenEmpty w);  // "reject" / "drop"
 

@@ -16,6 +16,7 @@
 #include <exception>
 #include <mutex>
 
+#include "common/clock.h"
 #include "common/log.h"
 
 namespace vipd::cp {
@@ -52,12 +53,6 @@ void register_listener(const std::string& listener) {
 void count_drop(const std::string& listener, const char* reason) {
   std::lock_guard<std::mutex> g(drops_mu());
   ++drops()[{listener, reason}];
-}
-
-int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
 }
 
 const char* reason_phrase(int status) {
@@ -368,7 +363,7 @@ void BoundedHttpServer::run() {
   std::vector<pollfd> pfds;
   int64_t accept_pause_until = 0;
   while (!stop_.load()) {
-    int64_t now = now_ms();
+    int64_t now = steady_now_ms();
     int timeout = kMaxPollMs;
     for (auto& c : conns) {
       if (c.fd >= 0 && now >= c.deadline_ms) {
@@ -402,7 +397,7 @@ void BoundedHttpServer::run() {
       [[maybe_unused]] ssize_t r = ::read(wake_fd_, &v, sizeof v);
     }
     if (stop_.load()) break;
-    now = now_ms();
+    now = steady_now_ms();
     const size_t existing = conns.size();  // accept_all may append
     for (size_t i = 0; i < existing; ++i) {
       Conn& c = conns[i];

@@ -3,22 +3,13 @@
 
 #include <prometheus/text_serializer.h>
 
-#include <ctime>
 #include <exception>
 #include <sstream>
 
+#include "common/clock.h"
 #include "common/log.h"
 
 namespace vipd::cp {
-namespace {
-
-int64_t now_unix_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
-
-}  // namespace
 
 Observability::Observability(const StatsSource& src, ObservabilityOptions opts)
     : src_(src),

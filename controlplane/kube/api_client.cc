@@ -7,10 +7,9 @@
 #include <cctype>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <thread>
 
+#include "common/file.h"
 #include "common/log.h"
 
 namespace vipd::cp::kube {
@@ -20,15 +19,6 @@ std::once_flag g_curl_once;
 
 void curl_init_once() {
   std::call_once(g_curl_once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
-}
-
-bool read_file(const std::string& path, std::string* out) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return false;
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  *out = ss.str();
-  return true;
 }
 
 std::string trim_ws(std::string s) {

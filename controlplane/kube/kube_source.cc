@@ -1,8 +1,6 @@
 // Thread: reflector threads (Reflector::run) and the SyncLoop thread (load/wait).
 #include "controlplane/kube/kube_source.h"
 
-#include <time.h>
-
 #include <algorithm>
 #include <chrono>
 #include <map>
@@ -10,17 +8,12 @@
 #include <thread>
 #include <utility>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "controlplane/kube/watch_decoder.h"
 
 namespace vipd::cp::kube {
 namespace {
-
-int64_t now_unix_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
 
 template <typename T>
 struct Kind {

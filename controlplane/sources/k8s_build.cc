@@ -1,9 +1,8 @@
-// Thread: control. The table build of docs CONTRACT.md section 2: the entries
+// Thread: control. The table build of docs/contract.md C8-C11: the entries
 // one Service contributes (build_service_entries) and the whole-table build that
 // merges them in (namespace, name) order, first claim of a key winning
 // (build_service_table). TableIndex (k8s_index.h) keeps the same result up to
 // date one Service at a time.
-#include <arpa/inet.h>
 
 #include <algorithm>
 #include <functional>
@@ -13,11 +12,6 @@
 
 namespace vipd::cp::k8s {
 namespace {
-
-bool is_ipv6(const std::string& s) {
-  in6_addr a{};
-  return inet_pton(AF_INET6, s.c_str(), &a) == 1;
-}
 
 struct Candidate {
   bool ready = true;

@@ -154,15 +154,10 @@ std::string protocol_of(const YAML::Node& map, const std::string& path) {
   return p;
 }
 
-bool is_ipv6(const std::string& s) {
-  in6_addr a{};
-  return inet_pton(AF_INET6, s.c_str(), &a) == 1;
-}
-
 // An address that may carry traffic: an IP address, and not of a class the API
 // server refuses for endpoints and external IPs (special_ip_class).
 void check_ip(const std::string& ip, const std::string& path) {
-  if (!parse_ipv4(ip) && !is_ipv6(ip)) throw ParseFail{path + ": " + quoted(ip) + " is not an IP address"};
+  if (!address_family(ip)) throw ParseFail{path + ": " + quoted(ip) + " is not an IP address"};
   if (const char* cls = special_ip_class(ip))
     throw ParseFail{path + ": " + quoted(ip) + (cls[0] == 'u' ? " is an " : " is a ") + cls +
                     " address, which Kubernetes refuses"};

@@ -10,7 +10,6 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -18,6 +17,7 @@
 
 #include <yaml-cpp/eventhandler.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 
 namespace vipd::cp {
@@ -46,18 +46,6 @@ struct DocStarts : YAML::EventHandler {
   void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
   void OnMapEnd() override {}
 };
-
-int64_t now_unix_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
-
-int64_t steady_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
@@ -208,7 +196,7 @@ bool ManifestSource::wait(int timeout_ms) {
   const bool rewatch = dir_wd_ < 0;
   if (rewatch) timeout_ms = std::min(timeout_ms, kRewatchPollMs);
   if (retry_armed_)
-    timeout_ms = static_cast<int>(std::clamp<int64_t>(retry_at_ms_ - steady_ms(), 0, timeout_ms));
+    timeout_ms = static_cast<int>(std::clamp<int64_t>(retry_at_ms_ - steady_now_ms(), 0, timeout_ms));
   // Irrelevant events (editor temp files, ...) do not end the wait early.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   bool changed = false;
@@ -228,7 +216,7 @@ bool ManifestSource::wait(int timeout_ms) {
       pending_change_ns_ = std::max(pending_change_ns_, now_unix_ns());
     }
   }
-  if (retry_armed_ && steady_ms() >= retry_at_ms_) {
+  if (retry_armed_ && steady_now_ms() >= retry_at_ms_) {
     // Retry the failed read; its change is still the one to date.
     retry_armed_ = false;
     changed = true;
@@ -311,7 +299,7 @@ void ManifestSource::note_read_result(const std::string& problem, int64_t change
   ++read_failures_;
   retry_delay_ms_ = read_failures_ == 1 ? kRetryFirstMs : std::min(retry_delay_ms_ * 2, kRetryMaxMs);
   retry_armed_ = true;
-  retry_at_ms_ = steady_ms() + retry_delay_ms_;
+  retry_at_ms_ = steady_now_ms() + retry_delay_ms_;
   failed_change_ns_ = std::max(failed_change_ns_, change_ns);
   if (read_failures_ == 1)
     log_warn("manifests: " + dir_ + ": " + problem + "; keeping the last good state, retrying in " +

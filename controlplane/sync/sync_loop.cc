@@ -3,19 +3,13 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <ctime>
 #include <exception>
 
+#include "common/clock.h"
 #include "common/log.h"
 
 namespace vipd::cp {
 namespace {
-
-int64_t now_unix_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
 
 std::string fmt_ms(double ms) {
   char buf[32];
@@ -47,16 +41,10 @@ TableDiff diff_touched(const ServiceTable& applied, const ServiceTable& next,
   return d;
 }
 
-int ms_until(std::chrono::steady_clock::time_point t) {
-  const auto d = std::chrono::duration_cast<std::chrono::milliseconds>(
-      t - std::chrono::steady_clock::now());
-  return static_cast<int>(std::max<int64_t>(0, d.count()));
-}
-
 }  // namespace
 
 SyncLoop::SyncLoop(Source& source, Backend& backend, SyncOptions opts)
-    : source_(source), backend_(backend), opts_(opts) {}
+    : source_(source), backend_(backend), opts_(opts), pacer_(opts) {}
 
 void SyncLoop::report_source_issues(const LoadResult& r, bool source_changed) {
   std::set<std::string> errors, notes;
@@ -84,21 +72,16 @@ void SyncLoop::report_source_issues(const LoadResult& r, bool source_changed) {
 
 void SyncLoop::beat() { heartbeat_ns_.store(now_unix_ns(), std::memory_order_relaxed); }
 
-bool SyncLoop::full_resync_due() const {
-  return opts_.full_resync_s && applied_once_ &&
-         Clock::now() - last_full_ >= std::chrono::seconds(opts_.full_resync_s);
-}
-
 bool SyncLoop::sync_now() {
   beat();
   if (!source_.ready()) {  // e.g. the initial Kubernetes lists are not complete yet
     log_debug("sync: source not ready; nothing programmed");
     return true;
   }
-  const auto t0 = Clock::now();
+  const auto t0 = pacer_.now();
   const int64_t start_ns = now_unix_ns();
   const bool forced = resync_requested_.exchange(false);
-  const bool periodic = !need_full_ && (forced || full_resync_due());
+  const bool periodic = !need_full_ && (forced || pacer_.full_resync_due());
   const bool full = need_full_ || periodic || !applied_once_;
   // A full sync takes the source's state rebuilt from scratch (load_full), so
   // that it also repairs what an incremental path may have lost.
@@ -150,26 +133,13 @@ bool SyncLoop::sync_now() {
     ok = false;
     err = "unknown exception";
   }
-  const auto t1 = Clock::now();
+  const auto t1 = pacer_.now();
   const int64_t end_ns = now_unix_ns();
-  last_sync_end_ = t1;
-  synced_once_ = true;
 
   if (!ok) {
     if (err.empty()) err = "unknown error";
     need_full_ = true;
-    retry_pending_ = true;
-    // Exponential backoff with jitter: the delay doubles up to retry_max_ms; the
-    // wait is drawn from [delay/2, delay].
-    retry_delay_ms_ = retry_delay_ms_ == 0
-                          ? std::max<uint32_t>(1, opts_.retry_interval_ms)
-                          : std::min<uint32_t>(std::max(opts_.retry_max_ms, opts_.retry_interval_ms),
-                                               retry_delay_ms_ * 2);
-    rng_state_ ^= rng_state_ << 13;
-    rng_state_ ^= rng_state_ >> 7;
-    rng_state_ ^= rng_state_ << 17;
-    const uint32_t wait_ms = retry_delay_ms_ / 2 + static_cast<uint32_t>(rng_state_ % (retry_delay_ms_ / 2 + 1));
-    retry_at_ = t1 + std::chrono::milliseconds(wait_ms);
+    const uint32_t wait_ms = pacer_.failed(t1);  // backoff with jitter
     log_error("sync: generation " + std::to_string(generation) + " failed in " + backend_.name() +
               " backend: " + err + "; retrying with a full sync in " + fmt_seconds(wait_ms) + " s");
     if (observer_)
@@ -182,9 +152,7 @@ bool SyncLoop::sync_now() {
   }
 
   need_full_ = false;
-  retry_pending_ = false;
-  retry_delay_ms_ = 0;
-  if (full) last_full_ = t1;
+  pacer_.succeeded(t1, full);
   const int64_t change_ns = pending_change_ns_ ? pending_change_ns_ : start_ns;
   pending_change_ns_ = 0;
   const double took_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
@@ -227,25 +195,26 @@ bool SyncLoop::sync_now() {
 }
 
 void SyncLoop::coalesce(const std::atomic<bool>& stop) {
-  const auto start = Clock::now();
-  const auto bound = start + std::chrono::milliseconds(opts_.max_coalesce_ms);
-  while (!stop.load() && Clock::now() < bound) {
+  pacer_.begin_burst();
+  while (!stop.load()) {
+    const std::optional<int> quiet = pacer_.burst_wait_ms();
+    if (!quiet) break;
     beat();
-    const int quiet = std::min<int>(static_cast<int>(opts_.quiet_ms), ms_until(bound));
-    if (!source_.wait(quiet)) break;
+    if (!source_.wait(*quiet)) break;
   }
-  if (opts_.min_interval_ms == 0 || !synced_once_) return;
-  const auto earliest = last_sync_end_ + std::chrono::milliseconds(opts_.min_interval_ms);
-  while (!stop.load() && Clock::now() < earliest) {
+  // Changes that arrive while min_interval_ms holds the sync back join it.
+  while (!stop.load()) {
+    const std::optional<int> hold = pacer_.hold_wait_ms();
+    if (!hold) break;
     beat();
-    source_.wait(std::min<int>(ms_until(earliest), static_cast<int>(opts_.poll_ms)));
+    source_.wait(std::min<int>(*hold, static_cast<int>(opts_.poll_ms)));
   }
 }
 
 void SyncLoop::maybe_tick() {
   const uint32_t every = backend_.tick_interval_ms();
-  if (every == 0 || !applied_once_ || retry_pending_ || need_full_) return;
-  const auto now = Clock::now();
+  if (every == 0 || !applied_once_ || pacer_.retry_pending() || need_full_) return;
+  const auto now = pacer_.now();
   if (now < next_tick_) return;
   next_tick_ = now + std::chrono::milliseconds(every);
   std::string err;
@@ -261,8 +230,7 @@ void SyncLoop::maybe_tick() {
   if (err.empty()) err = "unknown error";
   log_error(std::string("sync: ") + backend_.name() + " backend: " + err + "; scheduling a full sync");
   need_full_ = true;
-  retry_pending_ = true;
-  retry_at_ = now;
+  pacer_.retry_now();
   std::lock_guard<std::mutex> g(mu_);
   ++status_.sync_errors;
   status_.last_error = err;
@@ -272,16 +240,14 @@ void SyncLoop::run(const std::atomic<bool>& stop) {
   log_info("sync: watching " + source_.describe() + ", backend " + backend_.name());
   sync_now();
   while (!stop.load()) {
-    int timeout = static_cast<int>(opts_.poll_ms);
-    if (retry_pending_) timeout = std::min(timeout, ms_until(retry_at_));
-    const bool changed = source_.wait(timeout);
+    const bool changed = source_.wait(pacer_.idle_wait_ms(static_cast<int>(opts_.poll_ms)));
     beat();
     if (stop.load()) break;
     if (changed) {
       coalesce(stop);
       if (stop.load()) break;
       sync_now();
-    } else if ((retry_pending_ && Clock::now() >= retry_at_) || (!retry_pending_ && (full_resync_due() || resync_requested_.load()))) {
+    } else if (pacer_.due(resync_requested_.load())) {
       sync_now();
     }
     maybe_tick();

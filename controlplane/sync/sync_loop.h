@@ -20,19 +20,14 @@
 #include "model/service_table.h"
 #include "controlplane/sources/manifest_source.h"
 #include "controlplane/sources/source.h"
+#include "controlplane/sync/pacer.h"
 
 namespace vipd::cp {
 
-struct SyncOptions {
-  uint32_t min_interval_ms = 0;       // at least this long between two syncs
-  // A burst of changes ends after this much quiet (0: sync at once; changes
-  // that arrive during a sync are taken by the next one)...
-  uint32_t quiet_ms = 0;
-  uint32_t max_coalesce_ms = 20;      // ...or after this long, whichever comes first
-  uint32_t retry_interval_ms = 1000;  // first full-sync retry after a failed apply...
-  uint32_t retry_max_ms = 30000;      // ...doubling (with jitter) up to this
-  uint32_t full_resync_s = 300;       // a full sync at least this often; 0 = only when needed
-  uint32_t poll_ms = 100;             // how often run() looks at its stop flag
+// Pacing (PacerOptions: min interval, coalescing, retry backoff, periodic
+// full resync), and how often run() looks at its stop flag.
+struct SyncOptions : PacerOptions {
+  uint32_t poll_ms = 100;
 };
 
 struct SyncStatus {
@@ -94,7 +89,7 @@ class SyncLoop {
   std::shared_ptr<const ServiceTable> table() const;
 
  private:
-  using Clock = std::chrono::steady_clock;
+  using Clock = Pacer::Clock;
 
   void coalesce(const std::atomic<bool>& stop);
   void maybe_tick();  // Backend::tick() when its interval has passed
@@ -103,26 +98,19 @@ class SyncLoop {
   Source& source_;
   Backend& backend_;
   SyncOptions opts_;
+  Pacer pacer_;  // when to sync; control thread only
 
   // Control thread only.
   ServiceTable desired_;  // last table of a full-form source (delta sources keep their own)
   bool need_full_ = true;
-  bool retry_pending_ = false;
-  uint32_t retry_delay_ms_ = 0;
-  Clock::time_point retry_at_{};
-  Clock::time_point last_sync_end_{};
-  Clock::time_point last_full_{};
   Clock::time_point next_tick_{};
   std::function<void(const SyncEvent&)> observer_;
   std::atomic<int64_t> heartbeat_ns_{0};  // Status::last_loop_unix_ns
   std::atomic<bool> resync_requested_{false};
   void beat();
-  bool full_resync_due() const;
-  bool synced_once_ = false;
   int64_t pending_change_ns_ = 0;  // newest change not yet in the dataplane
   std::set<std::string> logged_errors_;
   std::set<std::string> logged_notes_;
-  uint64_t rng_state_ = 0x9e3779b97f4a7c15ull;  // retry jitter
 
   // Written by the control thread under mu_; read by it without the lock.
   mutable std::mutex mu_;  // guards status_, applied_, snapshot_

@@ -33,6 +33,21 @@ TEST(ServiceTable, Addresses) {
   EXPECT_STREQ(when_empty_name(WhenEmpty::kDrop), "drop");
 }
 
+TEST(ServiceTable, AddressFamily) {
+  EXPECT_EQ(address_family("10.96.0.100"), AddressFamily::kIpv4);
+  EXPECT_EQ(address_family("fd00::1"), AddressFamily::kIpv6);
+  EXPECT_EQ(address_family("::ffff:10.0.0.1"), AddressFamily::kIpv6);
+  EXPECT_EQ(address_family("::"), AddressFamily::kIpv6);
+  EXPECT_EQ(address_family(""), std::nullopt);
+  EXPECT_EQ(address_family("10.96.0"), std::nullopt);
+  EXPECT_EQ(address_family("fd00::1/64"), std::nullopt);
+  EXPECT_EQ(address_family("[fd00::1]"), std::nullopt);
+  EXPECT_EQ(address_family("example.com"), std::nullopt);
+  EXPECT_TRUE(is_ipv6("2001:db8::5"));
+  EXPECT_FALSE(is_ipv6("10.0.0.1"));
+  EXPECT_FALSE(is_ipv6("fd00::1%eth0"));
+}
+
 TEST(ServiceTable, KeyOrderIsVipPortProtocol) {
   const ServiceKey a{ip("10.0.0.1"), 53, Protocol::kUdp};
   const ServiceKey b{ip("10.0.0.1"), 80, Protocol::kTcp};
