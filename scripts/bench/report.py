@@ -529,8 +529,8 @@ if decl:
     A("### 2c. Decoding a 50 MB initial list")
     A("")
     A("`vipd_bench decode`: one EndpointSlice list body in the API server's JSON form, decoded as")
-    A("`Reflector::list` decodes a page (simdjson parse, key, `decode_endpoint_slice` per item: simdjson ->")
-    A("yaml-cpp node -> the object rules shared with the manifests source). Baseline: the simdjson parse alone.")
+    A("`Reflector::list` decodes a page (simdjson parse, key, `decode_endpoint_slice` per item: the object rules")
+    A("shared with the manifests source, read straight from the simdjson values). Baseline: the simdjson parse alone.")
     A("")
     rows = []
     for r in decl:
