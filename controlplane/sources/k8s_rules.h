@@ -114,28 +114,28 @@ std::optional<std::string> opt_string(const N& map, const char* key, const Path&
   return n.text();
 }
 
-template <class N>
-std::optional<int64_t> opt_int(const N& map, const char* key, const Path& path) {
+// A number or boolean child, never written as a string; `what` names what is
+// expected ("an integer"), `read` converts the scalar.
+template <class T, class N, class Read>
+std::optional<T> opt_typed(const N& map, const char* key, const Path& path, const char* what, Read&& read) {
   const N n = child(map, key, path);
   if (!present(n)) return std::nullopt;
-  int64_t v = 0;
+  T v{};
   if (n.is_scalar() && n.is_string())
-    throw ParseFail{path.key(key).str() + ": expected an integer, got the string " + in_quotes(n.text())};
-  if (!n.is_scalar() || !n.to_int(&v))
-    throw ParseFail{path.key(key).str() + ": expected an integer, got '" + scalar_text(n) + "'"};
+    throw ParseFail{path.key(key).str() + ": expected " + what + ", got the string " + in_quotes(n.text())};
+  if (!n.is_scalar() || !read(n, &v))
+    throw ParseFail{path.key(key).str() + ": expected " + what + ", got '" + scalar_text(n) + "'"};
   return v;
 }
 
 template <class N>
+std::optional<int64_t> opt_int(const N& map, const char* key, const Path& path) {
+  return opt_typed<int64_t>(map, key, path, "an integer", [](const N& n, int64_t* v) { return n.to_int(v); });
+}
+
+template <class N>
 std::optional<bool> opt_bool(const N& map, const char* key, const Path& path) {
-  const N n = child(map, key, path);
-  if (!present(n)) return std::nullopt;
-  bool v = false;
-  if (n.is_scalar() && n.is_string())
-    throw ParseFail{path.key(key).str() + ": expected true or false, got the string " + in_quotes(n.text())};
-  if (!n.is_scalar() || !n.to_bool(&v))
-    throw ParseFail{path.key(key).str() + ": expected true or false, got '" + scalar_text(n) + "'"};
-  return v;
+  return opt_typed<bool>(map, key, path, "true or false", [](const N& n, bool* v) { return n.to_bool(v); });
 }
 
 // A sequence child; an absent node when absent or null.
