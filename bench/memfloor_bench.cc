@@ -2,7 +2,7 @@
 //
 // The memory floor: what this machine charges per packet for the random cache
 // lines an established packet must read, with nothing else done — the part of
-// benchmark 1's cost that no instruction saving removes (issue 7: "drive the
+// benchmark 1's cost that no instruction saving removes (the aim: "drive the
 // fast path towards the machine's limit").
 //
 // A *shape* is a chain of levels; each level reads one line from each of its

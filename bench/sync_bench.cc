@@ -1,6 +1,6 @@
 // Thread: main (control), plus worker_main on lcore 1 (QSBR reports).
 //
-// Issue 3 / issue 7 benchmark 2, end to end through the code vipd runs:
+// Benchmark 2 (docs/benchmarks.md, section 2), end to end through the code vipd runs:
 //
 //   vipd_bench sync   Kubernetes objects (Service + EndpointSlice structs, as the
 //                     reflectors hold them) -> kube::DeltaBuilder (TableIndex) ->

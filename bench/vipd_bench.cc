@@ -1,4 +1,4 @@
-// vipd_bench: the benchmark programs of docs/benchmarks.md (issue 7).
+// vipd_bench: the benchmark programs of docs/benchmarks.md.
 //   vipd_bench pipeline [--services N] [--flows N] [--packets N] [--reps N]
 //                       [--proto tcp|udp] [--fwd fnat|nat] [--backends N]
 //                       [--phases fill,est,reply,newconn,baseline] [--no-prefault]

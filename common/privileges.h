@@ -1,5 +1,5 @@
 // Thread: main (lookup, prepare, drop); any (thread_credentials, read-only).
-// Dropping root after start (issue 9, docs/security.md "Privileges").
+// Dropping root after start (docs/security.md "Privileges").
 //
 // Linux credentials and capabilities belong to each thread. By the time vipd
 // can drop anything, DPDK's worker lcores, its interrupt and telemetry threads

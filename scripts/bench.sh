@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # usage: scripts/bench.sh [--quick | --smoke] [--hugepages] [--huge-variant] [--rt]
 #                         [--rounds N] [--no-kernel] [--no-build] [--no-doc] [--out DIR]
-# Runs the benchmark suite of issue 7 (docs/benchmarks.md) with bounded time:
+# Runs vipd's benchmark suite (docs/benchmarks.md) with bounded time:
 #   full (default)  about 5-10 minutes on a 2-core VM
 #   --quick         about 1-2 minutes: fewer cases, fewer packets
 #   --smoke         seconds, at tiny sizes: that every benchmark runs and the
@@ -147,6 +147,7 @@ print(json.dumps({
   "command": sys.argv[1], "mode": sys.argv[2], "hugepages": sys.argv[3] == "1", "rt": sys.argv[4] == "1",
   "load_start": sys.argv[5],
   "commit": sh("git rev-parse HEAD"), "commit_short": sh("git rev-parse --short HEAD"),
+  "describe": sh("git describe --always --tags"),
   "dirty_files": int(dirty or 0), "dirty_fastpath": dirty_dp,
   "date": sh("date -u +%Y-%m-%dT%H:%M:%SZ"),
   "cpu": lscpu.get("Model name", "?"), "cpus": lscpu.get("CPU(s)", "?"),

@@ -118,6 +118,16 @@ else
   add_suite layers 0 1 0 "an include crosses the layers the wrong way"
 fi
 
+# ---- docs ---------------------------------------------------------------------------
+# The docs stand on their own: relative links and anchors resolve, cited paths
+# exist, nothing cites an outside contract or an issue number (tests/check_docs.py).
+section "docs (tests/check_docs.py)"
+if "$PYTHON" tests/check_docs.py; then
+  add_suite docs 1 0 0
+else
+  add_suite docs 0 1 0 "a broken link or path, an outside reference or an issue number"
+fi
+
 # ---- unit tests -------------------------------------------------------------------
 section "unit tests ($B/tests/unit)"
 # Counts one gtest JSON report: prints "passed failed skipped" then failed names.

@@ -58,7 +58,7 @@ struct Options {
   uint32_t sync_full_resync_s = 300;         // --sync-full-resync-s (0 = off)
   uint32_t sync_retry_max_ms = 30000;        // --sync-retry-max-ms (backoff cap after apply errors)
   uint32_t worker_idle_sleep_us = 0;         // --worker-idle-sleep-us (0 = busy poll)
-  // Desired-state source (issue 3; docs/kubernetes.md).
+  // Desired-state source (docs/kubernetes.md).
   SourceKind source = SourceKind::kManifests;  // --source; kubernetes when --kubeconfig/--in-cluster given
   std::string kubeconfig;                   // --kubeconfig (""= $KUBECONFIG or ~/.kube/config)
   bool in_cluster = false;                  // --in-cluster

@@ -4,7 +4,7 @@
 // A minimal Kubernetes API client over HTTP/1.1 + TLS (libcurl, OpenSSL): plain
 // GETs for lists and streaming GETs for watches. Connection settings come from a
 // kubeconfig file (current-context) or from the in-cluster environment
-// (docs CONTRACT.md section 3). TLS is verified unless the kubeconfig says
+// (docs/contract.md C12-C13). TLS is verified unless the kubeconfig says
 // insecure-skip-tls-verify: true.
 #pragma once
 

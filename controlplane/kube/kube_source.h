@@ -1,5 +1,5 @@
 // Thread: see below. KubeSource: the Kubernetes API server as a Source for the
-// SyncLoop (list+watch of Services and EndpointSlices, docs CONTRACT.md 2-3).
+// SyncLoop (list+watch of Services and EndpointSlices, docs/contract.md C8-C13).
 //
 // Threading: start() runs one reflector thread per resource (services,
 // endpointslices). Each reflector lists (limit/continue pages), then watches

@@ -1,4 +1,4 @@
-// Thread: control. The table build of docs CONTRACT.md section 2: the entries
+// Thread: control. The table build of docs/contract.md C8-C11: the entries
 // one Service contributes (build_service_entries) and the whole-table build that
 // merges them in (namespace, name) order, first claim of a key winning
 // (build_service_table). TableIndex (k8s_index.h) keeps the same result up to

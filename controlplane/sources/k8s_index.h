@@ -1,7 +1,7 @@
 // Thread: control (one owner; not thread-safe). TableIndex: the ServiceTable of a
 // set of Services and EndpointSlices kept up to date one object at a time, so
 // that one endpoint change costs the work of one Service, not of the whole
-// table (issue 3: p99 < 1 ms per change with 10k services).
+// table (the target: p99 < 1 ms per change with 10k services).
 //
 // The result is the same as build_service_table over the same objects (a
 // randomized unit test checks it after every change): entries are built per

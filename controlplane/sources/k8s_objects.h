@@ -1,8 +1,8 @@
 // Thread: control. Kubernetes Service (v1) and EndpointSlice (discovery.k8s.io/v1)
 // objects as plain structs, parsed from yaml-cpp nodes here and from simdjson
 // elements by controlplane/kube with the same rules (k8s_rules.h), and the
-// translation of a set of them into a ServiceTable following docs CONTRACT.md
-// section 2. Kubernetes vocabulary stays in this module. Nothing here throws:
+// translation of a set of them into a ServiceTable following docs/contract.md
+// C8-C11. Kubernetes vocabulary stays in this module. Nothing here throws:
 // problems come back as ObjectError values.
 #pragma once
 
@@ -155,7 +155,7 @@ struct BuildOptions {
   std::string service_proxy_name;
 };
 
-// Builds the table from all Services and EndpointSlices (CONTRACT.md section 2):
+// Builds the table from all Services and EndpointSlices (docs/contract.md C8-C11):
 // per service port one entry for the cluster IP (kind ClusterIP), one per node IP
 // x nodePort (NodePort), per load-balancer ingress IP with ipMode VIP or unset
 // (LoadBalancer, carrying loadBalancerSourceRanges) and per external IP

@@ -11,7 +11,7 @@
 // which the hash copies in at insert and never reads. The key slot is the
 // line a lookup reads to compare the key, so a packet of a known flow finds
 // its entry there instead of reading one more random line of a separate
-// array (issue 7). rte_hash returns a key's position, and its key slots are
+// array. rte_hash returns a key's position, and its key slots are
 // one array of 64-byte slots: init checks that layout and refuses to run on
 // a DPDK that lays them out otherwise.
 //

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# usage: tests/integration/bench_test.sh
+# usage: tests/integration/bench_test.sh [--report-only]
 # timeout: 1200
 #
-# The benchmark suite of issue 7 runs end to end, so that a change which
+# The benchmark suite (scripts/bench.sh) runs end to end, so that a change which
 # breaks a benchmark or the report shows here and not at the next benchmark
 # run. vipd_bench is built into the test build ($VIPD_BUILD_DIR, default
 # build: `meson configure -Dbench=true`, after which only bench/ compiles),
@@ -10,6 +10,9 @@
 # modes at tiny sizes into a temporary directory, and scripts/bench/report.py
 # renders a report from them. No time is checked (the numbers of a debug
 # build at tiny sizes mean nothing; docs/benchmarks.md is where times go):
+#   report-committed  docs/benchmarks.md is what `scripts/bench/report.py --check`
+#                  renders from the committed results (bench/results/full,
+#                  changes.jsonl, not_kept.jsonl, added/) and the template
 #   build          vipd_bench builds
 #   suite-runs     bench.sh exits 0, every benchmark left its result line,
 #                  run.log names no failed run
@@ -31,23 +34,63 @@
 #   report-bad-input  report.py refuses a directory without results with one
 #                  clear line (no traceback), and skips a truncated result
 #                  line with a warning instead of failing
+# --report-only runs report-committed and report-bad-input alone (on the
+# committed results; no build, no benchmark run: seconds).
 # Safety: benchmarks 1, 2, 4, 5 use only DPDK's in-process net_ring0 vdev;
 # nothing is sent on any interface.
 # Prints PASS:/FAIL:/SKIP: lines; exit 0 all passed, 1 any failed.
 # Env: VIPD_BUILD_DIR (default build), PYTHON.
 set -uo pipefail
 NAME=bench_test
-CHECKS=(build suite-runs pipeline memfloor control-plane control-plane-sync control-plane-decode memory callgrind
-        report report-bad-input)
+REPORT_ONLY=0
+[ "${1:-}" = --report-only ] && REPORT_ONLY=1
+if [ $REPORT_ONLY = 1 ]; then
+  CHECKS=(report-committed report-bad-input)
+else
+  CHECKS=(report-committed build suite-runs pipeline memfloor control-plane control-plane-sync control-plane-decode
+          memory callgrind report report-bad-input)
+fi
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+# report_bad_input SRC: report.py on an empty directory and on a copy of the
+# results in SRC with a truncated pipeline line.
+report_bad_input() {
+  local src=$1 erc crc
+  mkdir -p "$TMP/empty" "$TMP/cut"
+  "$PYTHON" scripts/bench/report.py "$TMP/empty" "$TMP/empty.md" "$TMP/empty-img" >"$TMP/empty.log" 2>&1
+  erc=$?
+  cp "$src"/*.json* "$TMP/cut/"
+  head -c 100 "$src/pipeline.jsonl" >>"$TMP/cut/pipeline.jsonl"  # a run cut short
+  "$PYTHON" scripts/bench/report.py "$TMP/cut" "$TMP/cut.md" "$TMP/cut-img" >"$TMP/cut.log" 2>&1
+  crc=$?
+  if [ "$erc" -ne 0 ] && grep -q "has no machine.json" "$TMP/empty.log" && ! grep -q Traceback "$TMP/empty.log" &&
+     [ "$crc" -eq 0 ] && grep -q "is not JSON" "$TMP/cut.log" && grep -qF "## Results summary" "$TMP/cut.md"; then
+    pass report-bad-input
+  else
+    fail report-bad-input "empty dir: exit $erc, $(head -c 200 "$TMP/empty.log" | tr '\n' ' '); truncated line: exit $crc, $(tail -n 2 "$TMP/cut.log" | tr '\n' ' ')"
+  fi
+}
+
+TMP=$(mktemp -d /tmp/vipd-bench-test.XXXXXX)
+lib_traps
+
+# ---- the committed report ----
+if "$PYTHON" scripts/bench/report.py --check >"$TMP/check.log" 2>&1; then
+  pass report-committed
+else
+  head -n 30 "$TMP/check.log" | sed 's/^/    | /'
+  fail report-committed "docs/benchmarks.md differs from what scripts/bench/report.py renders (run it)"
+fi
+if [ $REPORT_ONLY = 1 ]; then
+  report_bad_input bench/results/full
+  exit 0
+fi
 
 B=${VIPD_BUILD_DIR:-build}
 if [ ! -f "$B/build.ninja" ]; then
   fail build "no build directory $B (scripts/test.sh sets it up: meson setup $B)"
   exit 1
 fi
-TMP=$(mktemp -d /tmp/vipd-bench-test.XXXXXX)
-lib_traps
 
 # ---- build ----
 if ! meson configure "$B" -Dbench=true >"$TMP/configure.log" 2>&1; then
@@ -155,8 +198,10 @@ fi
 # ---- the report ----
 if "$PYTHON" scripts/bench/report.py "$OUT" "$TMP/doc.md" "$TMP/img" >"$TMP/report.log" 2>&1; then
   lacks=()
-  for s in "## Headline" "Against the targets of issue 7" "## 1. Dataplane pipeline" "### The memory floor" \
-           "one line of a packed 16 MiB region" "## 2. Control plane" "### 2b." "## 4." "## 5."; do
+  for s in "Report for vipd " "## Platform" "## Configuration" "## Results summary" "### Design targets" \
+           "## 1. Dataplane pipeline" "### The memory floor" "one line of a packed 16 MiB region" \
+           "## 2. Control plane" "### 2b." "## 3." "## 4." "## 5." "## Measured changes" "## How to reproduce" \
+           "## Published numbers"; do
     grep -qF -- "$s" "$TMP/doc.md" || lacks+=("$s")
   done
   if command -v gnuplot >/dev/null 2>&1; then
@@ -175,16 +220,4 @@ else
 fi
 
 # ---- report.py on bad input ----
-mkdir -p "$TMP/empty" "$TMP/cut"
-"$PYTHON" scripts/bench/report.py "$TMP/empty" "$TMP/empty.md" "$TMP/empty-img" >"$TMP/empty.log" 2>&1
-erc=$?
-cp "$OUT"/*.json* "$TMP/cut/"
-head -c 100 "$OUT/pipeline.jsonl" >>"$TMP/cut/pipeline.jsonl"  # a run cut short
-"$PYTHON" scripts/bench/report.py "$TMP/cut" "$TMP/cut.md" "$TMP/cut-img" >"$TMP/cut.log" 2>&1
-crc=$?
-if [ "$erc" -ne 0 ] && grep -q "has no machine.json" "$TMP/empty.log" && ! grep -q Traceback "$TMP/empty.log" &&
-   [ "$crc" -eq 0 ] && grep -q "is not JSON" "$TMP/cut.log" && grep -qF "## Headline" "$TMP/cut.md"; then
-  pass report-bad-input
-else
-  fail report-bad-input "empty dir: exit $erc, $(head -c 200 "$TMP/empty.log" | tr '\n' ' '); truncated line: exit $crc, $(tail -n 2 "$TMP/cut.log" | tr '\n' ' ')"
-fi
+report_bad_input "$OUT"

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # usage: tests/integration/contract_scenario.sh MANIFESTS_DIR
 #
-# The client side of the cross-mode contract test (contract_test.sh; CONTRACT.md
-# section 6), mode-agnostic: it only sends requests from ${P}client of a lab
+# The client side of the cross-mode contract test (contract_test.sh; docs/contract.md
+# C16), mode-agnostic: it only sends requests from ${P}client of a lab
 # built by scripts/lab.sh (P = LAB_PREFIX) and edits the EndpointSlice in
 # MANIFESTS_DIR, which a running vipd (any mode) watches, loaded with
 # tests/data/contract/*.yaml. It never asks vipd anything, so the same script
-# runs against dpdk, iptables and ipvs mode, on the host or in the IPVS guest.
+# runs against dpdk, iptables, nftables and ipvs mode, on the host or in the IPVS guest.
 #
 # Prints one JSON object: the observable outcome, with no timings or counts
 # that depend on the mode's distribution:

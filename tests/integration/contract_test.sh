@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # usage: tests/integration/contract_test.sh
 #
-# Modes are interchangeable (../shared/docs/CONTRACT.md section 6): the same
+# Modes are interchangeable (docs/contract.md C16): the same
 # manifests (tests/data/contract/) and the same client requests
 # (contract_scenario.sh) give the same observable outcome with vipd in dpdk mode
 # and in iptables and nftables mode, each in a fresh namespace lab (scripts/lab.sh) on this

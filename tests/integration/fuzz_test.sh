@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # usage: tests/integration/fuzz_test.sh
 #
-# The CI smoke run of the libFuzzer targets (tests/fuzz, issue 9): builds them
+# The CI smoke run of the libFuzzer targets (tests/fuzz, docs/reliability.md): builds them
 # with clang + ASan + UBSan in build-fuzz and runs each for
 # $VIPD_FUZZ_SECONDS seconds (default 35) on its seed corpus, replaying every
 # regression input in tests/fuzz/regressions/ first (scripts/fuzz.sh).

@@ -3,7 +3,7 @@
 # variants: fnat nat
 # timeout: 420
 #
-# Issue 9, hostile traffic through the live dpdk-mode dataplane (af_packet vdevs)
+# Hostile traffic (docs/reliability.md) through the live dpdk-mode dataplane (af_packet vdevs)
 # in a private lab (scripts/lab.sh, unique LAB_PREFIX), for one forward method:
 #  1. ICMP errors quoting a NATed flow: a pod reports "fragmentation needed" for a
 #     UDP datagram vipd forwarded to it; the client must get it translated (every

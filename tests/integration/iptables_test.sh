@@ -134,7 +134,7 @@ else
   fail dry-run-payload "vipd --dry-run --mode iptables failed: $(head -c 300 "$TMP/dry.err")"
 fi
 
-# Exactly one jump per builtin chain (kube-proxy layout, CONTRACT.md section 4).
+# Exactly one jump per builtin chain (kube-proxy layout, docs/contract.md C14).
 jumps_ok() {
   local save d
   save=$(inlb iptables-save 2>/dev/null)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # usage: tests/integration/privdrop_test.sh
 #
-# vipd --user (issue 9, docs/security.md "Privileges"), dpdk mode in the lab:
+# vipd --user (docs/security.md "Privileges"), dpdk mode in the lab:
 #   - a user that does not exist, root, a user in the supplementary group
 #     disk (created for the test), and --user in iptables mode are refused
 #     with one line and exit status 2, before anything starts;

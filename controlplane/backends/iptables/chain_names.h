@@ -1,5 +1,5 @@
-// Thread: any (pure functions). kube-proxy's chain-name hash (CONTRACT.md
-// section 4): the first 16 characters of base32(sha256(input)), and the
+// Thread: any (pure functions). kube-proxy's chain-name hash (docs/contract.md
+// C14): the first 16 characters of base32(sha256(input)), and the
 // strings vipd hashes for its VIPD-SVC/-FW/-SEP chains.
 #pragma once
 

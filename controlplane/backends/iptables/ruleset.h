@@ -1,6 +1,6 @@
 // Thread: any (pure functions over immutable values; the iptables backend calls
 // them on the control thread). Renders a ServiceTable into kube-proxy's iptables
-// layout with vipd's own chain prefix (CONTRACT.md section 4, docs/modes.md):
+// layout with vipd's own chain prefix (docs/contract.md C14, docs/modes.md):
 //
 //   nat    VIPD-SERVICES     one rule per entry with usable endpoints:
 //                            -d VIP/32 -p P --dport PORT -j VIPD-SVC-<hash> (or VIPD-FW-<hash>)

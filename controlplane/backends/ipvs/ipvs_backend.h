@@ -1,7 +1,7 @@
 // Thread: control (apply() and tick() run on the SyncLoop's thread; stats() and
 // draining() from any thread). The ipvs mode's Backend (docs/modes.md): programs
 // each ServiceTable into the kernel's IPVS through an IpvsKernel, binds VIPs to a
-// dummy interface (VipInterface), sets the sysctls of CONTRACT.md section 5 and
+// dummy interface (VipInterface), sets the sysctls of docs/contract.md C15 and
 // keeps two iptables chains (ipvs_desired.h: masquerade, REJECT/DROP for
 // services without endpoints).
 //

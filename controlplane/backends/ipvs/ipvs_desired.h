@@ -1,6 +1,6 @@
 // Thread: any (pure functions over immutable values; the ipvs backend calls them
 // on the control thread). Maps a ServiceTable to the IPVS state vipd wants in
-// the kernel (docs/modes.md, CONTRACT.md section 5):
+// the kernel (docs/modes.md, docs/contract.md C15):
 //
 // - one virtual service per entry (protocol, VIP, port); the scheduler passes
 //   through by its IPVS name; persistence = flag 0x1 + timeout (netmask /32);
@@ -66,7 +66,7 @@ struct IpvsJump {
 };
 std::vector<IpvsJump> ipvs_jumps();
 
-// The sysctls the mode relies on (CONTRACT.md section 5), "net.ipv4.vs.conntrack"
+// The sysctls the mode relies on (docs/contract.md C15), "net.ipv4.vs.conntrack"
 // = /proc/sys/net/ipv4/vs/conntrack.
 struct Sysctl {
   const char* name;

@@ -1,6 +1,6 @@
 // Thread: control (one instance per backend; not thread-safe). The real
 // IpvsKernel: generic netlink family "IPVS" (version 1) over libnl-genl-3
-// (CONTRACT.md section 5). One netlink socket, opened and the family resolved
+// (docs/contract.md C15). One netlink socket, opened and the family resolved
 // on first use; after a transport problem (timeout, sequence mismatch, bad
 // answer) the socket is closed and the next call opens a new one. Every request
 // waits for the kernel's ack (or its error, kept as the errno it sent), at most

@@ -1,5 +1,5 @@
 // Thread: test main thread. Tests for controlplane/backends/iptables/chain_names.cc:
-// kube-proxy's chain-name hash against the check values of CONTRACT.md section 4.
+// kube-proxy's chain-name hash against the check values of docs/contract.md C14.
 #include "controlplane/backends/iptables/chain_names.h"
 
 #include <gtest/gtest.h>

@@ -306,7 +306,7 @@ TEST_P(IcmpErrorTest, RedirectedToTheOwningWorker) {
   EXPECT_EQ(total_drops(), 0u);
 }
 
-// Not an ICMP case, but part of the same hostile-traffic work (issue 9) and
+// Not an ICMP case, but part of the same hostile-traffic work (docs/reliability.md) and
 // this fixture fits: SYN+FIN (and SYN+RST) start no connection, as in IPVS;
 // the rr service drops them as no_connection, a plain SYN still works.
 TEST_P(IcmpErrorTest, SynWithFinOrRstStartsNoConnection) {
