@@ -4,15 +4,20 @@
 // JsonNode -> typed struct, as the reflector decodes a list item or a watch
 // object) and through the manifests path (the same text as YAML ->
 // parse_document), and both must give the same typed object or the same error.
+// The fuzz_watch corpus goes through both readers too.
 #include <gtest/gtest.h>
 #include <simdjson.h>
 #include <yaml-cpp/yaml.h>
 
+#include <filesystem>
+#include <fstream>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "controlplane/kube/kube_source.h"
+#include "controlplane/kube/watch_decoder.h"
 #include "controlplane/sources/k8s_objects.h"
 
 namespace vipd::cp {
@@ -324,6 +329,45 @@ TEST(DecodePaths, ApiListItemsNeedNoApiVersion) {
   const Decoded j = from_json(item);
   EXPECT_TRUE(j.service) << j.error;
   EXPECT_EQ(from_yaml(item).error, "apiVersion '' is not supported (want v1)");
+}
+
+// The watch streams of the fuzz_watch corpus (tests/fuzz/corpus/fuzz_watch;
+// first byte: the fuzzer's chunking seed): every object decodes from JSON as
+// the rules decode its yaml-cpp conversion, as fuzz_watch checks.
+TEST(DecodePaths, FuzzWatchCorpusDecodesAlike) {
+  int objects = 0;
+  for (const auto& f : std::filesystem::directory_iterator("tests/fuzz/corpus/fuzz_watch")) {
+    std::ifstream in(f.path(), std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    const std::string data = ss.str();
+    if (data.empty()) continue;
+    SCOPED_TRACE(f.path().string());
+    kube::WatchDecoder dec([&](const kube::WatchEvent& ev) {
+      if (ev.type == kube::EventType::kError) return true;
+      YAML::Node full = kube::to_yaml(ev.object);
+      std::string_view kind;
+      if (ev.object["kind"].get(kind) != simdjson::SUCCESS) kind = "";
+      std::string why;
+      k8s::ObjectError err;
+      auto both = [&](auto from_json, auto from_yaml, const char* api_version) {
+        if (!full["apiVersion"]) full["apiVersion"] = api_version;  // as for a list item
+        const auto a = from_json(ev.object, &why);
+        const auto b = from_yaml(full, &err);
+        EXPECT_EQ(a.has_value(), b.has_value());
+        if (a && b) {
+          EXPECT_TRUE(*a == *b);
+        }
+      };
+      if (kind == "EndpointSlice") both(kube::decode_endpoint_slice, k8s::parse_endpoint_slice, "discovery.k8s.io/v1");
+      else both(kube::decode_service, k8s::parse_service, "v1");
+      EXPECT_EQ(why, err.reason);
+      ++objects;
+      return true;
+    });
+    dec.feed(data.data() + 1, data.size() - 1);
+  }
+  EXPECT_GT(objects, 3);
 }
 
 }  // namespace
