@@ -11,6 +11,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "controlplane/kube/watch_decoder.h"
+#include "controlplane/sources/k8s_rules.h"
 
 namespace vipd::cp::kube {
 namespace {
@@ -21,28 +22,28 @@ struct Kind {
   const char* api_version;  // "v1"
   const char* resource;     // "services"
   const char* path;         // "/api/v1/services"
-  std::optional<T> (*parse)(const YAML::Node&, k8s::ObjectError*);
+  // The object rules (k8s_rules.h, shared with manifests) on a JSON object;
+  // the third argument is the apiVersion of an object that has none.
+  std::optional<T> (*decode)(const JsonNode&, k8s::ObjectError*, const char*);
 };
 
 const Kind<k8s::Service> kServices{"Service", "v1", "services", "/api/v1/services",
-                                   &k8s::parse_service};
+                                   &k8s::rules::decode_service<JsonNode>};
 const Kind<k8s::EndpointSlice> kSlices{"EndpointSlice", "discovery.k8s.io/v1", "endpointslices",
                                        "/apis/discovery.k8s.io/v1/endpointslices",
-                                       &k8s::parse_endpoint_slice};
+                                       &k8s::rules::decode_endpoint_slice<JsonNode>};
 
-// Object -> typed value, with the rules of k8s_objects (shared with manifests).
+// Object -> typed value, with the rules of k8s_objects (shared with manifests),
+// read straight from the JSON.
 template <typename T>
 std::optional<T> decode_object(const Kind<T>& kind, simdjson::dom::element obj, std::string* reason) {
-  YAML::Node n = to_yaml_for_rules(obj);
-  if (!n.IsMap()) {
+  if (!obj.is_object()) {
     *reason = "not an object";
     return std::nullopt;
   }
-  // List items carry no apiVersion/kind; watch objects do.
-  if (!n["apiVersion"]) n["apiVersion"] = kind.api_version;
-  if (!n["kind"]) n["kind"] = kind.kind;
+  // List items carry no apiVersion; watch objects do.
   k8s::ObjectError err;
-  auto v = kind.parse(n, &err);
+  auto v = kind.decode(JsonNode(obj), &err, kind.api_version);
   if (!v) *reason = err.reason;
   return v;
 }

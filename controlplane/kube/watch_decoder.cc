@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <vector>
 
 #include "controlplane/sources/k8s_objects.h"
 
@@ -158,6 +157,20 @@ bool WatchDecoder::decode(std::string_view obj) {
   return true;
 }
 
+namespace {
+
+// A double as to_yaml() writes it: always with a '.' or an exponent, so that
+// 80.0 is not an integer to the rules, as it is not to the API server's decoder.
+std::string double_text(double d) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.17g", d);
+  std::string t(buf);
+  if (t.find_first_of(".eEni") == std::string::npos) t += ".0";
+  return t;
+}
+
+}  // namespace
+
 YAML::Node to_yaml(simdjson::dom::element e) {
   using simdjson::dom::element_type;
   switch (e.type()) {
@@ -186,15 +199,8 @@ YAML::Node to_yaml(simdjson::dom::element e) {
       return YAML::Node(std::to_string(e.get_int64().value_unsafe()));
     case element_type::UINT64:
       return YAML::Node(std::to_string(e.get_uint64().value_unsafe()));
-    case element_type::DOUBLE: {
-      // Always with a '.' or an exponent, so that 80.0 is not an integer to
-      // the rules, as it is not to the API server's decoder.
-      char buf[48];
-      std::snprintf(buf, sizeof buf, "%.17g", e.get_double().value_unsafe());
-      std::string t(buf);
-      if (t.find_first_of(".eEni") == std::string::npos) t += ".0";
-      return YAML::Node(t);
-    }
+    case element_type::DOUBLE:
+      return YAML::Node(double_text(e.get_double().value_unsafe()));
     case element_type::BOOL:
       return YAML::Node(std::string(e.get_bool().value_unsafe() ? "true" : "false"));
     case element_type::NULL_VALUE:
@@ -203,83 +209,61 @@ YAML::Node to_yaml(simdjson::dom::element e) {
   return YAML::Node();
 }
 
-namespace {
 
-// True when the annotations hold something the rules refuse (a key given
-// twice, a value that is not a string or null) in any annotation, including
-// the ones the lean conversion would drop: then the metadata is converted in
-// full so that the rules see it and refuse the object, as they would from
-// to_yaml().
-bool annotations_refused(simdjson::dom::element a) {
-  if (!a.is_object()) return false;  // kept as it is; the rules say what is wrong
-  std::vector<std::string_view> keys;
-  const simdjson::dom::object ao = a.get_object().value_unsafe();
-  for (auto an : ao) {
-    if (!an.value.is_string() && !an.value.is_null() && !an.value.is_number() && !an.value.is_bool())
+bool JsonNode::is_scalar() const {
+  if (!defined_) return false;
+  using simdjson::dom::element_type;
+  switch (e_.type()) {
+    case element_type::STRING:
+    case element_type::INT64:
+    case element_type::UINT64:
+    case element_type::DOUBLE:
+    case element_type::BOOL:
       return true;
-    keys.push_back(an.key);
+    default:
+      return false;
   }
-  std::sort(keys.begin(), keys.end());
-  return std::adjacent_find(keys.begin(), keys.end()) != keys.end();
 }
 
-YAML::Node metadata_for_rules(simdjson::dom::element md) {
-  if (!md.is_object()) return to_yaml(md);  // the rules say what is wrong with it
-  YAML::Node m(YAML::NodeType::Map);
-  const simdjson::dom::object o = md.get_object().value_unsafe();  // not a temporary in the for
-  for (auto field : o)
-    if (field.key == "annotations" && annotations_refused(field.value)) return to_yaml(md);
-  for (auto field : o) {
-    const std::string_view k = field.key;
-    if (k == "name" || k == "namespace" || k == "labels") {
-      m.force_insert(std::string(k), to_yaml(field.value));
-    } else if (k == "annotations") {
-      if (!field.value.is_object()) {
-        m.force_insert(std::string(k), to_yaml(field.value));
-        continue;
-      }
-      YAML::Node a(YAML::NodeType::Map);
-      const simdjson::dom::object ao = field.value.get_object().value_unsafe();
-      for (auto an : ao)
-        if (an.key.substr(0, 8) == "vipd.io/") a.force_insert(std::string(an.key), to_yaml(an.value));
-      m.force_insert(std::string(k), a);
-    }
+std::string JsonNode::text() const {
+  using simdjson::dom::element_type;
+  if (!defined_) return "";
+  switch (e_.type()) {
+    case element_type::STRING: return std::string(e_.get_string().value_unsafe());
+    case element_type::INT64: return std::to_string(e_.get_int64().value_unsafe());
+    case element_type::UINT64: return std::to_string(e_.get_uint64().value_unsafe());
+    case element_type::DOUBLE: return double_text(e_.get_double().value_unsafe());
+    case element_type::BOOL: return e_.get_bool().value_unsafe() ? "true" : "false";
+    default: return "";
   }
-  return m;
 }
 
-YAML::Node endpoints_for_rules(simdjson::dom::element eps) {
-  if (!eps.is_array()) return to_yaml(eps);
-  YAML::Node s(YAML::NodeType::Sequence);
-  const simdjson::dom::array arr = eps.get_array().value_unsafe();
-  for (auto e : arr) {
-    if (!e.is_object()) {
-      s.push_back(to_yaml(e));
-      continue;
-    }
-    YAML::Node m(YAML::NodeType::Map);
-    const simdjson::dom::object eo = e.get_object().value_unsafe();
-    for (auto field : eo)
-      if (field.key != "targetRef" && field.key != "deprecatedTopology")
-        m.force_insert(std::string(field.key), to_yaml(field.value));
-    s.push_back(m);
-  }
-  return s;
+// yaml-cpp reads to_yaml()'s text of an INT64 as that number; the text of a
+// UINT64 (above INT64_MAX) overflows and that of a double has a '.' or an
+// exponent: neither is an integer.
+bool JsonNode::to_int(int64_t* v) const {
+  if (!defined_ || e_.type() != simdjson::dom::element_type::INT64) return false;
+  *v = e_.get_int64().value_unsafe();
+  return true;
 }
 
-}  // namespace
+// Only "true" and "false" of to_yaml()'s texts are booleans to yaml-cpp.
+bool JsonNode::to_bool(bool* v) const {
+  if (!defined_ || e_.type() != simdjson::dom::element_type::BOOL) return false;
+  *v = e_.get_bool().value_unsafe();
+  return true;
+}
 
-YAML::Node to_yaml_for_rules(simdjson::dom::element obj) {
-  if (!obj.is_object()) return to_yaml(obj);
-  YAML::Node m(YAML::NodeType::Map);
-  const simdjson::dom::object o = obj.get_object().value_unsafe();
-  for (auto field : o) {
-    const std::string_view k = field.key;
-    if (k == "metadata") m.force_insert(std::string(k), metadata_for_rules(field.value));
-    else if (k == "endpoints") m.force_insert(std::string(k), endpoints_for_rules(field.value));
-    else m.force_insert(std::string(k), to_yaml(field.value));
+int JsonNode::find(std::string_view key, JsonNode* out) const {
+  if (!is_map()) return 0;
+  int count = 0;
+  const simdjson::dom::object o = e_.get_object().value_unsafe();  // not a temporary in the for
+  for (simdjson::dom::key_value_pair kv : o) {
+    if (kv.key != key) continue;
+    if (++count > 1) return count;
+    *out = JsonNode(kv.value);
   }
-  return m;
+  return count;
 }
 
 }  // namespace vipd::cp::kube

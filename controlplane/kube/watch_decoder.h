@@ -6,9 +6,12 @@
 //   complete top-level JSON objects without parsing them twice: it tracks brace
 //   depth and string/escape state incrementally across chunks.
 // - WatchDecoder parses each object with simdjson and hands out typed events.
-// - to_yaml() bridges a simdjson element to a yaml-cpp node so that the object
-//   rules in controlplane/sources/k8s_objects.cc (shared with the manifests
-//   source) validate API objects exactly like manifests.
+// - JsonNode reads a simdjson element for the object rules of
+//   controlplane/sources/k8s_rules.h (shared with the manifests source, which
+//   reads yaml-cpp nodes): API objects decode straight into the typed structs
+//   and are validated exactly like manifests.
+// - to_yaml() converts a simdjson element to a yaml-cpp node (tests and the
+//   fuzzer check with it that both readers decide the same).
 #pragma once
 
 #include <simdjson.h>
@@ -99,15 +102,45 @@ std::string key_of(simdjson::dom::element obj);
 // kept twice; the object rules refuse a key they read that is given twice.
 YAML::Node to_yaml(simdjson::dom::element e);
 
-// A Service or EndpointSlice object as a yaml-cpp node for the object rules of
-// k8s_objects, without the parts those rules never read: in metadata only
-// name, namespace, labels and the vipd.io/ annotations are kept (not
-// managedFields, ownerReferences, last-applied-configuration...), and the
-// targetRef / deprecatedTopology of each endpoint are dropped. Building
-// yaml-cpp nodes is most of the cost of decoding a list (docs/benchmarks.md).
-// Where the rules would refuse a part it drops (annotations given twice or
-// with a value that is not a string), the metadata is converted in full
-// instead, so the rules accept or refuse the same objects as from to_yaml().
-YAML::Node to_yaml_for_rules(simdjson::dom::element obj);
+// The node reader of the object rules (controlplane/sources/k8s_rules.h) over a
+// simdjson element. JSON values read as yaml-cpp reads the same values through
+// to_yaml(): a string is a string scalar (never a number or a boolean), a
+// number or boolean is a scalar whose text is what to_yaml() writes, null is
+// a null node. A key given twice is seen twice (the rules refuse it).
+class JsonNode {
+ public:
+  JsonNode() = default;  // absent
+  explicit JsonNode(simdjson::dom::element e) : e_(e), defined_(true) {}
+  bool defined() const { return defined_; }
+  bool null() const { return defined_ && e_.type() == simdjson::dom::element_type::NULL_VALUE; }
+  bool is_map() const { return defined_ && e_.type() == simdjson::dom::element_type::OBJECT; }
+  bool is_seq() const { return defined_ && e_.type() == simdjson::dom::element_type::ARRAY; }
+  bool is_scalar() const;
+  bool is_string() const { return defined_ && e_.type() == simdjson::dom::element_type::STRING; }
+  std::string text() const;
+  bool to_int(int64_t* v) const;  // an integral JSON number that fits int64
+  bool to_bool(bool* v) const;    // true or false
+  int find(std::string_view key, JsonNode* out) const;
+  template <class F>
+  void each(F&& f) const {
+    if (!is_seq()) return;
+    size_t i = 0;
+    const simdjson::dom::array a = e_.get_array().value_unsafe();  // not a temporary in the for
+    for (simdjson::dom::element v : a) f(i++, JsonNode(v));
+  }
+  template <class F>
+  void each_member(F&& f) const {
+    if (!is_map()) return;
+    const simdjson::dom::object o = e_.get_object().value_unsafe();  // not a temporary in the for
+    for (simdjson::dom::key_value_pair kv : o) {
+      const std::string_view k = kv.key;
+      f(&k, JsonNode(kv.value));
+    }
+  }
+
+ private:
+  simdjson::dom::element e_;
+  bool defined_ = false;
+};
 
 }  // namespace vipd::cp::kube

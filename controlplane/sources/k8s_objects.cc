@@ -9,26 +9,12 @@
 #include <set>
 #include <tuple>
 
+#include "controlplane/sources/k8s_rules.h"
+
 namespace vipd::cp::k8s {
 namespace {
 
-// Internal: aborts parsing of one object with a reason. Never leaves this file.
-struct ParseFail {
-  std::string reason;
-};
-
 bool present(const YAML::Node& n) { return n.IsDefined() && !n.IsNull(); }
-
-// 'text' with the text made printable, for messages.
-std::string quoted(std::string_view s) { return "'" + printable(s) + "'"; }
-
-// A scalar written as a string: quoted in YAML ('80', "80"), tagged !!str, or a
-// JSON string (to_yaml in controlplane/kube tags those "!" too). Such a scalar
-// is never taken as a number or a boolean, as the API server's decoders do.
-bool is_string_scalar(const YAML::Node& n) {
-  const std::string& t = n.Tag();
-  return t == "!" || t == "tag:yaml.org,2002:str";
-}
 
 bool is_lower_alnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
 bool is_alnum(char c) { return is_lower_alnum(c) || (c >= 'A' && c <= 'Z'); }
@@ -53,190 +39,121 @@ const char* kLabelValueRule =
     "must be empty or alphanumeric characters, '-', '_' or '.', starting and ending with an "
     "alphanumeric character";
 
-std::string scalar_text(const YAML::Node& n) {
-  try {
-    return n.IsScalar() ? printable(n.Scalar()) : std::string(n.IsMap() ? "<mapping>" : "<sequence>");
-  } catch (const std::exception&) {
-    return "?";
+// The node reader of the object rules (k8s_rules.h) over yaml-cpp: manifests.
+class YamlNode {
+ public:
+  YamlNode() : n_(YAML::NodeType::Undefined) {}
+  explicit YamlNode(const YAML::Node& n) : n_(n) {}
+  bool defined() const { return n_.IsDefined(); }
+  bool null() const { return n_.IsNull(); }
+  bool is_map() const { return n_.IsMap(); }
+  bool is_seq() const { return n_.IsSequence(); }
+  bool is_scalar() const { return n_.IsScalar(); }
+  // A scalar written as a string: quoted ('80', "80") or tagged !!str. Such a
+  // scalar is never taken as a number or a boolean, as the API server's
+  // decoders do.
+  bool is_string() const {
+    const std::string& t = n_.Tag();
+    return t == "!" || t == "tag:yaml.org,2002:str";
   }
-}
-
-std::string join(const std::string& path, const std::string& key) {
-  return path.empty() ? key : path + "." + key;
-}
-
-// Child `key` of a mapping; an undefined node when absent. `path` names `map`.
-YAML::Node child(const YAML::Node& map, const std::string& key, const std::string& path) {
-  if (!present(map)) return YAML::Node(YAML::NodeType::Undefined);
-  if (!map.IsMap()) throw ParseFail{(path.empty() ? "object" : path) + ": expected a mapping"};
-  // A key given twice is refused (yaml-cpp and the JSON bridge keep both and
-  // would silently use the first), as the API server's strict decoding does.
-  YAML::Node found(YAML::NodeType::Undefined);
-  bool seen = false;
-  for (auto it = map.begin(); it != map.end(); ++it) {
-    if (!it->first.IsScalar() || it->first.Scalar() != key) continue;
-    if (seen) throw ParseFail{join(path, key) + ": duplicate key"};
-    seen = true;
-    found.reset(it->second);
+  std::string text() const { return n_.Scalar(); }
+  bool to_int(int64_t* v) const { return YAML::convert<int64_t>::decode(n_, *v); }
+  bool to_bool(bool* v) const { return YAML::convert<bool>::decode(n_, *v); }
+  int find(std::string_view key, YamlNode* out) const {
+    int count = 0;
+    for (auto it = n_.begin(); it != n_.end(); ++it) {
+      if (!it->first.IsScalar() || it->first.Scalar() != key) continue;
+      if (++count > 1) return count;
+      out->n_.reset(it->second);
+    }
+    return count;
   }
-  return found;
-}
-
-std::optional<std::string> opt_string(const YAML::Node& map, const std::string& key,
-                                      const std::string& path) {
-  const YAML::Node n = child(map, key, path);
-  if (!present(n)) return std::nullopt;
-  if (!n.IsScalar()) throw ParseFail{join(path, key) + ": expected a string"};
-  return n.Scalar();
-}
-
-std::optional<int64_t> opt_int(const YAML::Node& map, const std::string& key,
-                               const std::string& path) {
-  const YAML::Node n = child(map, key, path);
-  if (!present(n)) return std::nullopt;
-  int64_t v = 0;
-  if (n.IsScalar() && is_string_scalar(n))
-    throw ParseFail{join(path, key) + ": expected an integer, got the string " + quoted(n.Scalar())};
-  if (!n.IsScalar() || !YAML::convert<int64_t>::decode(n, v))
-    throw ParseFail{join(path, key) + ": expected an integer, got '" + scalar_text(n) + "'"};
-  return v;
-}
-
-std::optional<bool> opt_bool(const YAML::Node& map, const std::string& key,
-                             const std::string& path) {
-  const YAML::Node n = child(map, key, path);
-  if (!present(n)) return std::nullopt;
-  bool v = false;
-  if (n.IsScalar() && is_string_scalar(n))
-    throw ParseFail{join(path, key) + ": expected true or false, got the string " + quoted(n.Scalar())};
-  if (!n.IsScalar() || !YAML::convert<bool>::decode(n, v))
-    throw ParseFail{join(path, key) + ": expected true or false, got '" + scalar_text(n) + "'"};
-  return v;
-}
-
-// A sequence child; empty (undefined) node when absent or null.
-YAML::Node opt_seq(const YAML::Node& map, const std::string& key, const std::string& path) {
-  const YAML::Node n = child(map, key, path);
-  if (!present(n)) return YAML::Node(YAML::NodeType::Undefined);
-  if (!n.IsSequence()) throw ParseFail{join(path, key) + ": expected a list"};
-  return n;
-}
-
-std::map<std::string, std::string> string_map(const YAML::Node& map, const std::string& key,
-                                              const std::string& path) {
-  std::map<std::string, std::string> out;
-  const YAML::Node n = child(map, key, path);
-  if (!present(n)) return out;
-  if (!n.IsMap()) throw ParseFail{join(path, key) + ": expected a mapping"};
-  for (const auto& kv : n) {
-    if (!kv.first.IsScalar() || !(kv.second.IsScalar() || kv.second.IsNull()))
-      throw ParseFail{join(path, key) + ": expected string keys and values"};
-    if (!out.emplace(kv.first.Scalar(), kv.second.IsNull() ? "" : kv.second.Scalar()).second)
-      throw ParseFail{join(path, key) + ": duplicate key " + quoted(kv.first.Scalar())};
+  template <class F>
+  void each(F&& f) const {
+    if (!defined()) return;
+    for (size_t i = 0; i < n_.size(); ++i) f(i, YamlNode(n_[i]));
   }
-  return out;
-}
+  template <class F>
+  void each_member(F&& f) const {
+    for (auto it = n_.begin(); it != n_.end(); ++it) {
+      std::string_view k;
+      const bool scalar_key = it->first.IsScalar();
+      if (scalar_key) k = it->first.Scalar();
+      f(scalar_key ? &k : nullptr, YamlNode(it->second));
+    }
+  }
 
-std::string index_path(const std::string& path, size_t i) {
-  return path + "[" + std::to_string(i) + "]";
-}
+ private:
+  YAML::Node n_;
+};
 
-uint16_t port_number(int64_t v, const std::string& path) {
+}  // namespace
+
+namespace rules {
+
+std::string in_quotes(std::string_view s) { return "'" + printable(s) + "'"; }
+
+uint16_t port_number(int64_t v, const Path& path) {
   if (v < 1 || v > 65535)
-    throw ParseFail{path + ": port " + std::to_string(v) + " is out of range 1..65535"};
+    throw ParseFail{path.str() + ": port " + std::to_string(v) + " is out of range 1..65535"};
   return static_cast<uint16_t>(v);
 }
 
-std::string protocol_of(const YAML::Node& map, const std::string& path) {
-  const std::string p = opt_string(map, "protocol", path).value_or("TCP");
+void check_protocol(const std::string& p, const Path& path) {
   if (p != "TCP" && p != "UDP" && p != "SCTP")
-    throw ParseFail{join(path, "protocol") + ": " + quoted(p) + " is not TCP, UDP or SCTP"};
-  return p;
+    throw ParseFail{path.key("protocol").str() + ": " + in_quotes(p) + " is not TCP, UDP or SCTP"};
 }
 
 // An address that may carry traffic: an IP address, and not of a class the API
 // server refuses for endpoints and external IPs (special_ip_class).
-void check_ip(const std::string& ip, const std::string& path) {
-  if (!address_family(ip)) throw ParseFail{path + ": " + quoted(ip) + " is not an IP address"};
+void check_ip(const std::string& ip, const Path& path) {
+  if (!address_family(ip)) throw ParseFail{path.str() + ": " + in_quotes(ip) + " is not an IP address"};
   if (const char* cls = special_ip_class(ip))
-    throw ParseFail{path + ": " + quoted(ip) + (cls[0] == 'u' ? " is an " : " is a ") + cls +
+    throw ParseFail{path.str() + ": " + in_quotes(ip) + (cls[0] == 'u' ? " is an " : " is a ") + cls +
                     " address, which Kubernetes refuses"};
 }
 
-void check_cluster_ip(const std::string& ip, const std::string& path) {
+void check_cluster_ip(const std::string& ip, const Path& path) {
   if (ip.empty() || ip == "None") return;
   check_ip(ip, path);
 }
 
-// Throws when `problem` (from a *_problem rule) is not empty.
-void check_rule(const std::string& problem, const std::string& path, std::string_view value) {
-  if (!problem.empty()) throw ParseFail{path + ": " + quoted(value) + " " + problem};
+void check_rule(const std::string& problem, const Path& path, std::string_view value) {
+  if (!problem.empty()) throw ParseFail{path.str() + ": " + in_quotes(value) + " " + problem};
 }
 
 void check_labels(const std::map<std::string, std::string>& labels) {
   for (const auto& [k, v] : labels) {
-    check_rule(label_key_problem(k), "metadata.labels", k);
-    check_rule(label_value_problem(v), "metadata.labels." + printable(k), v);
+    if (std::string p = label_key_problem(k); !p.empty())
+      throw ParseFail{"metadata.labels: " + in_quotes(k) + " " + p};
+    if (std::string p = label_value_problem(v); !p.empty())
+      throw ParseFail{"metadata.labels." + printable(k) + ": " + in_quotes(v) + " " + p};
   }
 }
 
-// Reads metadata; the kind/apiVersion check is done by the caller.
-ObjectMeta parse_meta(const YAML::Node& n) {
-  ObjectMeta m;
-  const YAML::Node md = child(n, "metadata", "");
-  if (!present(md)) throw ParseFail{"metadata is missing"};
-  if (!md.IsMap()) throw ParseFail{"metadata: expected a mapping"};
-  m.namespace_ = opt_string(md, "namespace", "metadata").value_or("");
-  if (m.namespace_.empty()) m.namespace_ = "default";
-  check_rule(dns1123_label_problem(m.namespace_), "metadata.namespace", m.namespace_);
-  m.name = opt_string(md, "name", "metadata").value_or("");
-  if (m.name.empty()) throw ParseFail{"metadata.name is missing"};
-  m.labels = string_map(md, "labels", "metadata");
-  check_labels(m.labels);
-  m.annotations = string_map(md, "annotations", "metadata");
-  return m;
+void check_service_type(const std::string& type) {
+  if (type != "ClusterIP" && type != "NodePort" && type != "LoadBalancer" && type != "ExternalName")
+    throw ParseFail{"spec.type: " + in_quotes(type) + " is not a Service type"};
 }
 
-// Best-effort "Kind ns/name" for error messages, without throwing.
-std::string describe(const char* kind, const YAML::Node& n) {
-  try {
-    const YAML::Node md = child(n, "metadata", "");
-    std::string ns = opt_string(md, "namespace", "metadata").value_or("");
-    std::string name = opt_string(md, "name", "metadata").value_or("");
-    if (ns.empty()) ns = "default";
-    if (!name.empty()) return std::string(kind) + " " + printable(ns) + "/" + printable(name);
-  } catch (...) {
-  }
-  return "";
+void apply_scheduler(Service* s) {
+  auto sched = s->meta.annotations.find(kSchedulerAnnotation);
+  if (sched == s->meta.annotations.end()) return;
+  if (!is_known_scheduler(sched->second))
+    throw ParseFail{std::string("annotation ") + kSchedulerAnnotation + ": " + in_quotes(sched->second) +
+                    " is not a known scheduler"};
+  s->scheduler = sched->second;
 }
 
-template <typename Fn>
-bool guarded(const char* kind, const YAML::Node& n, ObjectError* error, Fn&& fn) {
-  std::string reason;
-  try {
-    fn();
-    return true;
-  } catch (const ParseFail& f) {
-    reason = f.reason;
-  } catch (const YAML::Exception& e) {
-    reason = std::string("malformed object: ") + e.what();
-  } catch (const std::exception& e) {
-    reason = std::string("malformed object: ") + e.what();
-  }
-  if (error) {
-    error->object = describe(kind, n);
-    if (error->object.empty()) error->object = std::string(kind) + " <unnamed>";
-    error->reason = reason;
-  }
-  return false;
+void check_address(const std::string& address_type, const std::string& a, const Path& path) {
+  if (address_type == "IPv4" && !parse_ipv4(a))
+    throw ParseFail{path.str() + ": " + in_quotes(a) + " is not an IPv4 address"};
+  if (address_type == "IPv6" && !is_ipv6(a))
+    throw ParseFail{path.str() + ": " + in_quotes(a) + " is not an IPv6 address"};
+  if (address_type != "FQDN") check_ip(a, path);
 }
 
-void check_api_version(const YAML::Node& n, const char* want) {
-  const std::string v = opt_string(n, "apiVersion", "").value_or("");
-  if (v != want) throw ParseFail{"apiVersion " + quoted(v) + " is not supported (want " + want + ")"};
-}
-
-}  // namespace
+}  // namespace rules
 
 std::string printable(std::string_view s) {
   static const char* kHex = "0123456789abcdef";
@@ -353,167 +270,11 @@ bool is_known_scheduler(const std::string& name) {
 }
 
 std::optional<Service> parse_service(const YAML::Node& n, ObjectError* error) {
-  Service s;
-  const bool ok = guarded("Service", n, error, [&] {
-    check_api_version(n, "v1");
-    s.meta = parse_meta(n);
-    check_rule(dns1035_label_problem(s.meta.name), "metadata.name", s.meta.name);
-    const YAML::Node spec = child(n, "spec", "");
-    if (!present(spec)) throw ParseFail{"spec is missing"};
-    if (!spec.IsMap()) throw ParseFail{"spec: expected a mapping"};
-    s.type = opt_string(spec, "type", "spec").value_or("ClusterIP");
-    if (s.type != "ClusterIP" && s.type != "NodePort" && s.type != "LoadBalancer" &&
-        s.type != "ExternalName")
-      throw ParseFail{"spec.type: " + quoted(s.type) + " is not a Service type"};
-    s.cluster_ip = opt_string(spec, "clusterIP", "spec").value_or("");
-    check_cluster_ip(s.cluster_ip, "spec.clusterIP");
-    const YAML::Node ips = opt_seq(spec, "clusterIPs", "spec");
-    for (size_t i = 0; ips && i < ips.size(); ++i) {
-      const std::string p = index_path("spec.clusterIPs", i);
-      if (!ips[i].IsScalar()) throw ParseFail{p + ": expected a string"};
-      check_cluster_ip(ips[i].Scalar(), p);
-      s.cluster_ips.push_back(ips[i].Scalar());
-    }
-    const YAML::Node ports = opt_seq(spec, "ports", "spec");
-    std::set<std::string> names;
-    std::set<std::pair<std::string, uint16_t>> numbers;
-    for (size_t i = 0; ports && i < ports.size(); ++i) {
-      const std::string p = index_path("spec.ports", i);
-      if (!ports[i].IsMap()) throw ParseFail{p + ": expected a mapping"};
-      ServicePort sp;
-      sp.name = opt_string(ports[i], "name", p).value_or("");
-      if (!sp.name.empty()) check_rule(dns1123_label_problem(sp.name), p + ".name", sp.name);
-      sp.protocol = protocol_of(ports[i], p);
-      const auto num = opt_int(ports[i], "port", p);
-      if (!num) throw ParseFail{p + ".port is missing"};
-      sp.port = port_number(*num, p + ".port");
-      if (auto np = opt_int(ports[i], "nodePort", p); np && *np != 0)
-        sp.node_port = port_number(*np, p + ".nodePort");
-      if (!names.insert(sp.name).second)
-        throw ParseFail{p + ": duplicate port name " + quoted(sp.name)};
-      if (!numbers.insert({sp.protocol, sp.port}).second)
-        throw ParseFail{p + ": duplicate port " + std::to_string(sp.port) + "/" + sp.protocol};
-      s.ports.push_back(std::move(sp));
-    }
-    const std::string affinity = opt_string(spec, "sessionAffinity", "spec").value_or("None");
-    if (affinity != "None" && affinity != "ClientIP")
-      throw ParseFail{"spec.sessionAffinity: " + quoted(affinity) + " is not None or ClientIP"};
-    s.client_ip_affinity = affinity == "ClientIP";
-    const YAML::Node cfg = child(spec, "sessionAffinityConfig", "spec");
-    const YAML::Node cip = child(cfg, "clientIP", "spec.sessionAffinityConfig");
-    if (auto t = opt_int(cip, "timeoutSeconds", "spec.sessionAffinityConfig.clientIP")) {
-      if (*t < 1 || *t > kMaxAffinityTimeoutS)
-        throw ParseFail{"spec.sessionAffinityConfig.clientIP.timeoutSeconds: " +
-                        std::to_string(*t) + " is out of range 1..86400"};
-      s.affinity_timeout_s = static_cast<uint32_t>(*t);
-    }
-    auto policy = [&](const char* key) {
-      const std::string v = opt_string(spec, key, "spec").value_or("Cluster");
-      if (v != "Cluster" && v != "Local")
-        throw ParseFail{std::string("spec.") + key + ": " + quoted(v) + " is not Cluster or Local"};
-      return v == "Local";
-    };
-    s.internal_policy_local = policy("internalTrafficPolicy");
-    s.external_policy_local = policy("externalTrafficPolicy");
-    auto strings = [&](const YAML::Node& map, const char* key, const std::string& path) {
-      std::vector<std::string> out;
-      const YAML::Node l = opt_seq(map, key, path);
-      for (size_t i = 0; l && i < l.size(); ++i) {
-        if (!l[i].IsScalar()) throw ParseFail{index_path(join(path, key), i) + ": expected a string"};
-        out.push_back(l[i].Scalar());
-      }
-      return out;
-    };
-    s.external_ips = strings(spec, "externalIPs", "spec");
-    for (size_t i = 0; i < s.external_ips.size(); ++i)
-      check_ip(s.external_ips[i], index_path("spec.externalIPs", i));
-    s.lb_source_ranges = strings(spec, "loadBalancerSourceRanges", "spec");
-    const YAML::Node lb = child(child(n, "status", ""), "loadBalancer", "status");
-    const YAML::Node ingress = opt_seq(lb, "ingress", "status.loadBalancer");
-    for (size_t i = 0; ingress && i < ingress.size(); ++i) {
-      const std::string p = index_path("status.loadBalancer.ingress", i);
-      if (!ingress[i].IsMap()) throw ParseFail{p + ": expected a mapping"};
-      LoadBalancerIngress in;
-      in.ip = opt_string(ingress[i], "ip", p).value_or("");
-      if (!in.ip.empty()) check_ip(in.ip, p + ".ip");
-      in.ip_mode = opt_string(ingress[i], "ipMode", p).value_or("");
-      s.lb_ingress.push_back(std::move(in));
-    }
-    auto sched = s.meta.annotations.find(kSchedulerAnnotation);
-    if (sched != s.meta.annotations.end()) {
-      if (!is_known_scheduler(sched->second))
-        throw ParseFail{std::string("annotation ") + kSchedulerAnnotation + ": " +
-                        quoted(sched->second) + " is not a known scheduler"};
-      s.scheduler = sched->second;
-    }
-  });
-  if (!ok) return std::nullopt;
-  return s;
+  return rules::decode_service(YamlNode(n), error);
 }
 
 std::optional<EndpointSlice> parse_endpoint_slice(const YAML::Node& n, ObjectError* error) {
-  EndpointSlice s;
-  const bool ok = guarded("EndpointSlice", n, error, [&] {
-    check_api_version(n, "discovery.k8s.io/v1");
-    s.meta = parse_meta(n);
-    check_rule(dns1123_subdomain_problem(s.meta.name), "metadata.name", s.meta.name);
-    const auto type = opt_string(n, "addressType", "");
-    if (!type) throw ParseFail{"addressType is missing"};
-    s.address_type = *type;
-    if (s.address_type != "IPv4" && s.address_type != "IPv6" && s.address_type != "FQDN")
-      throw ParseFail{"addressType: " + quoted(s.address_type) + " is not IPv4, IPv6 or FQDN"};
-    const YAML::Node eps = opt_seq(n, "endpoints", "");
-    for (size_t i = 0; eps && i < eps.size(); ++i) {
-      const std::string p = index_path("endpoints", i);
-      if (!eps[i].IsMap()) throw ParseFail{p + ": expected a mapping"};
-      Endpoint e;
-      const YAML::Node addrs = opt_seq(eps[i], "addresses", p);
-      if (!addrs || addrs.size() == 0) throw ParseFail{p + ".addresses is missing or empty"};
-      for (size_t j = 0; j < addrs.size(); ++j) {
-        const std::string ap = index_path(p + ".addresses", j);
-        if (!addrs[j].IsScalar()) throw ParseFail{ap + ": expected a string"};
-        const std::string a = addrs[j].Scalar();
-        if (s.address_type == "IPv4" && !parse_ipv4(a))
-          throw ParseFail{ap + ": " + quoted(a) + " is not an IPv4 address"};
-        if (s.address_type == "IPv6" && !is_ipv6(a))
-          throw ParseFail{ap + ": " + quoted(a) + " is not an IPv6 address"};
-        if (s.address_type != "FQDN") check_ip(a, ap);
-        e.addresses.push_back(a);
-      }
-      const YAML::Node cond = child(eps[i], "conditions", p);
-      const std::string cp = p + ".conditions";
-      e.conditions.ready = opt_bool(cond, "ready", cp);
-      e.conditions.serving = opt_bool(cond, "serving", cp);
-      e.conditions.terminating = opt_bool(cond, "terminating", cp);
-      e.node_name = opt_string(eps[i], "nodeName", p).value_or("");
-      if (!e.node_name.empty())
-        check_rule(dns1123_subdomain_problem(e.node_name), p + ".nodeName", e.node_name);
-      e.zone = opt_string(eps[i], "zone", p).value_or("");
-      const YAML::Node zones = opt_seq(child(eps[i], "hints", p), "forZones", p + ".hints");
-      for (size_t j = 0; zones && j < zones.size(); ++j) {
-        const std::string zp = index_path(p + ".hints.forZones", j);
-        if (!zones[j].IsMap()) throw ParseFail{zp + ": expected a mapping"};
-        if (auto z = opt_string(zones[j], "name", zp)) e.zone_hints.push_back(*z);
-      }
-      s.endpoints.push_back(std::move(e));
-    }
-    const YAML::Node ports = opt_seq(n, "ports", "");
-    std::set<std::string> port_names;
-    for (size_t i = 0; ports && i < ports.size(); ++i) {
-      const std::string p = index_path("ports", i);
-      if (!ports[i].IsMap()) throw ParseFail{p + ": expected a mapping"};
-      EndpointPort ep;
-      ep.name = opt_string(ports[i], "name", p);
-      if (ep.name && !ep.name->empty()) check_rule(dns1123_label_problem(*ep.name), p + ".name", *ep.name);
-      if (ep.name && !port_names.insert(*ep.name).second)
-        throw ParseFail{p + ": duplicate port name " + quoted(*ep.name)};
-      ep.protocol = protocol_of(ports[i], p);
-      if (auto num = opt_int(ports[i], "port", p)) ep.port = port_number(*num, p + ".port");
-      s.ports.push_back(std::move(ep));
-    }
-  });
-  if (!ok) return std::nullopt;
-  return s;
+  return rules::decode_endpoint_slice(YamlNode(n), error);
 }
 
 void parse_document(const YAML::Node& doc, int doc_index, ParsedObjects* out) {
@@ -544,7 +305,7 @@ void parse_document(const YAML::Node& doc, int doc_index, ParsedObjects* out) {
         if (auto s = parse_endpoint_slice(n, &err)) out->slices.push_back(std::move(*s));
         else failed();
       } else {
-        std::string id = describe(printable(kind).c_str(), n);
+        std::string id = rules::describe(printable(kind).c_str(), YamlNode(n));
         out->notes.push_back({"", id.empty() ? label : id, "kind " + printable(kind) + " is not used; skipped"});
       }
     } catch (const std::exception& e) {

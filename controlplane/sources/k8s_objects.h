@@ -1,5 +1,6 @@
 // Thread: control. Kubernetes Service (v1) and EndpointSlice (discovery.k8s.io/v1)
-// objects as plain structs, parsed from yaml-cpp nodes (JSON parses too), and the
+// objects as plain structs, parsed from yaml-cpp nodes here and from simdjson
+// elements by controlplane/kube with the same rules (k8s_rules.h), and the
 // translation of a set of them into a ServiceTable following docs/contract.md
 // C8-C11. Kubernetes vocabulary stays in this module. Nothing here throws:
 // problems come back as ObjectError values.
@@ -40,6 +41,8 @@ struct ObjectMeta {
   std::string namespace_ = "default";
   std::string name;
   std::map<std::string, std::string> labels;
+  // Only vipd's own (vipd.io/...); the others are checked (string keys and
+  // values, no key twice) and dropped.
   std::map<std::string, std::string> annotations;
   bool operator==(const ObjectMeta&) const = default;
 };

@@ -9,9 +9,11 @@
 //    resourceVersion, object key) in the same order, and the same verdict
 //    (both feeds succeed, or both fail at the same event);
 //  - each decoded object also goes through what the reflector does with it:
-//    to_yaml_for_rules() and the Service / EndpointSlice rules of k8s_objects
-//    (or parse_status for ERROR events), which must not throw either; the
-//    rules accept or reject it the same way from the full to_yaml().
+//    decode_service / decode_endpoint_slice, the object rules read straight
+//    from the JSON (or parse_status for ERROR events), which must not throw
+//    either; the rules read from the object's yaml-cpp conversion (to_yaml(),
+//    as manifests are read) decide the same: the same object, or the same
+//    reason.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -19,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "controlplane/kube/kube_source.h"
 #include "controlplane/kube/watch_decoder.h"
 #include "controlplane/sources/k8s_objects.h"
 
@@ -42,24 +45,28 @@ void exercise(const kube::WatchEvent& ev) {
     (void)kube::parse_status(ev.object);
     return;
   }
-  // The reflector's lean conversion, and the full one: the object rules must
-  // accept or reject an object the same way from either.
-  const YAML::Node lean = kube::to_yaml_for_rules(ev.object);
-  const YAML::Node full = kube::to_yaml(ev.object);
+  // The reflector's decoding, and the rules on yaml-cpp nodes: the same verdict.
+  YAML::Node full = kube::to_yaml(ev.object);
   std::string_view kind;
   if (ev.object["kind"].get(kind) != simdjson::SUCCESS) kind = "";
-  k8s::ObjectError e1, e2;
-  bool ok_lean, ok_full;
-  if (kind == "EndpointSlice") {
-    ok_lean = k8s::parse_endpoint_slice(lean, &e1).has_value();
-    ok_full = k8s::parse_endpoint_slice(full, &e2).has_value();
-  } else {
-    ok_lean = k8s::parse_service(lean, &e1).has_value();
-    ok_full = k8s::parse_service(full, &e2).has_value();
-  }
-  if (ok_lean != ok_full) {
-    fprintf(stderr, "fuzz_watch: to_yaml_for_rules and to_yaml disagree: lean %s (%s), full %s (%s)\n",
-            ok_lean ? "accepted" : "rejected", e1.reason.c_str(), ok_full ? "accepted" : "rejected", e2.reason.c_str());
+  std::string why;
+  k8s::ObjectError err;
+  bool ok_json, ok_yaml, same = true;
+  // List items carry no apiVersion: the reflector assumes the resource's.
+  auto both = [&](auto from_json, auto from_yaml, const char* api_version) {
+    if (!full["apiVersion"]) full["apiVersion"] = api_version;
+    const auto a = from_json(ev.object, &why);
+    const auto b = from_yaml(full, &err);
+    ok_json = a.has_value();
+    ok_yaml = b.has_value();
+    if (a && b) same = *a == *b;
+  };
+  if (kind == "EndpointSlice") both(kube::decode_endpoint_slice, k8s::parse_endpoint_slice, "discovery.k8s.io/v1");
+  else both(kube::decode_service, k8s::parse_service, "v1");
+  if (ok_json != ok_yaml || !same || (!ok_json && why != err.reason)) {
+    fprintf(stderr, "fuzz_watch: the JSON and YAML readers disagree: JSON %s (%s), YAML %s (%s)%s\n",
+            ok_json ? "accepted" : "rejected", why.c_str(), ok_yaml ? "accepted" : "rejected",
+            err.reason.c_str(), same ? "" : ", different objects");
     abort();
   }
 }

@@ -127,8 +127,9 @@ TEST(WatchDecoder, ToYaml) {
   EXPECT_EQ(n["h"].as<int>(), -3);
 }
 
-// What the object rules never read is left out of the node, and nothing they read.
-TEST(WatchDecoder, ToYamlForRulesKeepsWhatTheRulesRead) {
+// What the object rules never read (managedFields, other annotations,
+// targetRef...) changes nothing in the decoded object, and nothing they read is lost.
+TEST(WatchDecoder, DecodeReadsWhatTheRulesRead) {
   const std::string full = R"J({"kind":"EndpointSlice","apiVersion":"discovery.k8s.io/v1",
     "metadata":{"name":"db-abc","namespace":"prod","uid":"1234","resourceVersion":"77",
       "labels":{"kubernetes.io/service-name":"db"},
@@ -151,12 +152,6 @@ TEST(WatchDecoder, ToYamlForRulesKeepsWhatTheRulesRead) {
   simdjson::dom::element a, b;
   ASSERT_EQ(p1.parse(full).get(a), simdjson::SUCCESS);
   ASSERT_EQ(p2.parse(lean).get(b), simdjson::SUCCESS);
-  const YAML::Node n = to_yaml_for_rules(a);
-  EXPECT_FALSE(n["metadata"]["managedFields"]);
-  EXPECT_FALSE(n["metadata"]["uid"]);
-  EXPECT_FALSE(n["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"]);
-  EXPECT_EQ(n["metadata"]["annotations"]["vipd.io/scheduler"].as<std::string>(), "mh");
-  EXPECT_FALSE(n["endpoints"][0]["targetRef"]);
   // The object the rules make of it is the one they make of the lean form.
   std::string why1, why2;
   const auto s1 = decode_endpoint_slice(a, &why1);
@@ -168,6 +163,8 @@ TEST(WatchDecoder, ToYamlForRulesKeepsWhatTheRulesRead) {
   ASSERT_EQ(s1->endpoints.size(), 1u);
   EXPECT_EQ(s1->endpoints[0].zone_hints, std::vector<std::string>{"z1"});
   EXPECT_EQ(s1->endpoints[0].conditions.terminating, true);
+  // Only vipd's own annotations are kept.
+  EXPECT_EQ(s1->meta.annotations, (std::map<std::string, std::string>{{"vipd.io/scheduler", "mh"}}));
   // Wrong types the rules must still see are still there.
   ASSERT_EQ(p1.parse(std::string(R"J({"kind":"EndpointSlice","apiVersion":"discovery.k8s.io/v1","metadata":"oops","addressType":"IPv4"})J")).get(a),
             simdjson::SUCCESS);
@@ -177,8 +174,9 @@ TEST(WatchDecoder, ToYamlForRulesKeepsWhatTheRulesRead) {
 
 // ---- The API path applies the same validation as manifests (k8s_objects).
 
-// The verdict of the rules on a JSON object through the reflector's lean
-// conversion, checked against the full conversion: "" when accepted, else the reason.
+// The verdict of the rules on a JSON object as the reflector decodes it,
+// checked against the rules on its full yaml-cpp conversion: "" when
+// accepted, else the reason.
 std::string verdict(const std::string& json) {
   simdjson::dom::parser p;
   simdjson::dom::element e;
@@ -193,7 +191,7 @@ std::string verdict(const std::string& json) {
   k8s::ObjectError err;
   const bool ok_full = kind == "EndpointSlice" ? k8s::parse_endpoint_slice(full, &err).has_value()
                                                : k8s::parse_service(full, &err).has_value();
-  EXPECT_EQ(ok, ok_full) << json << ": lean '" << why << "', full '" << err.reason << "'";
+  EXPECT_EQ(ok, ok_full) << json << ": JSON '" << why << "', YAML '" << err.reason << "'";
   if (!ok) {
     EXPECT_EQ(why, err.reason) << json;
   }
@@ -238,8 +236,8 @@ TEST(WatchDecoderRules, DuplicateKeysRefused) {
   EXPECT_EQ(verdict(R"J({"kind":"Service","apiVersion":"v1","metadata":{"name":"web","name":"x"},"spec":{}})J"),
             "metadata.name: duplicate key");
   EXPECT_EQ(verdict(slice_json("10.0.0.1", R"J(,"labels":{"a":"b"})J")), "metadata.labels: duplicate key");
-  // Annotations the lean conversion drops: given twice, or not strings, the
-  // object falls back to the full conversion and is refused all the same.
+  // Annotations the decoder does not keep (not vipd.io/) are checked all the
+  // same: given twice, or not strings, the object is refused.
   EXPECT_EQ(verdict(slice_json("10.0.0.1", R"J(,"annotations":{"x/y":"1","x/y":"2"})J")),
             "metadata.annotations: duplicate key 'x/y'");
   EXPECT_EQ(verdict(slice_json("10.0.0.1", R"J(,"annotations":{"x/y":{"deep":1}})J")),
