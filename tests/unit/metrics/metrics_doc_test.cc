@@ -1,6 +1,7 @@
 // Thread: test main thread. docs/metrics.md lists exactly the metric families
 // the collector registers (observability/collector.cc, metric_families()),
-// each with the code's type and label names. Run from the source root.
+// each with the code's type and label names. Run from the source root. Also:
+// the observability options' defaults are the option table's.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -9,7 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "controlplane/config/options.h"
 #include "observability/collector.h"
+#include "observability/observability.h"
 
 namespace vipd::cp {
 namespace {
@@ -76,6 +79,18 @@ TEST(MetricsDoc, ListsExactlyTheRegisteredMetrics) {
   for (const auto& [name, d] : doc)
     if (!code.count(name))
       ADD_FAILURE() << path << ":" << d.line << ": " << name << " is documented but never registered";
+}
+
+// ObservabilityOptions keeps defaults of its own (the tests build it
+// directly); vipd fills it from the options. Both agree.
+TEST(MetricsDoc, ObservabilityDefaultsAreTheOptionDefaults) {
+  const config::Options o;
+  const ObservabilityOptions d;
+  EXPECT_EQ(d.metrics_address, o.metrics_address) << "--metrics-address";
+  EXPECT_EQ(d.health_address, o.health_address) << "--health-address";
+  EXPECT_EQ(d.collector.per_backend, o.metrics_per_backend) << "--metrics-per-backend";
+  EXPECT_EQ(d.collector.max_backend_series, o.metrics_max_backend_series) << "--metrics-max-backend-series";
+  EXPECT_EQ(d.collector.max_service_series, o.metrics_max_service_series) << "--metrics-max-service-series";
 }
 
 }  // namespace
