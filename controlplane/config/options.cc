@@ -505,7 +505,7 @@ const std::vector<Setting>& settings() {
         [](const Options& o) { return lcores_text(o.dataplane.worker_lcores); }), "LIST"));
     r.push_back(choice<ForwardMethod>("forward-method", "METHOD", &Options::forward_method,
         {{"fnat", ForwardMethod::kFnat}, {"nat", ForwardMethod::kNat}},
-        "dpdk forwarding: fnat = full NAT, nat = DNAT (backends route replies via vipd)",
+        "dpdk forwarding (fnat: full NAT; nat: DNAT, backends route replies via vipd)",
         "`fnat`: full NAT, the client source is rewritten to one of `--fnat-local-addrs`, so replies come back to "
         "vipd on any topology. `nat`: destination NAT only; backends must route replies through vipd."));
     r.push_back(addr_list("fnat-local-addrs", &Options::fnat_local_addrs,
@@ -515,9 +515,9 @@ const std::vector<Setting>& settings() {
         "them is an object error and is not served, and the dataplane treats every packet to one as a reply. "
         "Each worker keeps a 256 KiB port index per address (at most 16 addresses)."));
     r.push_back(with(text("manifests-dir", "DIR", &Options::manifests_dir,
-        "directory of Service/EndpointSlice manifests (*.yaml, *.yml, *.json); required",
+        "directory of Service/EndpointSlice manifests (*.yaml, *.yml, *.json); required with --source manifests",
         "Directory of Service/EndpointSlice manifests. Must exist and be a directory. Required with `--source "
-        "manifests`."), "DIR", "none (required)"));
+        "manifests`."), "DIR"));
     r.push_back(with(text("admin-socket", "PATH", &Options::admin_socket,
         "unix socket of the admin API (used by vipctl)",
         "Unix socket of the admin API (used by `vipctl`). Must not be empty.", not_empty), "PATH"));
@@ -596,10 +596,10 @@ const std::vector<Setting>& settings() {
         "Sleep of a worker after a poll round without packets; 0 = busy poll."));
     r.push_back(with(choice<SourceKind>("source", "SOURCE", &Options::source,
         {{"manifests", SourceKind::kManifests}, {"kubernetes", SourceKind::kKubernetes}},
-        "desired state from (kubernetes when --kubeconfig or --in-cluster is given)",
+        "where the desired state comes from",
         "Where the desired state comes from. With `kubernetes`, `--manifests-dir` is not required and is "
         "ignored. See [docs/kubernetes.md](kubernetes.md)."),
-        nullptr, "manifests (kubernetes when --kubeconfig or --in-cluster is given)"));
+        nullptr, "manifests; kubernetes when --kubeconfig or --in-cluster is given"));
     r.push_back(with(other("kubeconfig", "FILE", "kubeconfig of the Kubernetes API server (current-context)",
         "kubeconfig of the API server (its current context); must exist. Conflicts with `--in-cluster`.",
         [](Options& o, const std::string& v) {
