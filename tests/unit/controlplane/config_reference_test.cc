@@ -4,7 +4,7 @@
 // shows up here as a difference naming the option.
 //
 // After changing an option, regenerate the table in the docs with
-//   VIPD_UPDATE_DOCS=1 ./build/tests/unit/cp_unit_tests --gtest_filter='ConfigReference.*'
+//   VIPD_UPDATE_DOCS=1 ./build/tests/unit/controlplane/cp_unit_tests --gtest_filter='ConfigReference.*'
 // (from the source root), then review the diff.
 #include <gtest/gtest.h>
 
@@ -78,7 +78,7 @@ TEST(ConfigReference, DocsOptionTableIsTheCodes) {
   if (doc_rows.size() == code_rows.size() && doc_order != code_order)
     ADD_FAILURE() << "the options are in another order than the code's (--help order)";
   FAIL() << kDoc << ": the option table differs from the code's; regenerate it with\n"
-         << "  VIPD_UPDATE_DOCS=1 ./build/tests/unit/cp_unit_tests --gtest_filter='ConfigReference.*'\n"
+         << "  VIPD_UPDATE_DOCS=1 ./build/tests/unit/controlplane/cp_unit_tests --gtest_filter='ConfigReference.*'\n"
          << "The code's table:\n" << expected;
 }
 
