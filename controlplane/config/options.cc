@@ -721,6 +721,12 @@ std::vector<SettingDoc> setting_docs() {
   return out;
 }
 
+std::string setting_value(const Options& o, const std::string& name) {
+  for (const auto& s : settings())
+    if (s.name == name) return s.show ? s.show(o) : "";
+  return "";
+}
+
 std::string option_table_markdown() {
   std::string out = "| Option | Value | Default | Meaning |\n|---|---|---|---|\n";
   for (const auto& s : settings()) {

@@ -90,6 +90,10 @@ struct SettingDoc {
 std::vector<SettingDoc> setting_docs();
 // The option table of docs/configuration.md (Markdown, one row per option).
 std::string option_table_markdown();
+// The value of option NAME (without the dashes) in `o`, as --help shows a
+// default ("" when empty or NAME is unknown): what the option's row reads from
+// its field.
+std::string setting_value(const Options& o, const std::string& name);
 
 // A configuration error: `what()` is one line naming the option and the problem,
 // e.g. "config: --port 'foo': expected DEVICE IP/PREFIX [via GATEWAY]".

@@ -361,6 +361,43 @@ TEST_F(ConfigTest, EveryNumberRefusesValuesOutsideItsRange) {
   EXPECT_GE(numbers, 15);
 }
 
+// Every row sets its own field: a value other than the default, given on the
+// command line, is what the row then reads back (numbers: the end of the range
+// away from the default; choices: each one; booleans: the other one), and no
+// other row reads a changed value.
+TEST_F(ConfigTest, EveryRowSetsItsField) {
+  const Options defaults;
+  const Options base = ok({});
+  int checked = 0;
+  for (const SettingDoc& s : setting_docs()) {
+    std::vector<std::string> values;
+    if (s.kind == SettingDoc::Kind::kNumber)
+      values.push_back(std::to_string(s.default_value == std::to_string(s.min) ? s.max : s.min));
+    if (s.kind == SettingDoc::Kind::kChoice) values = s.choices;
+    if (s.kind == SettingDoc::Kind::kBool) values.push_back(s.default_value == "true" ? "false" : "true");
+    for (const std::string& v : values) {
+      std::vector<std::string> args{"--" + s.name, v};
+      if (s.name == "api-backoff-initial-ms") args.insert(args.end(), {"--api-backoff-max-ms", "600000"});
+      if (s.name == "api-backoff-max-ms") args.insert(args.end(), {"--api-backoff-initial-ms", "1"});
+      const Options o = ok(args);
+      EXPECT_EQ(setting_value(o, s.name), v) << "--" << s.name;
+      // ... and no other row's field (two rows on one field would show here).
+      for (const SettingDoc& other : setting_docs())
+        if (other.name != s.name && !other.name.starts_with("api-backoff"))
+          EXPECT_EQ(setting_value(o, other.name), setting_value(base, other.name))
+              << "--" << s.name << " " << v << " changed --" << other.name;
+      ++checked;
+    }
+  }
+  for (const SettingDoc& s : setting_docs()) {
+    if (s.kind != SettingDoc::Kind::kSwitch || s.name == "dry-run") continue;
+    EXPECT_EQ(setting_value(ok({"--" + s.name}), s.name), "true") << "--" << s.name;
+    EXPECT_EQ(setting_value(defaults, s.name), "false") << "--" << s.name;
+    ++checked;
+  }
+  EXPECT_GE(checked, 40);
+}
+
 // --help shows every row of the table with its default.
 TEST_F(ConfigTest, HelpShowsEveryRowAndItsDefault) {
   run({"--help"});
