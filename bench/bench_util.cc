@@ -166,14 +166,15 @@ bool BenchDataplane::init(const DpOptions& o, std::string* err) {
   for (uint32_t i = 0; i < sh.n_local_addrs; ++i) sh.local_addrs[i] = kLocalBase + i;
   sh.tsc_hz = rte_get_tsc_hz();
   sh.t_syn = 60 * sh.tsc_hz;
-  sh.t_est = 900 * sh.tsc_hz;
-  sh.t_fin = 120 * sh.tsc_hz;
+  const DataplaneSettings defaults;  // the daemon's timeouts
+  sh.t_est = uint64_t{defaults.tcp_established_timeout_s} * sh.tsc_hz;
+  sh.t_fin = uint64_t{defaults.tcp_fin_timeout_s} * sh.tsc_hz;
   sh.t_close = 10 * sh.tsc_hz;
-  sh.t_udp = 300 * sh.tsc_hz;
+  sh.t_udp = uint64_t{defaults.udp_timeout_s} * sh.tsc_hz;
   sh.t_dead = 60 * sh.tsc_hz;
   sh.arp_retry = sh.tsc_hz / 5;
   sh.arp_give_up = sh.tsc_hz;
-  sh.idle_sleep_us = 0;
+  sh.idle_sleep_us = defaults.idle_sleep_us;
 
   create_vip_tables(sh, "bench_", std::max<uint32_t>(o.max_services, 64), sock);
   sh.qsbr = static_cast<rte_rcu_qsbr*>(rte_zmalloc("bench_qsbr", rte_rcu_qsbr_get_memsize(1), RTE_CACHE_LINE_SIZE));
@@ -246,7 +247,7 @@ bool start_cp_dataplane(const Args& a, uint32_t services, uint32_t eps, bool run
     fprintf(stderr, "vipd_bench: %s\n", err.c_str());
     return false;
   }
-  DpOptions o;  // the daemon's defaults: 65536 services, 262144 destinations
+  DpOptions o;  // the daemon's defaults (model/dataplane_settings.h)
   o.max_services = std::max<uint32_t>(o.max_services, services);
   o.max_dests = std::max<uint32_t>(o.max_dests, services * eps + 1024);
   o.conn_capacity = 4096;

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "model/dataplane_settings.h"
 #include "model/service_table.h"
 #include "dataplane/fastpath/worker.h"
 #include "dataplane/publish/publisher.h"
@@ -50,22 +51,25 @@ void eal_stop();
 size_t prefault_dpdk_memory();
 
 // ---- fast-path objects --------------------------------------------------
+// The sizes start at the daemon's defaults (model/dataplane_settings.h).
 struct DpOptions {
-  uint32_t max_services = 65536;
-  uint32_t max_dests = 262144;
-  uint32_t conn_capacity = 262144;  // per worker
+  uint32_t max_services = DataplaneSettings{}.max_services;
+  uint32_t max_dests = DataplaneSettings{}.max_dests;
+  uint32_t conn_capacity = DataplaneSettings{}.conn_table_size;  // per worker
   bool fnat = true;
   uint32_t n_local_addrs = 16;      // fnat: 16 x 64512 ports per worker
-  uint32_t mbufs = 8191;
+  uint32_t mbufs = DataplaneSettings{}.mbuf_count;
 };
 
 // How benchmark 1 (pipeline) sizes the tables for `flows` established flows
 // and services x backends destinations; memfloor sizes its regions the same.
 // Connections: the daemon's default table (262144 per worker), or room for
 // the flows plus the new-connection rounds.
-inline uint64_t pipeline_conn_capacity(uint64_t flows) { return std::max<uint64_t>(262144, flows + flows / 4); }
+inline uint64_t pipeline_conn_capacity(uint64_t flows) {
+  return std::max<uint64_t>(DataplaneSettings{}.conn_table_size, flows + flows / 4);
+}
 inline uint64_t pipeline_dests(uint64_t services, uint64_t backends) {
-  return std::max<uint64_t>(262144, services * backends);
+  return std::max<uint64_t>(DataplaneSettings{}.max_dests, services * backends);
 }
 // Full-NAT local addresses (16 x 64512 ports, and a port index of 4 MiB).
 constexpr uint32_t kPipelineLocalAddrs = 16;

@@ -324,7 +324,7 @@ int run_pipeline(const Args& a) {
   const int64_t rss_after_eal = rss_kb();
 
   DpOptions o;
-  o.max_services = std::max<uint32_t>(65536, services);
+  o.max_services = std::max<uint32_t>(o.max_services, services);
   o.max_dests = static_cast<uint32_t>(dests);
   o.conn_capacity = static_cast<uint32_t>(conn_cap);
   o.fnat = fnat;

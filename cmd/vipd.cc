@@ -186,7 +186,7 @@ int main(int argc, char** argv) {
       log_error("vipd: --user: " + why);
       return 1;
     }
-    if (!eal_memory_is_fixed(opt.eal_args))
+    if (!eal_memory_is_fixed(opt.dataplane.eal_args))
       log_warn("vipd: --user " + opt.user +
                ": DPDK maps more hugepage memory only while root; add --legacy-mem (or --no-huge) to "
                "--eal-args so that all of it is mapped at start (docs/security.md)");
@@ -242,24 +242,11 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  dp::DataplaneConfig dc;
-  dc.program = "vipd";
-  dc.eal_args = opt.eal_args;
+  dp::DataplaneConfig dc{opt.dataplane};
   for (const auto& p : opt.ports)
     dc.ports.push_back(dp::PortSpec{p.device, p.is_pci, p.ip, p.prefix_len, p.gateway.value_or(0)});
-  dc.main_lcore = opt.main_lcore;
-  dc.worker_lcores = opt.worker_lcores;
   dc.fnat = opt.forward_method == config::ForwardMethod::kFnat;
   dc.local_addrs = opt.fnat_local_addrs;
-  dc.conn_table_size = opt.conn_table_size;
-  dc.tcp_established_timeout_s = opt.tcp_established_timeout_s;
-  dc.tcp_fin_timeout_s = opt.tcp_fin_timeout_s;
-  dc.udp_timeout_s = opt.udp_timeout_s;
-  dc.neighbor_timeout_s = opt.neighbor_timeout_s;
-  dc.mbuf_count = opt.mbuf_count;
-  dc.idle_sleep_us = opt.worker_idle_sleep_us;
-  dc.mh_table_size = opt.mh_table_size;
-  dc.expire_quiescent_template = opt.expire_quiescent_template;
 
   std::string err;
   auto dataplane = dp::Dataplane::create(dc, &err);
@@ -304,9 +291,9 @@ int main(int argc, char** argv) {
   admin.handle_ordered("/v1/table", [&] { return vipd::cmd::table_doc(sync); });
   admin.handle("/v1/status", [&] {
     nlohmann::json j = vipd::cmd::status_doc(sync, opt, fwd, &source);
-    j["config"]["workers"] = opt.worker_lcores;
+    j["config"]["workers"] = opt.dataplane.worker_lcores;
     j["config"]["ports"] = opt.ports.size();
-    j["config"]["conn_table_size"] = opt.conn_table_size;
+    j["config"]["conn_table_size"] = opt.dataplane.conn_table_size;
     return j;
   });
   if (!admin.start(&err)) {
@@ -314,7 +301,7 @@ int main(int argc, char** argv) {
     dataplane->stop();
     return 1;
   }
-  log_info("vipd: running (" + std::string(fwd) + ", " + std::to_string(opt.worker_lcores.size()) +
+  log_info("vipd: running (" + std::string(fwd) + ", " + std::to_string(opt.dataplane.worker_lcores.size()) +
            " worker(s), admin socket " + opt.admin_socket + ")");
   if (!observability.start(&err)) {
     log_error(err);

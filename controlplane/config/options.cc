@@ -12,10 +12,12 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iomanip>
 #include <ostream>
 #include <set>
 #include <sstream>
+#include <utility>
 
 #include "model/service_table.h"
 
@@ -30,64 +32,6 @@ namespace po = boost::program_options;
 
 constexpr unsigned kMaxLcore = 1023;
 constexpr const char* kPositional = "_positional";
-
-// One row per option: the single source for the Boost descriptions and --help.
-struct OptSpec {
-  const char* name;
-  const char* arg;   // value placeholder in --help; nullptr for switches
-  const char* def;   // default shown in --help
-  const char* help;  // one line
-  bool in_file;      // may appear in the config file
-  bool composing;    // repeatable, values accumulate (command line + file)
-};
-
-constexpr OptSpec kSpecs[] = {
-    {"help", nullptr, "", "print this help and exit", false, false},
-    {"version", nullptr, "", "print the version and exit", false, false},
-    {"config", "FILE", "none", "read options from FILE (key = value lines; the command line wins)", false, false},
-    {"mode", "MODE", "dpdk", "dataplane: dpdk | iptables | nftables | ipvs", true, false},
-    {"dry-run", nullptr, "false", "build the service table from the manifests, print it as JSON (--mode iptables: the iptables-restore payload; --mode nftables: the nft transaction; --mode ipvs: the IPVS state, ipvsadm -Ln form); program nothing", true, false},
-    {"ipvs-interface", "NAME", "vipd-ipvs0", "ipvs mode: dummy interface the VIPs are bound to (created when missing)", true, false},
-    {"eal-args", "ARGS", "none", "extra DPDK EAL arguments, split on whitespace (e.g. \"--no-pci --vdev net_null0\")", true, false},
-    {"port", "SPEC", "none", "dataplane port 'DEVICE IP/PREFIX [via GATEWAY]'; repeatable; required in dpdk mode", true, true},
-    {"main-lcore", "N", "0", "DPDK main (control) lcore", true, false},
-    {"worker-lcores", "LIST", "1", "DPDK worker lcores, e.g. 1,2 or 1-3 or 1-3,6", true, false},
-    {"forward-method", "METHOD", "fnat", "dpdk forwarding: fnat (full NAT) | nat (DNAT, backends route replies via vipd)", true, false},
-    {"fnat-local-addrs", "ADDRS", "none", "comma-separated IPv4 source addresses for fnat (required for fnat in dpdk mode)", true, false},
-    {"manifests-dir", "DIR", "none", "directory of Service/EndpointSlice manifests (*.yaml, *.yml, *.json); required", true, false},
-    {"admin-socket", "PATH", "/run/vipd/admin.sock", "unix socket of the admin API (used by vipctl)", true, false},
-    {"metrics-address", "HOST:PORT", "127.0.0.1:10249", "listen address of the Prometheus /metrics endpoint; empty or 'off' disables it", true, false},
-    {"health-address", "HOST:PORT", "127.0.0.1:10256", "listen address of /healthz and /livez; empty or 'off' disables them", true, false},
-    {"metrics-per-backend", "BOOL", "true", "export per-backend series (vipd_backend_*)", true, false},
-    {"metrics-max-backend-series", "N", "10000", "at most N backends get per-backend series (0..10000000)", true, false},
-    {"metrics-max-service-series", "N", "10000", "at most N services get per-service series (0..10000000)", true, false},
-    {"log-level", "LEVEL", "info", "debug | info | warn | error", true, false},
-    {"user", "NAME", "none (keep root)", "dpdk mode: once the ports run and the sockets are bound, switch every thread to this unprivileged user and its groups, keeping no capability (docs/security.md)", true, false},
-    {"scheduler", "NAME", "rr", "default scheduler for services without a vipd.io/scheduler annotation: rr | wrr | lc | wlc | sed | nq | sh | dh | lblc | lblcr | mh", true, false},
-    {"mh-table-size", "N", "65537", "Maglev (mh) lookup table size per service, a prime (251..1000003)", true, false},
-    {"expire-quiescent-template", "BOOL", "true", "persistence templates pointing at a weight-0 (terminating) backend expire at once (kube-proxy's net.ipv4.vs.expire_quiescent_template=1)", true, false},
-    {"conn-table-size", "N", "262144", "connection table entries per worker (1024..67108864)", true, false},
-    {"tcp-timeout", "SECONDS", "900", "idle timeout of established TCP connections (1..604800)", true, false},
-    {"tcp-fin-timeout", "SECONDS", "120", "timeout of closing TCP connections (1..86400)", true, false},
-    {"udp-timeout", "SECONDS", "300", "idle timeout of UDP flows (1..86400)", true, false},
-    {"neighbor-timeout", "SECONDS", "60", "how long a resolved ARP entry counts as reachable (1..86400)", true, false},
-    {"mbufs", "N", "8191", "packet buffers in the mempool (511..16777215; best 2^n-1)", true, false},
-    {"sync-min-interval-ms", "MS", "0", "minimum time between two dataplane syncs (0..60000)", true, false},
-    {"sync-full-resync-s", "S", "300", "full resync of the dataplane at least this often; 0 = only at start and after errors (0..86400)", true, false},
-    {"sync-retry-max-ms", "MS", "30000", "largest retry delay after a failed sync; the first is 1 s, doubling with jitter (1000..600000)", true, false},
-    {"worker-idle-sleep-us", "US", "0", "worker sleep after an empty poll round; 0 = busy poll (0..100000)", true, false},
-    {"source", "SOURCE", "manifests", "desired state from: manifests | kubernetes (kubernetes when --kubeconfig or --in-cluster is given)", true, false},
-    {"kubeconfig", "FILE", "$KUBECONFIG or ~/.kube/config", "kubeconfig of the Kubernetes API server (current-context)", true, false},
-    {"in-cluster", nullptr, "false", "use the in-cluster service account and KUBERNETES_SERVICE_HOST/PORT", true, false},
-    {"api-allow-insecure-token", nullptr, "false", "send the kubeconfig's bearer token to a plain http:// API server (in clear); refused otherwise", true, false},
-    {"api-qps", "N", "5", "Kubernetes API requests per second (burst 2 x N) (1..1000)", true, false},
-    {"api-backoff-initial-ms", "MS", "500", "first retry delay after an API error; doubles, with jitter (1..60000)", true, false},
-    {"api-backoff-max-ms", "MS", "30000", "largest retry delay after API errors (1..600000)", true, false},
-    {"node-name", "NAME", "none", "this node's name, for internal/externalTrafficPolicy Local", true, false},
-    {"node-zone", "ZONE", "none", "this node's topology zone, for EndpointSlice zone hints", true, false},
-    {"node-ips", "ADDRS", "none", "comma-separated IPv4 addresses NodePort services are served on", true, false},
-    {"service-proxy-name", "NAME", "none", "serve only services labelled service.kubernetes.io/service-proxy-name=NAME", true, false},
-};
 
 [[noreturn]] void fail(const std::string& option, const std::string& value,
                        const std::string& problem) {
@@ -243,21 +187,6 @@ void check_host_port(const std::string& option, const std::string& value) {
     fail(option, value, "port must be between 1 and 65535");
 }
 
-void print_help(std::ostream& out) {
-  out << "Usage: vipd --manifests-dir DIR [--config FILE] [OPTIONS]\n"
-      << "vipd: Kubernetes service proxy and L4 load balancer (dpdk | iptables | nftables | ipvs).\n"
-      << "Options (all but --help, --version and --config may also be set in the\n"
-      << "--config file as 'name = value'; the command line wins, ports add up):\n";
-  for (const auto& s : kSpecs) {
-    std::string left = std::string("  --") + s.name;
-    if (s.arg) left += std::string(" ") + s.arg;
-    out << std::left << std::setw(32) << left << " " << s.help;
-    if (s.def[0] != '\0') out << " (default: " << s.def << ")";
-    out << "\n";
-  }
-  out << "Exit status 2 on a configuration error. See docs/configuration.md.\n";
-}
-
 // Checks the config file's line syntax (Boost's own message has no line number).
 std::string check_file_syntax(const std::string& file, std::istream& in) {
   std::ostringstream all;
@@ -312,6 +241,460 @@ void store_file(const std::string& file, const po::options_description& desc,
   }
 }
 
+// ---- The option table -------------------------------------------------------
+// One row per option: its name, the field it sets, its range or choices, its
+// default (read from a default-constructed Options, never written twice), its
+// --help line and its documentation. The Boost descriptions, --help, the
+// parsing and range checks, and docs/configuration.md's option table
+// (setting_docs(), option_table_markdown()) are all made from these rows.
+
+using Kind = SettingDoc::Kind;
+
+// The field a row sets: a member of Options, or of Options::dataplane.
+template <class T>
+struct Field {
+  T Options::*top = nullptr;
+  T DataplaneSettings::*dp = nullptr;
+  Field(T Options::*m) : top(m) {}           // NOLINT: implicit on purpose
+  Field(T DataplaneSettings::*m) : dp(m) {}  // NOLINT
+  T& of(Options& o) const { return top ? o.*top : o.dataplane.*dp; }
+  const T& of(const Options& o) const { return top ? o.*top : o.dataplane.*dp; }
+};
+
+struct Setting {
+  const char* name;
+  Kind kind = Kind::kText;
+  const char* arg = nullptr;  // placeholder in --help; nullptr for a switch
+  uint64_t min = 0, max = 0;  // kNumber
+  std::vector<std::string> choices;  // kChoice
+  const char* help = "";      // one line for --help
+  const char* meaning = "";   // docs' Meaning column (Markdown)
+  const char* value_doc = nullptr;    // docs' Value column; nullptr: made from kind and range
+  const char* default_text = nullptr; // nullptr: the default Options' value
+  bool in_file = true;        // may appear in the config file
+  bool composing = false;     // repeatable, values accumulate (command line + file)
+  // Parses, checks and stores one value (each value of a repeatable option).
+  std::function<void(Options&, const std::string&)> set;
+  // The value as --help and the docs show it ("" = none).
+  std::function<std::string(const Options&)> show;
+};
+
+// Whole numbers: "must be between MIN and MAX" names the option, the value
+// and the range. `check` (optional) refuses more, returning the problem.
+Setting number(const char* name, const char* arg, Field<uint32_t> f, uint64_t min, uint64_t max,
+               const char* help, const char* meaning,
+               const char* (*check)(uint64_t) = nullptr) {
+  Setting s{name, Kind::kNumber, arg, min, max};
+  s.help = help;
+  s.meaning = meaning;
+  s.set = [name, f, min, max, check](Options& o, const std::string& v) {
+    const uint32_t n = parse_number(name, v, min, max);
+    if (check)
+      if (const char* problem = check(n)) fail(name, v, problem);
+    f.of(o) = n;
+  };
+  s.show = [f](const Options& o) { return std::to_string(f.of(o)); };
+  return s;
+}
+
+// true/false (yes/no, on/off, 1/0). A switch takes no value on the command line.
+Setting boolean(const char* name, Field<bool> f, bool is_switch, const char* help, const char* meaning) {
+  Setting s{name, is_switch ? Kind::kSwitch : Kind::kBool, is_switch ? nullptr : "BOOL"};
+  s.help = help;
+  s.meaning = meaning;
+  s.set = [name, f](Options& o, const std::string& v) { f.of(o) = parse_bool(name, v); };
+  s.show = [f](const Options& o) { return std::string(f.of(o) ? "true" : "false"); };
+  return s;
+}
+
+// "expected a, b or c" (up to 5 choices), "expected one of a, b, ..., k".
+std::string expected_one_of(const std::vector<std::string>& names) {
+  std::string out = names.size() > 5 ? "expected one of " : "expected ";
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (i > 0) out += names.size() > 5 || i + 1 < names.size() ? ", " : " or ";
+    out += names[i];
+  }
+  return out;
+}
+
+// One of a fixed list of words, each standing for a value of the field.
+template <class T>
+Setting choice(const char* name, const char* arg, Field<T> f, std::vector<std::pair<std::string, T>> values,
+               const char* help, const char* meaning) {
+  Setting s{name, Kind::kChoice, arg};
+  for (const auto& v : values) s.choices.push_back(v.first);
+  s.help = help;
+  s.meaning = meaning;
+  s.set = [name, f, values, problem = expected_one_of(s.choices)](Options& o, const std::string& v) {
+    const std::string w = trim(v);
+    for (const auto& [word, value] : values)
+      if (w == word) {
+        f.of(o) = value;
+        return;
+      }
+    fail(name, v, problem);
+  };
+  s.show = [f, values](const Options& o) {
+    for (const auto& [word, value] : values)
+      if (f.of(o) == value) return word;
+    return std::string("?");
+  };
+  return s;
+}
+
+// Free text, trimmed; `check` (optional) refuses a value, returning the problem.
+Setting text(const char* name, const char* arg, Field<std::string> f, const char* help, const char* meaning,
+             const char* (*check)(const std::string&) = nullptr) {
+  Setting s{name, Kind::kText, arg};
+  s.help = help;
+  s.meaning = meaning;
+  s.set = [name, f, check](Options& o, const std::string& v) {
+    const std::string t = trim(v);
+    if (check)
+      if (const char* problem = check(t)) fail(name, v, problem);
+    f.of(o) = t;
+  };
+  s.show = [f](const Options& o) { return f.of(o); };
+  return s;
+}
+
+// Anything else: the row's own parser and printer.
+Setting other(const char* name, const char* arg, const char* help, const char* meaning,
+              std::function<void(Options&, const std::string&)> set,
+              std::function<std::string(const Options&)> show) {
+  Setting s{name, Kind::kText, arg};
+  s.help = help;
+  s.meaning = meaning;
+  s.set = std::move(set);
+  s.show = std::move(show);
+  return s;
+}
+
+// A setting's documentation fields, set after the row is made.
+Setting with(Setting s, const char* value_doc, const char* default_text = nullptr) {
+  s.value_doc = value_doc;
+  s.default_text = default_text;
+  return s;
+}
+
+// The schedulers --scheduler accepts, in the order the error message lists them.
+std::vector<std::pair<std::string, std::string>> scheduler_choices() {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const char* s : {"rr", "wrr", "lc", "wlc", "sed", "nq", "sh", "dh", "lblc", "lblcr", "mh"})
+    out.emplace_back(s, s);
+  return out;
+}
+
+const char* not_empty(const std::string& v) { return v.empty() ? "must not be empty" : nullptr; }
+
+const char* interface_name(const std::string& n) {
+  const bool ok = !n.empty() && n.size() <= 15 && std::all_of(n.begin(), n.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
+  });
+  return ok ? nullptr : "expected an interface name of 1..15 characters [A-Za-z0-9_.-]";
+}
+
+const char* prime(uint64_t n) {
+  bool p = n > 1;
+  for (uint64_t d = 2; p && d * d <= n; ++d) p = n % d != 0;
+  return p ? nullptr : "must be a prime number (e.g. 251, 4093, 65537)";
+}
+
+std::string join(const std::vector<std::string>& words, const char* sep) {
+  std::string out;
+  for (const auto& w : words) out += (out.empty() ? "" : sep) + w;
+  return out;
+}
+
+std::string addrs_text(const std::vector<uint32_t>& addrs) {
+  std::vector<std::string> words;
+  for (uint32_t a : addrs) words.push_back(cp::ipv4_to_string(a));
+  return join(words, ",");
+}
+
+std::string lcores_text(const std::vector<unsigned>& lcores) {
+  std::vector<std::string> words;
+  for (unsigned c : lcores) words.push_back(std::to_string(c));
+  return join(words, ",");
+}
+
+// HOST:PORT, or "" / "off" to switch the endpoint off.
+Setting listen_address(const char* name, std::string Options::*f, const char* help, const char* meaning) {
+  return with(other(name, "HOST:PORT", help, meaning,
+                    [name, f](Options& o, const std::string& v) {
+                      const std::string a = trim(v);
+                      if (a.empty() || a == "off") {
+                        (o.*f).clear();
+                      } else {
+                        check_host_port(name, a);
+                        o.*f = a;
+                      }
+                    },
+                    [f](const Options& o) { return o.*f; }),
+              "`IPv4:PORT` \\| `off`");
+}
+
+Setting addr_list(const char* name, std::vector<uint32_t> Options::*f, const char* help, const char* meaning) {
+  return with(other(name, "ADDRS", help, meaning,
+                    [name, f](Options& o, const std::string& v) { o.*f = parse_addr_list(name, v); },
+                    [f](const Options& o) { return addrs_text(o.*f); }),
+              "`A,B,...`");
+}
+
+Setting command_only(const char* name, const char* arg, const char* help, const char* meaning) {
+  Setting s = other(name, arg, help, meaning, nullptr, nullptr);
+  s.in_file = false;
+  return s;
+}
+
+const std::vector<Setting>& settings() {
+  static const std::vector<Setting> rows = [] {
+    std::vector<Setting> r;
+    r.push_back(with(command_only("help", nullptr, "print this help and exit",
+                                  "Print the usage line and every option with a one-line description and its "
+                                  "default, then exit 0."), "", ""));
+    r.push_back(with(command_only("version", nullptr, "print the version and exit",
+                                  "Print `vipd VERSION` and exit 0."), "", ""));
+    r.push_back(with(command_only("config", "FILE", "read options from FILE (key = value lines; the command line wins)",
+                                  "Read options from FILE (see above)."), "FILE", "none"));
+    r.push_back(choice<Mode>("mode", "MODE", &Options::mode,
+        {{"dpdk", Mode::kDpdk}, {"iptables", Mode::kIptables}, {"nftables", Mode::kNftables}, {"ipvs", Mode::kIpvs}},
+        "dataplane",
+        "Dataplane. `dpdk` and `iptables` (the kernel forwards; kube-proxy's chain layout with prefix VIPD-, no "
+        "DPDK, no port/lcore options needed; see [modes.md](modes.md)), `nftables` (the kernel forwards; "
+        "kube-proxy's nftables layout in table `ip vipd`, through libnftables; see "
+        "[modes.md](modes.md#nftables-mode-in-detail)) and `ipvs` (kernel IPVS over generic netlink, VIPs on a "
+        "dummy interface; see [modes.md](modes.md#ipvs-mode-in-detail)) are implemented."));
+    r.push_back(boolean("dry-run", &Options::dry_run, true,
+        "build the service table from the manifests, print it as JSON (--mode iptables: the iptables-restore "
+        "payload; --mode nftables: the nft transaction; --mode ipvs: the IPVS state, ipvsadm -Ln form); program "
+        "nothing",
+        "Build the service table from the manifests, print it as JSON (below) and exit. No port, lcore or fnat "
+        "address is needed. With `--mode iptables` it prints the full `iptables-restore --noflush` payload "
+        "instead, with `--mode nftables` the full-sync nft transaction (`nft -c -f` accepts it), with `--mode "
+        "ipvs` the IPVS services in `ipvsadm -Ln` form, the addresses of the dummy interface, the sysctls and the "
+        "iptables payload (see [modes.md](modes.md))."));
+    r.push_back(with(text("ipvs-interface", "NAME", &Options::ipvs_interface,
+        "ipvs mode: dummy interface the VIPs are bound to (created when missing)",
+        "ipvs mode: the dummy interface the VIPs are bound to (/32); created when missing, left in place on exit.",
+        interface_name), "NAME (1..15 of `[A-Za-z0-9_.-]`)"));
+    r.push_back(with(other("eal-args", "ARGS",
+        "extra DPDK EAL arguments, split on whitespace (e.g. \"--no-pci --vdev net_null0\")",
+        "Extra DPDK EAL arguments, split on whitespace (no quoting).",
+        [](Options& o, const std::string& v) { o.dataplane.eal_args = split_ws(v); },
+        [](const Options& o) { return join(o.dataplane.eal_args, " "); }), "string"));
+    {
+      Setting port = other("port", "SPEC", "dataplane port 'DEVICE IP/PREFIX [via GATEWAY]'; repeatable; required in dpdk mode",
+          "A DPDK port, see [Port syntax](#port-syntax). Repeatable. At least one is required in dpdk mode unless "
+          "`--dry-run`.",
+          [](Options& o, const std::string& v) {
+            PortConfig p = parse_port(v);
+            for (const auto& q : o.ports)
+              if (q.device == p.device) fail("port", v, "device " + p.device + " is given twice");
+            o.ports.push_back(std::move(p));
+          },
+          [](const Options&) { return std::string(); });
+      port.composing = true;
+      r.push_back(std::move(port));
+    }
+    r.push_back(number("main-lcore", "N", &DataplaneSettings::main_lcore, 0, kMaxLcore,
+        "DPDK main (control) lcore", "DPDK main (control) lcore."));
+    r.push_back(with(other("worker-lcores", "LIST", "DPDK worker lcores, e.g. 1,2 or 1-3 or 1-3,6",
+        "DPDK worker lcores, see [Lcore lists](#lcore-lists). May not include the main lcore.",
+        [](Options& o, const std::string& v) { o.dataplane.worker_lcores = parse_lcores("worker-lcores", v); },
+        [](const Options& o) { return lcores_text(o.dataplane.worker_lcores); }), "LIST"));
+    r.push_back(choice<ForwardMethod>("forward-method", "METHOD", &Options::forward_method,
+        {{"fnat", ForwardMethod::kFnat}, {"nat", ForwardMethod::kNat}},
+        "dpdk forwarding (fnat: full NAT; nat: DNAT, backends route replies via vipd)",
+        "`fnat`: full NAT, the client source is rewritten to one of `--fnat-local-addrs`, so replies come back to "
+        "vipd on any topology. `nat`: destination NAT only; backends must route replies through vipd."));
+    r.push_back(addr_list("fnat-local-addrs", &Options::fnat_local_addrs,
+        "comma-separated IPv4 source addresses for fnat (required for fnat in dpdk mode)",
+        "IPv4 source addresses for full NAT, comma-separated, no duplicates. Required with `fnat` in dpdk mode "
+        "(not with `--dry-run`). They are vipd's own: a Service entry (cluster IP, external IP, ...) on one of "
+        "them is an object error and is not served, and the dataplane treats every packet to one as a reply. "
+        "Each worker keeps a 256 KiB port index per address (at most 16 addresses)."));
+    r.push_back(with(text("manifests-dir", "DIR", &Options::manifests_dir,
+        "directory of Service/EndpointSlice manifests (*.yaml, *.yml, *.json); required with --source manifests",
+        "Directory of Service/EndpointSlice manifests. Must exist and be a directory. Required with `--source "
+        "manifests`."), "DIR"));
+    r.push_back(with(text("admin-socket", "PATH", &Options::admin_socket,
+        "unix socket of the admin API (used by vipctl)",
+        "Unix socket of the admin API (used by `vipctl`). Must not be empty.", not_empty), "PATH"));
+    r.push_back(listen_address("metrics-address", &Options::metrics_address,
+        "listen address of the Prometheus /metrics endpoint; empty or 'off' disables it",
+        "Listen address of the Prometheus `/metrics` endpoint (docs/metrics.md). The host must be an IPv4 address "
+        "(`0.0.0.0` for all). Empty or `off`: no metrics endpoint."));
+    r.push_back(listen_address("health-address", &Options::health_address,
+        "listen address of /healthz and /livez; empty or 'off' disables them",
+        "Listen address of `/healthz` and `/livez` (docs/metrics.md, \"Health endpoints\"). Empty or `off`: none. "
+        "Must differ from `--metrics-address`."));
+    r.push_back(boolean("metrics-per-backend", &Options::metrics_per_backend, false,
+        "export per-backend series (vipd_backend_*)", "Export per-backend series (`vipd_backend_*`)."));
+    r.push_back(number("metrics-max-backend-series", "N", &Options::metrics_max_backend_series, 0, 10000000,
+        "at most N backends get per-backend series",
+        "At most this many backends get per-backend series (8 series each), in table order; the rest are counted "
+        "in `vipd_metrics_omitted_backends`."));
+    r.push_back(number("metrics-max-service-series", "N", &Options::metrics_max_service_series, 0, 10000000,
+        "at most N services get per-service series",
+        "At most this many services get per-service series (8 series each), in table order; the rest are counted "
+        "in `vipd_metrics_omitted_services`. See docs/metrics.md, \"Cardinality\"."));
+    r.push_back(choice<LogLevel>("log-level", "LEVEL", &Options::log_level,
+        {{"debug", LogLevel::kDebug}, {"info", LogLevel::kInfo}, {"warn", LogLevel::kWarn}, {"error", LogLevel::kError}},
+        "log verbosity", "Log verbosity (stderr, one line per message)."));
+    r.push_back(with(other("user", "NAME",
+        "dpdk mode: once the ports run and the sockets are bound, switch every thread to this unprivileged user "
+        "and its groups, keeping no capability (docs/security.md)",
+        "dpdk mode: once the ports run and the sockets are bound, every thread switches to this unprivileged "
+        "user and its groups, with no capability left and `no_new_privs`. The user must read the manifests "
+        "directory; add `--legacy-mem` to `--eal-args` with hugepages. Refused in the kernel modes (iptables, "
+        "nftables, ipvs) except with `--dry-run`. See [security.md](security.md).",
+        [](Options& o, const std::string& v) {
+          o.user = trim(v);
+          if (o.user.empty()) fail("user", v, "must not be empty (leave --user out to keep root)");
+        },
+        [](const Options& o) { return o.user; }), "user name", "none (keep root)"));
+    r.push_back(choice<std::string>("scheduler", "NAME", &Options::default_scheduler, scheduler_choices(),
+        "default scheduler for services without a vipd.io/scheduler annotation",
+        "Scheduler of services without a `vipd.io/scheduler` annotation (docs/scheduling.md)."));
+    r.push_back(number("mh-table-size", "N", &DataplaneSettings::mh_table_size, 251, 1000003,
+        "Maglev (mh) lookup table size per service, a prime",
+        "Maglev (`mh`) lookup table size per service; must be a prime (docs/scheduling.md).", prime));
+    r.push_back(boolean("expire-quiescent-template", &DataplaneSettings::expire_quiescent_template, false,
+        "persistence templates pointing at a weight-0 (terminating) backend expire at once (kube-proxy's "
+        "net.ipv4.vs.expire_quiescent_template=1)",
+        "Persistence templates pointing at a weight-0 (terminating) backend expire at once, as with kube-proxy's "
+        "`net.ipv4.vs.expire_quiescent_template=1` (docs/scheduling.md)."));
+    r.push_back(number("conn-table-size", "N", &DataplaneSettings::conn_table_size, 1024, 67108864,
+        "connection table entries per worker",
+        "Connection table entries per worker (about 100 bytes each at the default size, full NAT or NAT: "
+        "operations.md, \"Sizing lcores and tables\")."));
+    r.push_back(number("tcp-timeout", "SECONDS", &DataplaneSettings::tcp_established_timeout_s, 1, 604800,
+        "idle timeout of established TCP connections",
+        "Idle timeout of established TCP connections (IPVS default)."));
+    r.push_back(number("tcp-fin-timeout", "SECONDS", &DataplaneSettings::tcp_fin_timeout_s, 1, 86400,
+        "timeout of closing TCP connections", "Timeout of closing TCP connections (IPVS default)."));
+    r.push_back(number("udp-timeout", "SECONDS", &DataplaneSettings::udp_timeout_s, 1, 86400,
+        "idle timeout of UDP flows", "Idle timeout of UDP flows (IPVS default)."));
+    r.push_back(number("neighbor-timeout", "SECONDS", &DataplaneSettings::neighbor_timeout_s, 1, 86400,
+        "how long a resolved ARP entry counts as reachable", "How long a resolved ARP entry counts as reachable."));
+    r.push_back(number("mbufs", "N", &DataplaneSettings::mbuf_count, 511, 16777215,
+        "packet buffers in the mempool; best 2^n-1",
+        "Packet buffers in the mempool; 2^n-1 is the most efficient size."));
+    r.push_back(number("sync-min-interval-ms", "MS", &Options::sync_min_interval_ms, 0, 60000,
+        "minimum time between two dataplane syncs",
+        "Minimum time between two dataplane syncs. Bursts are always coalesced (see [Sync](#sync-log-lines))."));
+    r.push_back(number("sync-full-resync-s", "SECONDS", &Options::sync_full_resync_s, 0, 86400,
+        "full resync of the dataplane at least this often; 0 = only at start and after errors",
+        "A full resync (compare everything, reprogram what differs) at least this often; 0 = only at start and "
+        "after errors."));
+    r.push_back(number("sync-retry-max-ms", "MS", &Options::sync_retry_max_ms, 1000, 600000,
+        "largest retry delay after a failed sync; the first is 1 s, doubling with jitter",
+        "Largest retry delay after a failed sync; the first retry comes after 1 s, doubling with jitter."));
+    r.push_back(number("worker-idle-sleep-us", "US", &DataplaneSettings::idle_sleep_us, 0, 100000,
+        "worker sleep after an empty poll round; 0 = busy poll",
+        "Sleep of a worker after a poll round without packets; 0 = busy poll."));
+    r.push_back(with(choice<SourceKind>("source", "SOURCE", &Options::source,
+        {{"manifests", SourceKind::kManifests}, {"kubernetes", SourceKind::kKubernetes}},
+        "where the desired state comes from",
+        "Where the desired state comes from. With `kubernetes`, `--manifests-dir` is not required and is "
+        "ignored. See [docs/kubernetes.md](kubernetes.md)."),
+        nullptr, "manifests; kubernetes when --kubeconfig or --in-cluster is given"));
+    r.push_back(with(other("kubeconfig", "FILE", "kubeconfig of the Kubernetes API server (current-context)",
+        "kubeconfig of the API server (its current context); must exist. Conflicts with `--in-cluster`.",
+        [](Options& o, const std::string& v) {
+          o.kubeconfig = trim(v);
+          if (o.kubeconfig.empty()) fail("kubeconfig", v, "must not be empty");
+          std::error_code ec;
+          if (!std::filesystem::is_regular_file(o.kubeconfig, ec)) fail("kubeconfig", v, "no such file");
+        },
+        [](const Options& o) { return o.kubeconfig; }), "FILE", "$KUBECONFIG or ~/.kube/config"));
+    r.push_back(boolean("in-cluster", &Options::in_cluster, true,
+        "use the in-cluster service account and KUBERNETES_SERVICE_HOST/PORT",
+        "Use the pod's service account and `KUBERNETES_SERVICE_HOST`/`_PORT`."));
+    r.push_back(boolean("api-allow-insecure-token", &Options::api_allow_insecure_token, true,
+        "send the kubeconfig's bearer token to a plain http:// API server (in clear); refused otherwise",
+        "Send the kubeconfig's bearer token to a plain `http://` API server, in clear. Without it such a "
+        "kubeconfig stops the start (docs/security.md \"Kubernetes API transport\")."));
+    r.push_back(number("api-qps", "N", &Options::api_qps, 1, 1000,
+        "Kubernetes API requests per second (burst 2 x N)", "Kubernetes API requests per second (burst 2 x N)."));
+    r.push_back(number("api-backoff-initial-ms", "MS", &Options::api_backoff_initial_ms, 1, 60000,
+        "first retry delay after an API error; doubles, with jitter",
+        "First retry delay after an API error (doubles, with jitter)."));
+    r.push_back(number("api-backoff-max-ms", "MS", &Options::api_backoff_max_ms, 1, 600000,
+        "largest retry delay after API errors", "Largest retry delay; not below the initial one."));
+    r.push_back(text("node-name", "NAME", &Options::node_name,
+        "this node's name, for internal/externalTrafficPolicy Local",
+        "This node, for internal/externalTrafficPolicy Local."));
+    r.push_back(text("node-zone", "ZONE", &Options::node_zone,
+        "this node's topology zone, for EndpointSlice zone hints",
+        "This node's zone, for EndpointSlice topology hints."));
+    r.push_back(addr_list("node-ips", &Options::node_ips,
+        "comma-separated IPv4 addresses NodePort services are served on",
+        "IPv4 addresses NodePort services are served on."));
+    r.push_back(text("service-proxy-name", "NAME", &Options::service_proxy_name,
+        "serve only services labelled service.kubernetes.io/service-proxy-name=NAME",
+        "Serve only services labelled `service.kubernetes.io/service-proxy-name=NAME`."));
+    return r;
+  }();
+  return rows;
+}
+
+// What --help and the docs show as the default.
+std::string default_text(const Setting& s) {
+  if (s.default_text) return s.default_text;
+  const std::string v = s.show ? s.show(Options{}) : "";
+  return v.empty() ? "none" : v;
+}
+
+SettingDoc doc_of(const Setting& s) {
+  SettingDoc d;
+  d.name = s.name;
+  d.kind = s.kind;
+  d.arg = s.arg ? s.arg : "";
+  d.min = s.min;
+  d.max = s.max;
+  d.choices = s.choices;
+  d.default_value = s.show ? s.show(Options{}) : "";
+  d.default_shown = default_text(s);
+  d.help = s.help;
+  d.meaning = s.meaning;
+  d.in_file = s.in_file;
+  if (s.value_doc) {
+    d.value = s.value_doc;
+  } else if (s.kind == Kind::kNumber) {
+    d.value = std::to_string(s.min) + ".." + std::to_string(s.max);
+    if (d.arg == "SECONDS") d.value += " s";
+  } else if (s.kind == Kind::kChoice) {
+    for (const auto& c : s.choices) d.value += (d.value.empty() ? "`" : " \\| `") + c + "`";
+  } else if (s.kind == Kind::kBool) {
+    d.value = "`true` \\| `false`";
+  } else if (s.kind == Kind::kSwitch) {
+    d.value = "switch (`true`/`false` in the file)";
+  } else {
+    d.value = d.arg;
+  }
+  return d;
+}
+
+void print_help(std::ostream& out) {
+  out << "Usage: vipd --manifests-dir DIR [--config FILE] [OPTIONS]\n"
+      << "vipd: Kubernetes service proxy and L4 load balancer (dpdk | iptables | nftables | ipvs).\n"
+      << "Options (all but --help, --version and --config may also be set in the\n"
+      << "--config file as 'name = value'; the command line wins, ports add up):\n";
+  for (const auto& s : settings()) {
+    std::string left = std::string("  --") + s.name;
+    if (s.arg) left += std::string(" ") + s.arg;
+    out << std::left << std::setw(32) << left << " " << s.help;
+    if (s.kind == Kind::kNumber) out << " (" << s.min << ".." << s.max << ")";
+    if (s.kind == Kind::kChoice) out << ": " << join(s.choices, " | ");
+    const std::string def = default_text(s);
+    if (!def.empty()) out << " (default: " << def << ")";
+    out << "\n";
+  }
+  out << "Exit status 2 on a configuration error. See docs/configuration.md.\n";
+}
+
 }  // namespace
 
 const char* mode_name(Mode m) {
@@ -332,9 +715,34 @@ const char* forward_method_name(ForwardMethod f) {
   return f == ForwardMethod::kNat ? "nat" : "fnat";
 }
 
+std::vector<SettingDoc> setting_docs() {
+  std::vector<SettingDoc> out;
+  for (const auto& s : settings()) out.push_back(doc_of(s));
+  return out;
+}
+
+std::string setting_value(const Options& o, const std::string& name) {
+  for (const auto& s : settings())
+    if (s.name == name) return s.show ? s.show(o) : "";
+  return "";
+}
+
+std::string option_table_markdown() {
+  std::string out = "| Option | Value | Default | Meaning |\n|---|---|---|---|\n";
+  for (const auto& s : settings()) {
+    const SettingDoc d = doc_of(s);
+    std::string def = d.default_shown;
+    const bool plain = s.default_text || def == "none" || s.kind == Kind::kNumber || s.kind == Kind::kBool ||
+                       s.kind == Kind::kSwitch;
+    if (!plain) def = "`" + def + "`";
+    out += "| `--" + d.name + "` | " + d.value + " | " + def + " | " + d.meaning + " |\n";
+  }
+  return out;
+}
+
 std::optional<Options> parse(int argc, const char* const argv[], std::ostream& out) {
   po::options_description cmd_desc, file_desc;
-  for (const auto& s : kSpecs) {
+  for (const auto& s : settings()) {
     const bool is_switch = s.arg == nullptr;
     const std::string name = s.name;
     if (name == "help" || name == "version") {
@@ -393,141 +801,35 @@ std::optional<Options> parse(int argc, const char* const argv[], std::ostream& o
     return vm[name].as<std::string>();
   };
 
-  if (auto v = get("mode")) {
-    const std::string m = trim(*v);
-    if (m == "dpdk") o.mode = Mode::kDpdk;
-    else if (m == "iptables") o.mode = Mode::kIptables;
-    else if (m == "ipvs") o.mode = Mode::kIpvs;
-    else if (m == "nftables") o.mode = Mode::kNftables;
-    else fail("mode", *v, "expected dpdk, iptables, nftables or ipvs");
-  }
-  if (auto v = get("dry-run")) o.dry_run = parse_bool("dry-run", *v);
-  if (auto v = get("ipvs-interface")) {
-    const std::string n = trim(*v);
-    const bool ok = !n.empty() && n.size() <= 15 && std::all_of(n.begin(), n.end(), [](char c) {
-      return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
-    });
-    if (!ok) fail("ipvs-interface", *v, "expected an interface name of 1..15 characters [A-Za-z0-9_.-]");
-    o.ipvs_interface = n;
-  }
-  if (auto v = get("eal-args")) o.eal_args = split_ws(*v);
-  if (vm.count("port")) {
-    std::set<std::string> devices;
-    for (const auto& s : vm["port"].as<std::vector<std::string>>()) {
-      PortConfig p = parse_port(s);
-      if (!devices.insert(p.device).second) fail("port", s, "device " + p.device + " is given twice");
-      o.ports.push_back(std::move(p));
+  // Every option given, in table order: parsed, checked and stored by its row.
+  for (const auto& s : settings()) {
+    if (!s.set || !vm.count(s.name)) continue;
+    if (s.composing) {
+      for (const auto& v : vm[s.name].as<std::vector<std::string>>()) s.set(o, v);
+    } else {
+      s.set(o, vm[s.name].as<std::string>());
     }
   }
-  if (auto v = get("main-lcore")) o.main_lcore = parse_number("main-lcore", *v, 0, kMaxLcore);
-  if (auto v = get("worker-lcores")) o.worker_lcores = parse_lcores("worker-lcores", *v);
-  for (unsigned c : o.worker_lcores)
-    if (c == o.main_lcore)
+
+  // Cross-option checks.
+  for (unsigned c : o.dataplane.worker_lcores)
+    if (c == o.dataplane.main_lcore)
       fail("worker-lcores", get("worker-lcores").value_or("1"),
            "lcore " + std::to_string(c) + " is also the main lcore (--main-lcore)");
-  if (auto v = get("forward-method")) {
-    const std::string f = trim(*v);
-    if (f == "fnat") o.forward_method = ForwardMethod::kFnat;
-    else if (f == "nat") o.forward_method = ForwardMethod::kNat;
-    else fail("forward-method", *v, "expected fnat or nat");
-  }
-  if (auto v = get("fnat-local-addrs")) o.fnat_local_addrs = parse_addr_list("fnat-local-addrs", *v);
-  if (auto v = get("manifests-dir")) o.manifests_dir = trim(*v);
-  if (auto v = get("admin-socket")) {
-    if (trim(*v).empty()) fail("admin-socket", *v, "must not be empty");
-    o.admin_socket = trim(*v);
-  }
-  // HOST:PORT, or "" / "off" to switch the endpoint off.
-  auto listen_address = [&](const char* name, std::string* out) {
-    if (auto v = get(name)) {
-      const std::string a = trim(*v);
-      if (a.empty() || a == "off") {
-        out->clear();
-      } else {
-        check_host_port(name, a);
-        *out = a;
-      }
-    }
-  };
-  listen_address("metrics-address", &o.metrics_address);
-  listen_address("health-address", &o.health_address);
-  if (auto v = get("metrics-per-backend")) o.metrics_per_backend = parse_bool("metrics-per-backend", *v);
-  if (auto v = get("metrics-max-backend-series"))
-    o.metrics_max_backend_series = parse_number("metrics-max-backend-series", *v, 0, 10000000);
-  if (auto v = get("metrics-max-service-series"))
-    o.metrics_max_service_series = parse_number("metrics-max-service-series", *v, 0, 10000000);
   if (!o.metrics_address.empty() && o.metrics_address == o.health_address)
     fail("health-address", o.health_address, "is also the --metrics-address");
-  if (auto v = get("user")) {
-    o.user = trim(*v);
-    if (o.user.empty()) fail("user", *v, "must not be empty (leave --user out to keep root)");
-  }
-  if (auto v = get("log-level")) {
-    const std::string l = trim(*v);
-    if (l == "debug") o.log_level = LogLevel::kDebug;
-    else if (l == "info") o.log_level = LogLevel::kInfo;
-    else if (l == "warn") o.log_level = LogLevel::kWarn;
-    else if (l == "error") o.log_level = LogLevel::kError;
-    else fail("log-level", *v, "expected debug, info, warn or error");
-  }
-  if (auto v = get("scheduler")) {
-    const std::string s = trim(*v);
-    static const char* const kScheds[] = {"rr", "wrr", "lc", "wlc", "sed", "nq", "sh", "dh", "lblc", "lblcr", "mh"};
-    bool known = false;
-    for (const char* k : kScheds) known = known || s == k;
-    if (!known) fail("scheduler", *v, "expected one of rr, wrr, lc, wlc, sed, nq, sh, dh, lblc, lblcr, mh");
-    o.default_scheduler = s;
-  }
-  if (auto v = get("mh-table-size")) {
-    o.mh_table_size = parse_number("mh-table-size", *v, 251, 1000003);
-    bool prime = o.mh_table_size > 1;
-    for (uint64_t d = 2; prime && d * d <= o.mh_table_size; ++d) prime = o.mh_table_size % d != 0;
-    if (!prime) fail("mh-table-size", *v, "must be a prime number (e.g. 251, 4093, 65537)");
-  }
-  if (auto v = get("expire-quiescent-template"))
-    o.expire_quiescent_template = parse_bool("expire-quiescent-template", *v);
-  if (auto v = get("conn-table-size")) o.conn_table_size = parse_number("conn-table-size", *v, 1024, 67108864);
-  if (auto v = get("tcp-timeout")) o.tcp_established_timeout_s = parse_number("tcp-timeout", *v, 1, 604800);
-  if (auto v = get("tcp-fin-timeout")) o.tcp_fin_timeout_s = parse_number("tcp-fin-timeout", *v, 1, 86400);
-  if (auto v = get("udp-timeout")) o.udp_timeout_s = parse_number("udp-timeout", *v, 1, 86400);
-  if (auto v = get("neighbor-timeout")) o.neighbor_timeout_s = parse_number("neighbor-timeout", *v, 1, 86400);
-  if (auto v = get("mbufs")) o.mbuf_count = parse_number("mbufs", *v, 511, 16777215);
-  if (auto v = get("sync-min-interval-ms")) o.sync_min_interval_ms = parse_number("sync-min-interval-ms", *v, 0, 60000);
-  if (auto v = get("sync-full-resync-s")) o.sync_full_resync_s = parse_number("sync-full-resync-s", *v, 0, 86400);
-  if (auto v = get("sync-retry-max-ms")) o.sync_retry_max_ms = parse_number("sync-retry-max-ms", *v, 1000, 600000);
-  if (auto v = get("worker-idle-sleep-us")) o.worker_idle_sleep_us = parse_number("worker-idle-sleep-us", *v, 0, 100000);
-  if (auto v = get("kubeconfig")) {
-    o.kubeconfig = trim(*v);
-    if (o.kubeconfig.empty()) fail("kubeconfig", *v, "must not be empty");
-    std::error_code kec;
-    if (!std::filesystem::is_regular_file(o.kubeconfig, kec)) fail("kubeconfig", *v, "no such file");
-  }
-  if (auto v = get("in-cluster")) o.in_cluster = parse_bool("in-cluster", *v);
   if (!o.kubeconfig.empty() && o.in_cluster)
     fail("in-cluster", "true", "conflicts with --kubeconfig (choose one)");
   const bool kube_given = !o.kubeconfig.empty() || o.in_cluster;
-  o.source = kube_given ? SourceKind::kKubernetes : SourceKind::kManifests;
   if (auto v = get("source")) {
-    const std::string src = trim(*v);
-    if (src == "manifests") o.source = SourceKind::kManifests;
-    else if (src == "kubernetes") o.source = SourceKind::kKubernetes;
-    else fail("source", *v, "expected manifests or kubernetes");
     if (o.source == SourceKind::kManifests && kube_given)
       fail("source", *v, "--kubeconfig/--in-cluster need --source kubernetes");
+  } else {
+    o.source = kube_given ? SourceKind::kKubernetes : SourceKind::kManifests;
   }
-  if (auto v = get("api-allow-insecure-token"))
-    o.api_allow_insecure_token = parse_bool("api-allow-insecure-token", *v);
-  if (auto v = get("api-qps")) o.api_qps = parse_number("api-qps", *v, 1, 1000);
-  if (auto v = get("api-backoff-initial-ms")) o.api_backoff_initial_ms = parse_number("api-backoff-initial-ms", *v, 1, 60000);
-  if (auto v = get("api-backoff-max-ms")) o.api_backoff_max_ms = parse_number("api-backoff-max-ms", *v, 1, 600000);
   if (o.api_backoff_max_ms < o.api_backoff_initial_ms)
     fail("api-backoff-max-ms", std::to_string(o.api_backoff_max_ms), "must not be below --api-backoff-initial-ms");
-  if (auto v = get("node-name")) o.node_name = trim(*v);
-  if (auto v = get("node-zone")) o.node_zone = trim(*v);
-  if (auto v = get("node-ips")) o.node_ips = parse_addr_list("node-ips", *v);
-  if (auto v = get("service-proxy-name")) o.service_proxy_name = trim(*v);
 
-  // Cross-option checks.
   std::error_code ec;
   if (o.source == SourceKind::kKubernetes) {
     // --manifests-dir (e.g. from a shared config file) is not used.

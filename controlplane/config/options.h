@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "model/dataplane_settings.h"
+
 namespace vipd::config {
 
 enum class Mode { kDpdk, kIptables, kIpvs, kNftables };
@@ -32,10 +34,7 @@ struct Options {
   Mode mode = Mode::kDpdk;                // --mode
   bool dry_run = false;                   // --dry-run
   std::string ipvs_interface = "vipd-ipvs0";  // --ipvs-interface (ipvs mode's dummy interface)
-  std::vector<std::string> eal_args;      // --eal-args (split on whitespace)
   std::vector<PortConfig> ports;          // --port (repeatable)
-  unsigned main_lcore = 0;                // --main-lcore
-  std::vector<unsigned> worker_lcores{1}; // --worker-lcores "1,2" or "1-3"
   ForwardMethod forward_method = ForwardMethod::kFnat;  // --forward-method fnat|nat
   std::vector<uint32_t> fnat_local_addrs;  // --fnat-local-addrs "a,b,c" (required for fnat)
   std::string manifests_dir;               // --manifests-dir
@@ -47,17 +46,10 @@ struct Options {
   uint32_t metrics_max_service_series = 10000;          // --metrics-max-service-series
   LogLevel log_level = LogLevel::kInfo;                 // --log-level
   std::string user;  // --user (dpdk mode: every thread switches to this user after start; "" = keep root)
-  std::string default_scheduler = "rr";                 // --scheduler rr|wrr
-  uint32_t conn_table_size = 262144;  // --conn-table-size (per worker, entries)
-  uint32_t tcp_established_timeout_s = 900;  // --tcp-timeout
-  uint32_t tcp_fin_timeout_s = 120;          // --tcp-fin-timeout
-  uint32_t udp_timeout_s = 300;              // --udp-timeout
-  uint32_t neighbor_timeout_s = 60;          // --neighbor-timeout (ARP entry reachable time)
-  uint32_t mbuf_count = 8191;                // --mbufs (mempool size)
+  std::string default_scheduler = "rr";                 // --scheduler rr|wrr|...
   uint32_t sync_min_interval_ms = 0;         // --sync-min-interval-ms (coalescing)
   uint32_t sync_full_resync_s = 300;         // --sync-full-resync-s (0 = off)
   uint32_t sync_retry_max_ms = 30000;        // --sync-retry-max-ms (backoff cap after apply errors)
-  uint32_t worker_idle_sleep_us = 0;         // --worker-idle-sleep-us (0 = busy poll)
   // Desired-state source (docs/kubernetes.md).
   SourceKind source = SourceKind::kManifests;  // --source; kubernetes when --kubeconfig/--in-cluster given
   std::string kubeconfig;                   // --kubeconfig (""= $KUBECONFIG or ~/.kube/config)
@@ -70,9 +62,38 @@ struct Options {
   std::string node_zone;                    // --node-zone (topology hints)
   std::vector<uint32_t> node_ips;           // --node-ips (NodePort addresses)
   std::string service_proxy_name;           // --service-proxy-name
-  uint32_t mh_table_size = 65537;            // --mh-table-size (prime)
-  bool expire_quiescent_template = true;     // --expire-quiescent-template
+  // The dpdk dataplane's settings (--eal-args, --main-lcore, --worker-lcores,
+  // --conn-table-size, the timeouts, --mbufs, ...), handed to the dataplane as
+  // they are (dp::DataplaneConfig is built on them).
+  DataplaneSettings dataplane;
 };
+
+// One row of the option table (controlplane/config/options.cc), as the
+// documentation and the tests see it. --help, docs/configuration.md's option
+// table and the range checks all come from these rows.
+struct SettingDoc {
+  enum class Kind { kSwitch, kBool, kNumber, kChoice, kText };
+  std::string name;           // without the dashes
+  Kind kind = Kind::kText;
+  std::string arg;            // placeholder in --help ("" for a switch)
+  uint64_t min = 0, max = 0;  // kNumber: the accepted range, both ends included
+  std::vector<std::string> choices;  // kChoice: the accepted values
+  std::string value;          // docs' Value column (Markdown)
+  std::string default_value;  // the default Options' value as text ("" when empty)
+  std::string default_shown;  // the default as --help and the docs show it ("none", ...)
+  std::string help;           // the one line of --help (without the default)
+  std::string meaning;        // docs' Meaning column (Markdown)
+  bool in_file = true;        // may be set in the configuration file
+};
+
+// Every option, in --help order.
+std::vector<SettingDoc> setting_docs();
+// The option table of docs/configuration.md (Markdown, one row per option).
+std::string option_table_markdown();
+// The value of option NAME (without the dashes) in `o`, as --help shows a
+// default ("" when empty or NAME is unknown): what the option's row reads from
+// its field.
+std::string setting_value(const Options& o, const std::string& name);
 
 // A configuration error: `what()` is one line naming the option and the problem,
 // e.g. "config: --port 'foo': expected DEVICE IP/PREFIX [via GATEWAY]".

@@ -70,7 +70,6 @@ class Path {
 std::string in_quotes(std::string_view s);  // 'text', made printable
 uint16_t port_number(int64_t v, const Path& path);
 void check_protocol(const std::string& p, const Path& path);
-bool is_ipv6(const std::string& s);
 void check_ip(const std::string& ip, const Path& path);
 void check_cluster_ip(const std::string& ip, const Path& path);
 // Throws when `problem` (from a *_problem rule) is not empty.

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "model/dataplane_settings.h"
 #include "model/service_table.h"
 
 namespace vipd::dp {
@@ -22,27 +23,13 @@ struct PortSpec {
   uint32_t gateway = 0;  // 0 = none
 };
 
-struct DataplaneConfig {
+// What the dataplane is started with: the settings (model/dataplane_settings.h,
+// parsed from the options as they are) plus the ports and addresses.
+struct DataplaneConfig : DataplaneSettings {
   std::string program = "vipd";
-  std::vector<std::string> eal_args;
   std::vector<PortSpec> ports;
-  unsigned main_lcore = 0;
-  std::vector<unsigned> worker_lcores{1};
   bool fnat = true;
   std::vector<uint32_t> local_addrs;
-  uint32_t conn_table_size = 262144;  // per worker
-  uint32_t max_services = 65536;
-  uint32_t max_dests = 262144;
-  uint32_t tcp_established_timeout_s = 900;
-  uint32_t tcp_fin_timeout_s = 120;
-  uint32_t udp_timeout_s = 300;
-  uint32_t neighbor_timeout_s = 60;
-  uint32_t mbuf_count = 8191;
-  uint32_t idle_sleep_us = 0;
-  uint32_t mh_table_size = 65537;         // Maglev lookup table size (a prime)
-  bool expire_quiescent_template = true;  // weight-0 destinations lose their templates
-  uint32_t template_table_size = 0;       // per worker; 0 = conn_table_size / 4
-  uint16_t rx_desc = 1024, tx_desc = 1024;
 };
 
 struct WorkerSnapshot {

@@ -70,11 +70,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     const auto o = vipd::config::parse(static_cast<int>(args.size()), argv.data(), out);
     if (!o) return 0;  // --help / --version
-    if (o->worker_lcores.empty()) fail("no worker lcores");
+    if (o->dataplane.worker_lcores.empty()) fail("no worker lcores");
     for (const auto& p : o->ports)
       if (p.prefix_len < 1 || p.prefix_len > 32 || p.device.empty()) fail("port out of range: " + p.device);
-    if (o->mh_table_size < 251) fail("mh table size below its minimum");
-    if (o->conn_table_size < 1024) fail("conn table size below its minimum");
+    // Every whole number within its row's range (controlplane/config/options.cc).
+    static const auto rows = vipd::config::setting_docs();
+    for (const auto& s : rows) {
+      if (s.kind != vipd::config::SettingDoc::Kind::kNumber) continue;
+      const uint64_t v = std::stoull(vipd::config::setting_value(*o, s.name));
+      if (v < s.min || v > s.max) fail("--" + s.name + " " + std::to_string(v) + " outside its range");
+    }
   } catch (const vipd::config::ConfigError& e) {
     if (std::string(e.what()).find('\n') != std::string::npos) fail(std::string("multi-line error: ") + e.what());
   }

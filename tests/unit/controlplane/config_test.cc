@@ -56,22 +56,22 @@ TEST_F(ConfigTest, DefaultsMatchTheStruct) {
   EXPECT_TRUE(o.dry_run);
   EXPECT_EQ(o.manifests_dir, dir_.path());
   EXPECT_TRUE(o.ports.empty());
-  EXPECT_TRUE(o.eal_args.empty());
-  EXPECT_EQ(o.main_lcore, 0u);
-  EXPECT_EQ(o.worker_lcores, std::vector<unsigned>{1});
+  EXPECT_TRUE(o.dataplane.eal_args.empty());
+  EXPECT_EQ(o.dataplane.main_lcore, 0u);
+  EXPECT_EQ(o.dataplane.worker_lcores, std::vector<unsigned>{1});
   EXPECT_EQ(o.forward_method, ForwardMethod::kFnat);
   EXPECT_EQ(o.admin_socket, "/run/vipd/admin.sock");
   EXPECT_EQ(o.metrics_address, "127.0.0.1:10249");
   EXPECT_EQ(o.log_level, LogLevel::kInfo);
   EXPECT_EQ(o.default_scheduler, "rr");
-  EXPECT_EQ(o.conn_table_size, d.conn_table_size);
-  EXPECT_EQ(o.tcp_established_timeout_s, 900u);
-  EXPECT_EQ(o.tcp_fin_timeout_s, 120u);
-  EXPECT_EQ(o.udp_timeout_s, 300u);
-  EXPECT_EQ(o.neighbor_timeout_s, 60u);
-  EXPECT_EQ(o.mbuf_count, 8191u);
+  EXPECT_EQ(o.dataplane.conn_table_size, d.dataplane.conn_table_size);
+  EXPECT_EQ(o.dataplane.tcp_established_timeout_s, 900u);
+  EXPECT_EQ(o.dataplane.tcp_fin_timeout_s, 120u);
+  EXPECT_EQ(o.dataplane.udp_timeout_s, 300u);
+  EXPECT_EQ(o.dataplane.neighbor_timeout_s, 60u);
+  EXPECT_EQ(o.dataplane.mbuf_count, 8191u);
   EXPECT_EQ(o.sync_min_interval_ms, 0u);
-  EXPECT_EQ(o.worker_idle_sleep_us, 0u);
+  EXPECT_EQ(o.dataplane.idle_sleep_us, 0u);
   EXPECT_EQ(o.user, "");  // keep root unless asked
 }
 
@@ -215,7 +215,7 @@ TEST_F(ConfigTest, CommandLineOverridesFile) {
   const Options o = ok({"--config", f, "--mode", "ipvs", "--udp-timeout", "45"});
   EXPECT_EQ(o.config_file, f);
   EXPECT_EQ(o.mode, Mode::kIpvs);
-  EXPECT_EQ(o.udp_timeout_s, 45u);
+  EXPECT_EQ(o.dataplane.udp_timeout_s, 45u);
   EXPECT_EQ(o.log_level, LogLevel::kDebug);
   EXPECT_EQ(o.default_scheduler, "wrr");
 }
@@ -234,27 +234,27 @@ TEST_F(ConfigTest, FileCanSetEverything) {
   const auto o = run({"--config", f});
   ASSERT_TRUE(o.has_value());
   EXPECT_FALSE(o->dry_run);
-  EXPECT_EQ(o->eal_args, (std::vector<std::string>{"--no-pci", "--vdev", "net_null0"}));
-  EXPECT_EQ(o->main_lcore, 2u);
-  EXPECT_EQ(o->worker_lcores, (std::vector<unsigned>{3, 4, 6}));
+  EXPECT_EQ(o->dataplane.eal_args, (std::vector<std::string>{"--no-pci", "--vdev", "net_null0"}));
+  EXPECT_EQ(o->dataplane.main_lcore, 2u);
+  EXPECT_EQ(o->dataplane.worker_lcores, (std::vector<unsigned>{3, 4, 6}));
   EXPECT_EQ(o->fnat_local_addrs.size(), 2u);
   EXPECT_EQ(o->admin_socket, "/tmp/a.sock");
   EXPECT_EQ(o->metrics_address, "0.0.0.0:9100");
   EXPECT_EQ(o->log_level, LogLevel::kWarn);
-  EXPECT_EQ(o->conn_table_size, 1024u);
-  EXPECT_EQ(o->tcp_established_timeout_s, 60u);
-  EXPECT_EQ(o->tcp_fin_timeout_s, 5u);
-  EXPECT_EQ(o->udp_timeout_s, 7u);
-  EXPECT_EQ(o->neighbor_timeout_s, 9u);
-  EXPECT_EQ(o->mbuf_count, 511u);
+  EXPECT_EQ(o->dataplane.conn_table_size, 1024u);
+  EXPECT_EQ(o->dataplane.tcp_established_timeout_s, 60u);
+  EXPECT_EQ(o->dataplane.tcp_fin_timeout_s, 5u);
+  EXPECT_EQ(o->dataplane.udp_timeout_s, 7u);
+  EXPECT_EQ(o->dataplane.neighbor_timeout_s, 9u);
+  EXPECT_EQ(o->dataplane.mbuf_count, 511u);
   EXPECT_EQ(o->sync_min_interval_ms, 250u);
-  EXPECT_EQ(o->worker_idle_sleep_us, 50u);
+  EXPECT_EQ(o->dataplane.idle_sleep_us, 50u);
 }
 
 TEST_F(ConfigTest, LcoreLists) {
-  EXPECT_EQ(ok({"--worker-lcores", "1,2"}).worker_lcores, (std::vector<unsigned>{1, 2}));
-  EXPECT_EQ(ok({"--worker-lcores", "1-3"}).worker_lcores, (std::vector<unsigned>{1, 2, 3}));
-  EXPECT_EQ(ok({"--worker-lcores", "1-2,5,7-8"}).worker_lcores, (std::vector<unsigned>{1, 2, 5, 7, 8}));
+  EXPECT_EQ(ok({"--worker-lcores", "1,2"}).dataplane.worker_lcores, (std::vector<unsigned>{1, 2}));
+  EXPECT_EQ(ok({"--worker-lcores", "1-3"}).dataplane.worker_lcores, (std::vector<unsigned>{1, 2, 3}));
+  EXPECT_EQ(ok({"--worker-lcores", "1-2,5,7-8"}).dataplane.worker_lcores, (std::vector<unsigned>{1, 2, 5, 7, 8}));
   const std::string syntax = "expected a list like 1,2 or 1-3 or 1-3,6";
   EXPECT_EQ(error({"--worker-lcores", "a"}), "config: --worker-lcores 'a': " + syntax);
   EXPECT_EQ(error({"--worker-lcores", "1,,2"}), "config: --worker-lcores '1,,2': " + syntax);
@@ -333,6 +333,87 @@ TEST_F(ConfigTest, NumbersOutOfRange) {
             "config: --worker-idle-sleep-us '100001': must be between 0 and 100000");
 }
 
+// Every whole-number option, from the option table: one past each end of its
+// range is refused, on the command line and in the file, with the option, the
+// value and the range named; both ends are accepted.
+TEST_F(ConfigTest, EveryNumberRefusesValuesOutsideItsRange) {
+  int numbers = 0;
+  for (const SettingDoc& s : setting_docs()) {
+    if (s.kind != SettingDoc::Kind::kNumber) continue;
+    ++numbers;
+    const std::string opt = "--" + s.name;
+    const std::string range = "must be between " + std::to_string(s.min) + " and " + std::to_string(s.max);
+    std::vector<std::string> outside{std::to_string(s.max + 1)};
+    if (s.min > 0) outside.push_back(std::to_string(s.min - 1));
+    for (const std::string& v : outside) {
+      EXPECT_EQ(error({opt, v}), "config: " + opt + " '" + v + "': " + range);
+      const std::string f = dir_.write("range.conf", s.name + " = " + v + "\n");
+      EXPECT_EQ(error({"--config", f}), "config: " + opt + " '" + v + "': " + range);
+    }
+    // The ends, with what other options must then allow (the backoff pair).
+    for (uint64_t v : {s.min, s.max}) {
+      std::vector<std::string> args{opt, std::to_string(v)};
+      if (s.name == "api-backoff-initial-ms") args.insert(args.end(), {"--api-backoff-max-ms", "600000"});
+      if (s.name == "api-backoff-max-ms") args.insert(args.end(), {"--api-backoff-initial-ms", "1"});
+      EXPECT_EQ(error(args), "no error") << opt << " " << v;
+    }
+  }
+  EXPECT_GE(numbers, 15);
+}
+
+// Every row sets its own field: a value other than the default, given on the
+// command line, is what the row then reads back (numbers: the end of the range
+// away from the default; choices: each one; booleans: the other one), and no
+// other row reads a changed value.
+TEST_F(ConfigTest, EveryRowSetsItsField) {
+  const Options defaults;
+  const Options base = ok({});
+  int checked = 0;
+  for (const SettingDoc& s : setting_docs()) {
+    std::vector<std::string> values;
+    if (s.kind == SettingDoc::Kind::kNumber)
+      values.push_back(std::to_string(s.default_value == std::to_string(s.min) ? s.max : s.min));
+    if (s.kind == SettingDoc::Kind::kChoice) values = s.choices;
+    if (s.kind == SettingDoc::Kind::kBool) values.push_back(s.default_value == "true" ? "false" : "true");
+    for (const std::string& v : values) {
+      std::vector<std::string> args{"--" + s.name, v};
+      if (s.name == "api-backoff-initial-ms") args.insert(args.end(), {"--api-backoff-max-ms", "600000"});
+      if (s.name == "api-backoff-max-ms") args.insert(args.end(), {"--api-backoff-initial-ms", "1"});
+      const Options o = ok(args);
+      EXPECT_EQ(setting_value(o, s.name), v) << "--" << s.name;
+      // ... and no other row's field (two rows on one field would show here).
+      for (const SettingDoc& other : setting_docs())
+        if (other.name != s.name && !other.name.starts_with("api-backoff"))
+          EXPECT_EQ(setting_value(o, other.name), setting_value(base, other.name))
+              << "--" << s.name << " " << v << " changed --" << other.name;
+      ++checked;
+    }
+  }
+  for (const SettingDoc& s : setting_docs()) {
+    if (s.kind != SettingDoc::Kind::kSwitch || s.name == "dry-run") continue;
+    EXPECT_EQ(setting_value(ok({"--" + s.name}), s.name), "true") << "--" << s.name;
+    EXPECT_EQ(setting_value(defaults, s.name), "false") << "--" << s.name;
+    ++checked;
+  }
+  EXPECT_GE(checked, 40);
+}
+
+// --help shows every row of the table with its default.
+TEST_F(ConfigTest, HelpShowsEveryRowAndItsDefault) {
+  run({"--help"});
+  const std::string h = out_.str();
+  for (const SettingDoc& s : setting_docs()) {
+    const std::string left = "  --" + s.name + (s.arg.empty() ? "" : " " + s.arg);
+    const auto at = h.find(left + " ");
+    ASSERT_NE(at, std::string::npos) << left;
+    const std::string line = h.substr(at, h.find('\n', at) - at);
+    EXPECT_THAT(line, HasSubstr(s.help)) << s.name;
+    if (!s.default_shown.empty()) {
+      EXPECT_THAT(line, HasSubstr("(default: " + s.default_shown + ")")) << s.name;
+    }
+  }
+}
+
 TEST_F(ConfigTest, UserIsDpdkModeOnly) {
   EXPECT_EQ(ok({"--user", "vipd"}).user, "vipd");
   EXPECT_EQ(ok({"--user", " vipd "}).user, "vipd");
@@ -352,11 +433,11 @@ TEST_F(ConfigTest, OtherValues) {
   EXPECT_EQ(ok({"--scheduler", "wlc"}).default_scheduler, "wlc");
   EXPECT_EQ(error({"--scheduler", "fifo"}),
             "config: --scheduler 'fifo': expected one of rr, wrr, lc, wlc, sed, nq, sh, dh, lblc, lblcr, mh");
-  EXPECT_EQ(ok({"--mh-table-size", "251"}).mh_table_size, 251u);
+  EXPECT_EQ(ok({"--mh-table-size", "251"}).dataplane.mh_table_size, 251u);
   EXPECT_EQ(error({"--mh-table-size", "65536"}),
             "config: --mh-table-size '65536': must be a prime number (e.g. 251, 4093, 65537)");
-  EXPECT_FALSE(ok({"--expire-quiescent-template", "false"}).expire_quiescent_template);
-  EXPECT_TRUE(ok({}).expire_quiescent_template);
+  EXPECT_FALSE(ok({"--expire-quiescent-template", "false"}).dataplane.expire_quiescent_template);
+  EXPECT_TRUE(ok({}).dataplane.expire_quiescent_template);
   EXPECT_EQ(error({"--metrics-address", "localhost"}),
             "config: --metrics-address 'localhost': expected HOST:PORT with an IPv4 host");
   EXPECT_EQ(error({"--metrics-address", "localhost:80"}),
@@ -402,17 +483,17 @@ TEST_F(ConfigTest, ExampleFileCoversEveryOptionAndParses) {
       uncommented += line.substr(1) + "\n";
     }
   }
-  for (const char* name : {"mode", "dry-run", "eal-args", "port", "main-lcore", "worker-lcores",
-                           "forward-method", "fnat-local-addrs", "manifests-dir", "admin-socket",
-                           "metrics-address", "log-level", "scheduler", "conn-table-size", "tcp-timeout",
-                           "tcp-fin-timeout", "udp-timeout", "neighbor-timeout", "mbufs",
-                           "sync-min-interval-ms", "worker-idle-sleep-us", "user"})
-    EXPECT_TRUE(names.count(name)) << name << " missing from config/vipd.conf.example";
+  // Every option the file may set, from the option table ("# name = value",
+  // with a space, is shown but not uncommented here: kubeconfig must exist).
+  for (const SettingDoc& s : setting_docs())
+    if (s.in_file)
+      EXPECT_TRUE(names.count(s.name) || example.find("\n# " + s.name + " = ") != std::string::npos)
+          << s.name << " missing from config/vipd.conf.example";
   const std::string f = dir_.write("all.conf", uncommented);
   const auto o = run({"--config", f});
   ASSERT_TRUE(o.has_value());
   EXPECT_EQ(o->ports.size(), 2u);
-  EXPECT_EQ(o->conn_table_size, Options{}.conn_table_size);
+  EXPECT_EQ(o->dataplane.conn_table_size, Options{}.dataplane.conn_table_size);
 }
 
 TEST_F(ConfigTest, MetricsAndHealthOptions) {

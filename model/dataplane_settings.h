@@ -1,0 +1,36 @@
+// Thread: control (set once before the dataplane starts, then read-only).
+// The DPDK dataplane's tunables with their defaults: the one place they are
+// written. The configuration (controlplane/config/options.h, Options.dataplane)
+// parses the options into this struct, the dataplane's configuration
+// (dataplane/runtime/dataplane.h, DataplaneConfig) is built on it, and the
+// benchmarks take their defaults from it. Ranges and help texts are in the
+// option table (controlplane/config/options.cc).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace vipd {
+
+struct DataplaneSettings {
+  std::vector<std::string> eal_args;          // --eal-args (split on whitespace)
+  unsigned main_lcore = 0;                    // --main-lcore
+  std::vector<unsigned> worker_lcores{1};     // --worker-lcores "1,2" or "1-3"
+  uint32_t conn_table_size = 262144;          // --conn-table-size (per worker, entries)
+  uint32_t tcp_established_timeout_s = 900;   // --tcp-timeout
+  uint32_t tcp_fin_timeout_s = 120;           // --tcp-fin-timeout
+  uint32_t udp_timeout_s = 300;               // --udp-timeout
+  uint32_t neighbor_timeout_s = 60;           // --neighbor-timeout (ARP entry reachable time)
+  uint32_t mbuf_count = 8191;                 // --mbufs (mempool size)
+  uint32_t idle_sleep_us = 0;                 // --worker-idle-sleep-us (0 = busy poll)
+  uint32_t mh_table_size = 65537;             // --mh-table-size (Maglev lookup table, a prime)
+  bool expire_quiescent_template = true;      // --expire-quiescent-template
+  // Not options (fixed sizes; the benchmarks change them).
+  uint32_t max_services = 65536;
+  uint32_t max_dests = 262144;
+  uint32_t template_table_size = 0;           // per worker; 0 = conn_table_size / 4
+  uint16_t rx_desc = 1024, tx_desc = 1024;
+};
+
+}  // namespace vipd
