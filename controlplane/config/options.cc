@@ -328,10 +328,6 @@ const char* source_name(SourceKind s) {
   return s == SourceKind::kKubernetes ? "kubernetes" : "manifests";
 }
 
-const char* forward_method_name(ForwardMethod f) {
-  return f == ForwardMethod::kNat ? "nat" : "fnat";
-}
-
 std::optional<Options> parse(int argc, const char* const argv[], std::ostream& out) {
   po::options_description cmd_desc, file_desc;
   for (const auto& s : kSpecs) {
@@ -426,10 +422,9 @@ std::optional<Options> parse(int argc, const char* const argv[], std::ostream& o
       fail("worker-lcores", get("worker-lcores").value_or("1"),
            "lcore " + std::to_string(c) + " is also the main lcore (--main-lcore)");
   if (auto v = get("forward-method")) {
-    const std::string f = trim(*v);
-    if (f == "fnat") o.forward_method = ForwardMethod::kFnat;
-    else if (f == "nat") o.forward_method = ForwardMethod::kNat;
-    else fail("forward-method", *v, "expected fnat or nat");
+    const auto f = cp::parse_forward_method(trim(*v));
+    if (!f) fail("forward-method", *v, "expected " + cp::names<cp::ForwardMethod>(" or "));
+    o.forward_method = *f;
   }
   if (auto v = get("fnat-local-addrs")) o.fnat_local_addrs = parse_addr_list("fnat-local-addrs", *v);
   if (auto v = get("manifests-dir")) o.manifests_dir = trim(*v);
@@ -471,12 +466,9 @@ std::optional<Options> parse(int argc, const char* const argv[], std::ostream& o
     else fail("log-level", *v, "expected debug, info, warn or error");
   }
   if (auto v = get("scheduler")) {
-    const std::string s = trim(*v);
-    static const char* const kScheds[] = {"rr", "wrr", "lc", "wlc", "sed", "nq", "sh", "dh", "lblc", "lblcr", "mh"};
-    bool known = false;
-    for (const char* k : kScheds) known = known || s == k;
-    if (!known) fail("scheduler", *v, "expected one of rr, wrr, lc, wlc, sed, nq, sh, dh, lblc, lblcr, mh");
-    o.default_scheduler = s;
+    const auto s = cp::parse_scheduler(trim(*v));
+    if (!s) fail("scheduler", *v, "expected one of " + cp::names<cp::Scheduler>(", "));
+    o.default_scheduler = *s;
   }
   if (auto v = get("mh-table-size")) {
     o.mh_table_size = parse_number("mh-table-size", *v, 251, 1000003);

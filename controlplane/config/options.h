@@ -9,10 +9,12 @@
 #include <string>
 #include <vector>
 
+#include "model/kinds.h"
+
 namespace vipd::config {
 
 enum class Mode { kDpdk, kIptables, kIpvs, kNftables };
-enum class ForwardMethod { kFnat, kNat };
+using ForwardMethod = cp::ForwardMethod;  // fnat | nat
 enum class LogLevel { kDebug, kInfo, kWarn, kError };
 enum class SourceKind { kManifests, kKubernetes };
 
@@ -47,7 +49,7 @@ struct Options {
   uint32_t metrics_max_service_series = 10000;          // --metrics-max-service-series
   LogLevel log_level = LogLevel::kInfo;                 // --log-level
   std::string user;  // --user (dpdk mode: every thread switches to this user after start; "" = keep root)
-  std::string default_scheduler = "rr";                 // --scheduler rr|wrr
+  cp::Scheduler default_scheduler = cp::Scheduler::kRr;  // --scheduler
   uint32_t conn_table_size = 262144;  // --conn-table-size (per worker, entries)
   uint32_t tcp_established_timeout_s = 900;  // --tcp-timeout
   uint32_t tcp_fin_timeout_s = 120;          // --tcp-fin-timeout
@@ -86,7 +88,6 @@ class ConfigError : public std::runtime_error {
 std::optional<Options> parse(int argc, const char* const argv[], std::ostream& out);
 
 const char* mode_name(Mode m);
-const char* forward_method_name(ForwardMethod f);
 const char* source_name(SourceKind s);
 
 }  // namespace vipd::config

@@ -346,12 +346,6 @@ std::string object_id(const char* kind, const ObjectMeta& m) {
   return std::string(kind) + " " + m.namespace_ + "/" + m.name;
 }
 
-bool is_known_scheduler(const std::string& name) {
-  static const std::set<std::string> kNames = {"rr", "wrr", "lc",  "wlc", "lblc", "lblcr",
-                                               "dh", "sh",  "sed", "nq",  "mh"};
-  return kNames.count(name) > 0;
-}
-
 std::optional<Service> parse_service(const YAML::Node& n, ObjectError* error) {
   Service s;
   const bool ok = guarded("Service", n, error, [&] {
@@ -441,10 +435,10 @@ std::optional<Service> parse_service(const YAML::Node& n, ObjectError* error) {
     }
     auto sched = s.meta.annotations.find(kSchedulerAnnotation);
     if (sched != s.meta.annotations.end()) {
-      if (!is_known_scheduler(sched->second))
+      s.scheduler = parse_scheduler(sched->second);
+      if (!s.scheduler)
         throw ParseFail{std::string("annotation ") + kSchedulerAnnotation + ": " +
                         quoted(sched->second) + " is not a known scheduler"};
-      s.scheduler = sched->second;
     }
   });
   if (!ok) return std::nullopt;
