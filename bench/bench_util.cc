@@ -285,7 +285,7 @@ cp::ServiceTable make_table(uint32_t n, uint32_t b, cp::Protocol proto) {
     v.key.port = kVipPort;
     v.key.protocol = proto;
     v.name = "bench/svc-" + std::to_string(i);
-    v.scheduler = "rr";
+    v.scheduler = cp::Scheduler::kRr;
     for (uint32_t j = 0; j < b; ++j) {
       cp::RealServer r;
       r.ip = kDestBase + ep++;

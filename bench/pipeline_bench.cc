@@ -303,7 +303,8 @@ int run_pipeline(const Args& a) {
   const uint32_t backends = static_cast<uint32_t>(a.num("backends", 4));
   const std::string proto_s = a.str("proto", "tcp");
   const uint8_t proto = proto_s == "udp" ? dp::kProtoUdp : dp::kProtoTcp;
-  const bool fnat = a.str("fwd", "fnat") != "nat";
+  const auto fwd = cp::parse_forward_method(a.str("fwd", "fnat")).value_or(cp::ForwardMethod::kFnat);
+  const bool fnat = fwd == cp::ForwardMethod::kFnat;
   const std::string phases = a.str("phases", "fill,est,reply,newconn,baseline");
   auto want = [&](const char* p) { return phases.find(p) != std::string::npos; };
 
@@ -371,7 +372,7 @@ int run_pipeline(const Args& a) {
 
   Json j;
   j.str("bench", "pipeline").integer("services", services).integer("flows", flows);
-  j.integer("backends", backends).str("proto", proto_s).str("fwd", fnat ? "fnat" : "nat");
+  j.integer("backends", backends).str("proto", proto_s).str("fwd", cp::name(fwd));
   j.integer("reps", reps).integer("packets_per_rep", static_cast<int64_t>(packets));
   j.integer("hugepages", eo.hugepages ? 1 : 0).integer("valgrind", RUNNING_ON_VALGRIND ? 1 : 0);
   j.num("tsc_hz", static_cast<double>(tsc_hz()));

@@ -19,11 +19,11 @@ nlohmann::json kernel_services_json(const cp::SyncLoop& sync, const KernelMode& 
         backends.push_back({{"ip", cp::ipv4_to_string(b.ip)}, {"port", b.port}, {"weight", b.weight},
                             {"terminating", b.terminating}});
       if (mode.extra_backends) mode.extra_backends(key, svc, backends);
-      services.push_back({{"name", svc.name}, {"protocol", cp::protocol_name(key.protocol)},
+      services.push_back({{"name", svc.name}, {"protocol", cp::name(key.protocol)},
                           {"vip", cp::ipv4_to_string(key.vip)}, {"port", key.port},
                           {"scheduler", mode.scheduler(svc)},
                           {"persistence_timeout_s", svc.persistence_timeout_s},
-                          {"when_empty", cp::when_empty_name(svc.when_empty)}, {"backends", backends}});
+                          {"when_empty", cp::name(svc.when_empty)}, {"backends", backends}});
     }
   }
   return {{"generation", table ? table->generation : 0}, {"forward_method", fwd}, {"mode", mode.name},
@@ -35,7 +35,7 @@ int run_kernel_mode(const config::Options& opt, cp::Source& source, cp::Backend&
   if (::geteuid() != 0)
     log_warn("vipd: " + mode.name + " mode needs CAP_NET_ADMIN (normally root); syncs will fail until it has it");
   cp::SyncLoop sync(source, backend, so);
-  const char* fwd = config::forward_method_name(opt.forward_method);
+  const char* fwd = cp::name(opt.forward_method);
 
   KernelStatsSource stats_source(sync, source);
   cp::Observability observability(stats_source, observability_options(opt));

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/text.h"
+#include "model/kinds.h"
 
 namespace vipd::ctl {
 namespace {
@@ -157,8 +158,7 @@ std::string scalar_text(const json& v) {
 }  // namespace
 
 std::string forward_label(const std::string& method) {
-  if (method == "fnat") return "FullNat";
-  if (method == "nat") return "Masq";
+  if (const auto f = cp::parse_forward_method(method)) return *f == cp::ForwardMethod::kFnat ? "FullNat" : "Masq";
   return method;
 }
 

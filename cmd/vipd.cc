@@ -99,11 +99,11 @@ nlohmann::json services_json(const vipd::cp::SyncLoop& sync, const vipd::dp::Dat
                             {"inactive_conns", std::max<int64_t>(d.inactive, 0)},
                             {"stats", stats(d)}});
       }
-      services.push_back({{"name", svc.name}, {"protocol", vipd::cp::protocol_name(key.protocol)},
+      services.push_back({{"name", svc.name}, {"protocol", vipd::cp::name(key.protocol)},
                           {"vip", vipd::cp::ipv4_to_string(key.vip)}, {"port", key.port},
-                          {"scheduler", svc.scheduler},
+                          {"scheduler", vipd::cp::name(svc.scheduler)},
                           {"persistence_timeout_s", svc.persistence_timeout_s},
-                          {"when_empty", vipd::cp::when_empty_name(svc.when_empty)},
+                          {"when_empty", vipd::cp::name(svc.when_empty)},
                           {"stats", stats(total)}, {"backends", backends}});
     }
   }
@@ -266,7 +266,7 @@ int main(int argc, char** argv) {
 
   cp::DpdkBackend backend(*dataplane);
   cp::SyncLoop sync(source, backend, sync_options(opt));
-  const char* fwd = config::forward_method_name(opt.forward_method);
+  const char* fwd = cp::name(opt.forward_method);
 
   // Prometheus /metrics and /healthz, /livez (docs/metrics.md).
   cp::DataplaneStatsSource stats_source(*dataplane, sync);

@@ -79,7 +79,7 @@ int run_ipvs_mode(const config::Options& opt, cp::Source& source, const cp::Sync
                         ", VIPs on " + iface_name;
   mode.stopping_detail = "IPVS services, " + iface_name + " and rules left in place";
   mode.backend_json = [&backend, iface_name] { return backend_json(backend.stats(), iface_name); };
-  mode.scheduler = [](const cp::VirtualService& svc) { return svc.scheduler.empty() ? std::string("rr") : svc.scheduler; };
+  mode.scheduler = [](const cp::VirtualService& svc) { return std::string(cp::name(svc.scheduler)); };
   // Real servers being drained (weight 0 in the kernel, gone from the table)
   // are listed with "draining": true.
   mode.extra_backends = [&backend](const cp::ServiceKey& key, const cp::VirtualService& svc, nlohmann::json& backends) {

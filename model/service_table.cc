@@ -4,20 +4,9 @@
 #include <arpa/inet.h>
 
 #include <algorithm>
-#include <cctype>
 #include <nlohmann/json.hpp>
 
 namespace vipd::cp {
-
-const char* protocol_name(Protocol p) { return p == Protocol::kUdp ? "UDP" : "TCP"; }
-
-std::optional<Protocol> parse_protocol(const std::string& s) {
-  std::string u;
-  for (char c : s) u.push_back(static_cast<char>(std::toupper(static_cast<unsigned char>(c))));
-  if (u == "TCP") return Protocol::kTcp;
-  if (u == "UDP") return Protocol::kUdp;
-  return std::nullopt;
-}
 
 std::string ipv4_to_string(Ipv4 a) {
   return std::to_string(a >> 24) + "." + std::to_string((a >> 16) & 0xff) + "." +
@@ -52,10 +41,8 @@ std::optional<AddressFamily> address_family(const std::string& s) {
 
 bool is_ipv6(const std::string& s) { return address_family(s) == AddressFamily::kIpv6; }
 
-const char* when_empty_name(WhenEmpty w) { return w == WhenEmpty::kDrop ? "drop" : "reject"; }
-
 std::string to_string(const ServiceKey& k) {
-  return std::string(protocol_name(k.protocol)) + " " + ipv4_to_string(k.vip) + ":" +
+  return std::string(name(k.protocol)) + " " + ipv4_to_string(k.vip) + ":" +
          std::to_string(k.port);
 }
 
@@ -107,13 +94,13 @@ std::string to_dry_run_json(const ServiceTable& t) {
     }
     nlohmann::ordered_json s;
     s["name"] = svc.name;
-    s["protocol"] = protocol_name(key.protocol);
+    s["protocol"] = name(key.protocol);
     s["vip"] = ipv4_to_string(key.vip);
     s["port"] = key.port;
-    s["kind"] = svc.kind;
-    s["scheduler"] = svc.scheduler;
+    s["kind"] = name(svc.kind);
+    s["scheduler"] = name(svc.scheduler);
     s["persistence_timeout_s"] = svc.persistence_timeout_s;
-    s["when_empty"] = when_empty_name(svc.when_empty);
+    s["when_empty"] = name(svc.when_empty);
     if (!svc.source_ranges.empty()) s["source_ranges"] = svc.source_ranges;
     s["backends"] = std::move(backends);
     services.push_back(std::move(s));

@@ -10,12 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "model/kinds.h"
+
 namespace vipd::cp {
-
-enum class Protocol : uint8_t { kTcp = 6, kUdp = 17 };
-
-const char* protocol_name(Protocol p);                      // "TCP" / "UDP"
-std::optional<Protocol> parse_protocol(const std::string& s);  // "TCP"/"UDP", case-insensitive
 
 // IPv4 address in host byte order.
 using Ipv4 = uint32_t;
@@ -29,9 +26,6 @@ enum class AddressFamily : uint8_t { kIpv4, kIpv6 };
 // nullopt: not an IP address (inet_pton's strict forms: dotted quad, RFC 4291 text).
 std::optional<AddressFamily> address_family(const std::string& s);
 bool is_ipv6(const std::string& s);  // address_family(s) == kIpv6
-
-enum class WhenEmpty : uint8_t { kReject, kDrop };
-const char* when_empty_name(WhenEmpty w);  // "reject" / "drop"
 
 struct ServiceKey {
   Ipv4 vip = 0;
@@ -53,8 +47,8 @@ struct RealServer {
 struct VirtualService {
   ServiceKey key;
   std::string name;            // "namespace/service:portname" (or "namespace/service")
-  std::string kind = "ClusterIP";
-  std::string scheduler = "rr";
+  ServiceKind kind = ServiceKind::kClusterIp;
+  Scheduler scheduler = Scheduler::kRr;
   uint32_t persistence_timeout_s = 0;  // 0 = no persistence
   WhenEmpty when_empty = WhenEmpty::kReject;
   std::vector<RealServer> backends;    // sorted by (ip, port), unique

@@ -252,7 +252,7 @@ std::vector<MetricFamily> MetricsCollector::Collect() const {
       }
       ++services_out;
       seen.insert(key);
-      const std::string proto = protocol_name(key.protocol);
+      const std::string proto = name(key.protocol);
       const std::string vip = ip_port(key.vip, key.port);
       const Labels sl = {{"service", svc.name}, {"protocol", proto}, {"vip", vip}};
       auto with = [](Labels l, const char* name, std::string value) {

@@ -80,7 +80,7 @@ std::optional<ExplainQuery> parse_explain_query(const std::map<std::string, std:
 
 nlohmann::ordered_json explain_json(const ExplainQuery& q, const dp::ExplainResult& r,
                                     const ServiceTable* table, bool fnat) {
-  const char* proto = protocol_name(q.protocol);
+  const char* proto = name(q.protocol);
   const bool tcp = q.protocol == Protocol::kTcp;
   const std::string dst = ip_port(q.dst, q.dport);
   const VirtualService* svc = nullptr;
@@ -88,7 +88,7 @@ nlohmann::ordered_json explain_json(const ExplainQuery& q, const dp::ExplainResu
     auto it = table->services.find(ServiceKey{q.dst, q.dport, q.protocol});
     if (it != table->services.end()) svc = &it->second;
   }
-  const std::string sched = svc ? svc->scheduler : r.scheduler;
+  const std::string sched = name(svc ? svc->scheduler : r.scheduler);
 
   nlohmann::ordered_json j;
   j["query"] = {{"protocol", proto}, {"src", ip_port(q.src, q.sport)}, {"dst", dst}};
@@ -102,7 +102,7 @@ nlohmann::ordered_json explain_json(const ExplainQuery& q, const dp::ExplainResu
     s["port"] = q.dport;
     s["scheduler"] = sched;
     s["persistence_timeout_s"] = svc ? svc->persistence_timeout_s : 0;
-    s["when_empty"] = r.drop_when_empty ? "drop" : "reject";
+    s["when_empty"] = name(r.drop_when_empty ? WhenEmpty::kDrop : WhenEmpty::kReject);
     s["backends"] = r.n_dests;
     s["weighted_backends"] = r.n_weighted;
     j["service"] = s;

@@ -377,11 +377,12 @@ Setting with(Setting s, const char* value_doc, const char* default_text = nullpt
   return s;
 }
 
-// The schedulers --scheduler accepts, in the order the error message lists them.
-std::vector<std::pair<std::string, std::string>> scheduler_choices() {
-  std::vector<std::pair<std::string, std::string>> out;
-  for (const char* s : {"rr", "wrr", "lc", "wlc", "sed", "nq", "sh", "dh", "lblc", "lblcr", "mh"})
-    out.emplace_back(s, s);
+// The words of one of the model's enums (model/kinds.h), in its name table's
+// order (the order help text and error messages list them).
+template <class E>
+std::vector<std::pair<std::string, E>> model_choices() {
+  std::vector<std::pair<std::string, E>> out;
+  for (const auto& e : cp::name_table(E{})) out.emplace_back(e.name, e.value);
   return out;
 }
 
@@ -504,7 +505,7 @@ const std::vector<Setting>& settings() {
         [](Options& o, const std::string& v) { o.dataplane.worker_lcores = parse_lcores("worker-lcores", v); },
         [](const Options& o) { return lcores_text(o.dataplane.worker_lcores); }), "LIST"));
     r.push_back(choice<ForwardMethod>("forward-method", "METHOD", &Options::forward_method,
-        {{"fnat", ForwardMethod::kFnat}, {"nat", ForwardMethod::kNat}},
+        model_choices<ForwardMethod>(),
         "dpdk forwarding (fnat: full NAT; nat: DNAT, backends route replies via vipd)",
         "`fnat`: full NAT, the client source is rewritten to one of `--fnat-local-addrs`, so replies come back to "
         "vipd on any topology. `nat`: destination NAT only; backends must route replies through vipd."));
@@ -554,7 +555,7 @@ const std::vector<Setting>& settings() {
           if (o.user.empty()) fail("user", v, "must not be empty (leave --user out to keep root)");
         },
         [](const Options& o) { return o.user; }), "user name", "none (keep root)"));
-    r.push_back(choice<std::string>("scheduler", "NAME", &Options::default_scheduler, scheduler_choices(),
+    r.push_back(choice<cp::Scheduler>("scheduler", "NAME", &Options::default_scheduler, model_choices<cp::Scheduler>(),
         "default scheduler for services without a vipd.io/scheduler annotation",
         "Scheduler of services without a `vipd.io/scheduler` annotation (docs/scheduling.md)."));
     r.push_back(number("mh-table-size", "N", &DataplaneSettings::mh_table_size, 251, 1000003,
@@ -709,10 +710,6 @@ const char* mode_name(Mode m) {
 
 const char* source_name(SourceKind s) {
   return s == SourceKind::kKubernetes ? "kubernetes" : "manifests";
-}
-
-const char* forward_method_name(ForwardMethod f) {
-  return f == ForwardMethod::kNat ? "nat" : "fnat";
 }
 
 std::vector<SettingDoc> setting_docs() {

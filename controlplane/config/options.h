@@ -10,11 +10,12 @@
 #include <vector>
 
 #include "model/dataplane_settings.h"
+#include "model/kinds.h"
 
 namespace vipd::config {
 
 enum class Mode { kDpdk, kIptables, kIpvs, kNftables };
-enum class ForwardMethod { kFnat, kNat };
+using ForwardMethod = cp::ForwardMethod;  // fnat | nat
 enum class LogLevel { kDebug, kInfo, kWarn, kError };
 enum class SourceKind { kManifests, kKubernetes };
 
@@ -46,7 +47,7 @@ struct Options {
   uint32_t metrics_max_service_series = 10000;          // --metrics-max-service-series
   LogLevel log_level = LogLevel::kInfo;                 // --log-level
   std::string user;  // --user (dpdk mode: every thread switches to this user after start; "" = keep root)
-  std::string default_scheduler = "rr";                 // --scheduler rr|wrr|...
+  cp::Scheduler default_scheduler = cp::Scheduler::kRr;  // --scheduler
   uint32_t sync_min_interval_ms = 0;         // --sync-min-interval-ms (coalescing)
   uint32_t sync_full_resync_s = 300;         // --sync-full-resync-s (0 = off)
   uint32_t sync_retry_max_ms = 30000;        // --sync-retry-max-ms (backoff cap after apply errors)
@@ -107,7 +108,6 @@ class ConfigError : public std::runtime_error {
 std::optional<Options> parse(int argc, const char* const argv[], std::ostream& out);
 
 const char* mode_name(Mode m);
-const char* forward_method_name(ForwardMethod f);
 const char* source_name(SourceKind s);
 
 }  // namespace vipd::config

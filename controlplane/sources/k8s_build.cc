@@ -130,16 +130,17 @@ std::optional<ObjectError> slice_ignored(const EndpointSlice& s) {
 }
 
 int claim_rank(const VirtualService& vs) {
-  if (vs.kind == "ClusterIP") return 0;
-  if (vs.kind == "NodePort") return 1;
+  if (vs.kind == ServiceKind::kClusterIp) return 0;
+  if (vs.kind == ServiceKind::kNodePort) return 1;
   return 2;  // ExternalIP, LoadBalancer: written by the Service's owner
 }
 
 std::string conflict_reason(const VirtualService& loser, const VirtualService& winner) {
-  std::string r = to_string(loser.key) + (loser.kind == "ClusterIP" ? "" : " (" + loser.kind + ")") +
+  std::string r = to_string(loser.key) +
+                  (loser.kind == ServiceKind::kClusterIp ? "" : " (" + std::string(name(loser.kind)) + ")") +
                   " is already used by " + winner.name;
   if (claim_rank(winner) < claim_rank(loser))
-    r += " (" + winner.kind + ", which takes precedence over " +
+    r += " (" + std::string(name(winner.kind)) + ", which takes precedence over " +
          (claim_rank(loser) == 1 ? std::string("node ports") : "external and load balancer addresses") + ")";
   return r + "; port skipped";
 }
@@ -248,10 +249,10 @@ ServiceEntries build_service_entries(const Service& svc, const std::vector<const
     // Any ready or serving-terminating endpoint anywhere (kube-proxy's hasAnyEndpoints).
     const bool has_any = any_usable(cluster) || any_usable(local);
 
-    auto add = [&](Ipv4 addr, uint16_t port, const char* kind, bool policy_local,
+    auto add = [&](Ipv4 addr, uint16_t port, ServiceKind kind, bool policy_local,
                    const std::vector<std::string>& source_ranges) {
       if (std::find(opts.reserved_addrs.begin(), opts.reserved_addrs.end(), addr) != opts.reserved_addrs.end()) {
-        r.errors.push_back({s->origin, id, std::string(kind) + " " + ipv4_to_string(addr) + ":" +
+        r.errors.push_back({s->origin, id, std::string(name(kind)) + " " + ipv4_to_string(addr) + ":" +
                                                std::to_string(port) + " is one of vipd's full-NAT local "
                                                "addresses (--fnat-local-addrs); not served"});
         return;
@@ -260,7 +261,7 @@ ServiceEntries build_service_entries(const Service& svc, const std::vector<const
       vs.key = ServiceKey{addr, port, *proto};
       vs.name = s->meta.namespace_ + "/" + s->meta.name + (sp.name.empty() ? "" : ":" + sp.name);
       vs.kind = kind;
-      vs.scheduler = s->scheduler.empty() ? opts.default_scheduler : s->scheduler;
+      vs.scheduler = s->scheduler.value_or(opts.default_scheduler);
       vs.persistence_timeout_s = s->client_ip_affinity ? s->affinity_timeout_s : 0;
       vs.source_ranges = source_ranges;
       if (policy_local && node_known) {
@@ -274,19 +275,19 @@ ServiceEntries build_service_entries(const Service& svc, const std::vector<const
       normalize_backends(&vs.backends);
       r.entries.push_back(std::move(vs));
     };
-    add(*vip, sp.port, "ClusterIP", s->internal_policy_local, {});
+    add(*vip, sp.port, ServiceKind::kClusterIp, s->internal_policy_local, {});
     if ((s->type == "NodePort" || s->type == "LoadBalancer") && sp.node_port)
-      for (Ipv4 nip : opts.node_ips) add(nip, sp.node_port, "NodePort", s->external_policy_local, {});
+      for (Ipv4 nip : opts.node_ips) add(nip, sp.node_port, ServiceKind::kNodePort, s->external_policy_local, {});
     if (!lb_blocked)
-      for (Ipv4 lip : lb_ips) add(lip, sp.port, "LoadBalancer", s->external_policy_local, ranges);
-    for (Ipv4 eip : external_ips) add(eip, sp.port, "ExternalIP", s->external_policy_local, {});
+      for (Ipv4 lip : lb_ips) add(lip, sp.port, ServiceKind::kLoadBalancer, s->external_policy_local, ranges);
+    for (Ipv4 eip : external_ips) add(eip, sp.port, ServiceKind::kExternalIp, s->external_policy_local, {});
   }
   return r;
 }
 
 BuildResult build_service_table(const std::vector<Service>& services,
                                 const std::vector<EndpointSlice>& slices,
-                                const std::string& default_scheduler) {
+                                Scheduler default_scheduler) {
   BuildOptions o;
   o.default_scheduler = default_scheduler;
   return build_service_table(services, slices, o);

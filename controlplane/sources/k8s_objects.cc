@@ -139,10 +139,10 @@ void check_service_type(const std::string& type) {
 void apply_scheduler(Service* s) {
   auto sched = s->meta.annotations.find(kSchedulerAnnotation);
   if (sched == s->meta.annotations.end()) return;
-  if (!is_known_scheduler(sched->second))
+  s->scheduler = parse_scheduler(sched->second);
+  if (!s->scheduler)
     throw ParseFail{std::string("annotation ") + kSchedulerAnnotation + ": " + in_quotes(sched->second) +
                     " is not a known scheduler"};
-  s->scheduler = sched->second;
 }
 
 void check_address(const std::string& address_type, const std::string& a, const Path& path) {
@@ -261,12 +261,6 @@ std::string EndpointSlice::service_name() const {
 
 std::string object_id(const char* kind, const ObjectMeta& m) {
   return std::string(kind) + " " + m.namespace_ + "/" + m.name;
-}
-
-bool is_known_scheduler(const std::string& name) {
-  static const std::set<std::string> kNames = {"rr", "wrr", "lc",  "wlc", "lblc", "lblcr",
-                                               "dh", "sh",  "sed", "nq",  "mh"};
-  return kNames.count(name) > 0;
 }
 
 std::optional<Service> parse_service(const YAML::Node& n, ObjectError* error) {

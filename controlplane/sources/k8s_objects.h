@@ -70,7 +70,7 @@ struct Service {
   std::vector<ServicePort> ports;
   bool client_ip_affinity = false;                       // sessionAffinity: ClientIP
   uint32_t affinity_timeout_s = kDefaultAffinityTimeoutS;  // ...clientIP.timeoutSeconds
-  std::string scheduler;  // annotation vipd.io/scheduler; empty = default
+  std::optional<Scheduler> scheduler;  // annotation vipd.io/scheduler; none = default
   std::vector<std::string> external_ips;              // spec.externalIPs
   std::vector<LoadBalancerIngress> lb_ingress;        // status.loadBalancer.ingress
   std::vector<std::string> lb_source_ranges;          // spec.loadBalancerSourceRanges
@@ -139,7 +139,7 @@ struct BuildResult {
 
 // What the table build needs to know about this proxy and node.
 struct BuildOptions {
-  std::string default_scheduler = "rr";  // services without the vipd.io/scheduler annotation
+  Scheduler default_scheduler = Scheduler::kRr;  // services without the vipd.io/scheduler annotation
   // This node (kube-proxy's hostname-override). Empty: no node identity, so
   // internal/externalTrafficPolicy Local cannot be honoured and every endpoint
   // counts as cluster-wide (noted per service).
@@ -168,7 +168,7 @@ BuildResult build_service_table(const std::vector<Service>& services,
 // Same, with only a default scheduler (no node identity).
 BuildResult build_service_table(const std::vector<Service>& services,
                                 const std::vector<EndpointSlice>& slices,
-                                const std::string& default_scheduler);
+                                Scheduler default_scheduler);
 
 // The building blocks of build_service_table, shared with TableIndex (k8s_index.h).
 //
@@ -201,9 +201,6 @@ std::string conflict_reason(const VirtualService& loser, const VirtualService& w
 // How that conflict was settled, for the metrics: "precedence" (the winner's
 // kind outranks the loser's) or "order" (same rank: namespace/name order).
 const char* conflict_kind(const VirtualService& loser, const VirtualService& winner);
-
-// IPVS scheduler names accepted in the vipd.io/scheduler annotation.
-bool is_known_scheduler(const std::string& name);
 
 // Text taken from an object, made safe for an error message or a log line:
 // printable ASCII stays, a backslash or quote gets a backslash, every other byte

@@ -86,11 +86,11 @@ bool ManifestSource::is_manifest_name(const std::string& name) {
   return ends_with(l, ".yaml") || ends_with(l, ".yml") || ends_with(l, ".json");
 }
 
-ManifestSource::ManifestSource(std::string dir, std::string default_scheduler)
-    : ManifestSource(std::move(dir), std::move(default_scheduler), k8s::BuildOptions{}) {}
+ManifestSource::ManifestSource(std::string dir, Scheduler default_scheduler)
+    : ManifestSource(std::move(dir), default_scheduler, k8s::BuildOptions{}) {}
 
-ManifestSource::ManifestSource(std::string dir, std::string default_scheduler, k8s::BuildOptions build)
-    : dir_(strip_slashes(std::move(dir))), default_scheduler_(std::move(default_scheduler)),
+ManifestSource::ManifestSource(std::string dir, Scheduler default_scheduler, k8s::BuildOptions build)
+    : dir_(strip_slashes(std::move(dir))), default_scheduler_(default_scheduler),
       build_(std::move(build)) {
   build_.default_scheduler = default_scheduler_;
   // The parent and base name come from the absolute path ("." has no parent

@@ -30,10 +30,10 @@ class ManifestSource : public Source {
  public:
   // Starts watching `dir` at once so no change between construction and the
   // first load() is missed. Never throws; watch problems are logged and retried.
-  ManifestSource(std::string dir, std::string default_scheduler);
+  ManifestSource(std::string dir, Scheduler default_scheduler);
   // With node identity, proxy name etc. (build.default_scheduler is replaced by
   // `default_scheduler`).
-  ManifestSource(std::string dir, std::string default_scheduler, k8s::BuildOptions build);
+  ManifestSource(std::string dir, Scheduler default_scheduler, k8s::BuildOptions build);
   ~ManifestSource() override;
   ManifestSource(const ManifestSource&) = delete;
   ManifestSource& operator=(const ManifestSource&) = delete;
@@ -101,7 +101,7 @@ class ManifestSource : public Source {
 
   std::string dir_;
   std::string watch_path_;  // absolute, normalized dir_ (for the parent watch)
-  std::string default_scheduler_;
+  Scheduler default_scheduler_;
   k8s::BuildOptions build_;
   std::map<std::string, FileState> files_;
   int fd_ = -1;

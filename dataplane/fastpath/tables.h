@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "dataplane/fastpath/drop_reasons.h"
+#include "model/kinds.h"
 
 struct rte_hash;
 struct rte_rcu_qsbr;
@@ -16,10 +17,10 @@ namespace vipd::dp {
 constexpr unsigned kMaxWorkers = 64;
 constexpr unsigned kMaxPorts = 8;
 
-// IPVS schedulers (docs/scheduling.md).
-enum class Sched : uint8_t { kRr, kWrr, kLc, kWlc, kSed, kNq, kSh, kDh, kLblc, kLblcr, kMh };
+// IPVS schedulers (docs/scheduling.md) and the forwarding method: the model's enums.
+using Sched = cp::Scheduler;
 constexpr uint32_t kShTableSize = 256;  // sh/dh buckets, as in IPVS
-enum class Forward : uint8_t { kFnat, kNat };
+using Forward = cp::ForwardMethod;
 
 // Key of the VIP table: (vip, port, protocol), host order, 8 bytes.
 struct VipKey {

@@ -65,8 +65,7 @@ bool Publisher::upsert(const cp::VirtualService& vs, Deferred& d, std::string* e
     return false;
   }
   const size_t n = vs.backends.size();
-  Sched sched = Sched::kRr;
-  if (!sched_from_name(vs.scheduler.c_str(), &sched)) sched = Sched::kRr;  // sources validate names
+  const Sched sched = vs.scheduler;
   const uint32_t tsize = sched == Sched::kMh ? sh_.mh_table_size
                          : (sched == Sched::kSh || sched == Sched::kDh) ? kShTableSize : 0;
   if (sched == Sched::kMh && n >= tsize) {

@@ -453,7 +453,7 @@ ExplainResult DpdkDataplane::explain(uint8_t proto, uint32_t src, uint16_t sport
   r.answered = true;
   r.service_found = a.service_found;
   r.vip_address = a.vip_address;
-  r.scheduler = sched_name(static_cast<Sched>(a.sched));
+  r.scheduler = static_cast<Sched>(a.sched);
   r.n_dests = a.n_dests;
   r.n_weighted = a.n_weighted;
   r.drop_when_empty = a.drop_when_empty;

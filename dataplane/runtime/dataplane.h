@@ -61,7 +61,7 @@ struct ExplainResult {
   unsigned worker_lcore = 0;   // the worker that owns the flow
   bool service_found = false;  // (proto, dst, dport) is a virtual service
   bool vip_address = false;    // dst is a VIP address (maybe another port)
-  std::string scheduler;       // of the service
+  cp::Scheduler scheduler = cp::Scheduler::kRr;  // of the service
   uint32_t n_dests = 0, n_weighted = 0;
   bool drop_when_empty = false;
   bool conn_found = false;     // an existing connection matches

@@ -70,8 +70,4 @@ inline int32_t sched_pick(const Service& svc, SchedState& st, const SchedCtx& ct
   return sched_rr(svc, st);
 }
 
-// Scheduler name <-> enum ("rr", "wrr", ... as ipvsadm spells them).
-const char* sched_name(Sched s) noexcept;
-bool sched_from_name(const char* name, Sched* out) noexcept;
-
 }  // namespace vipd::dp

@@ -63,6 +63,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const k8s::BuildResult r = k8s::build_service_table(objs.services, objs.slices, opt);
   check_table(r.table);
   // The same objects without node identity (the other branch of the rules).
-  check_table(k8s::build_service_table(objs.services, objs.slices, std::string("rr")).table);
+  check_table(k8s::build_service_table(objs.services, objs.slices, Scheduler::kRr).table);
   return 0;
 }

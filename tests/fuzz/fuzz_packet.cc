@@ -201,18 +201,18 @@ void build_setup(Setup& s, Forward fwd, uint32_t conn_capacity) {
   auto b3 = rs(kB3, 80);
   auto quiesced = rs(kB3, 8443, 0);  // terminating: weight 0
   put(t, vsvc(kVip, 8080, Protocol::kTcp, {rs(kB1, 80), rs(kB2, 80)}));
-  put(t, vsvc(kVip, 5353, Protocol::kUdp, {rs(kB1, 53), rs(kB2, 53, 3)}, "wrr"));
+  put(t, vsvc(kVip, 5353, Protocol::kUdp, {rs(kB1, 53), rs(kB2, 53, 3)}, Sched::kWrr));
   put(t, vsvc(kVipEmpty, 80, Protocol::kTcp, {}));
   put(t, vsvc(kVipEmpty, 53, Protocol::kUdp, {}));
   auto dropper = vsvc(kVipEmpty, 81, Protocol::kTcp, {});
   dropper.when_empty = vipd::cp::WhenEmpty::kDrop;
   put(t, dropper);
-  put(t, vsvc(kVipMh, 80, Protocol::kTcp, {rs(kB1, 80), rs(kB2, 80), b3}, "mh"));
-  put(t, vsvc(kVipMh, 443, Protocol::kTcp, {rs(kB1, 443), quiesced}, "lc"));
-  auto persist = vsvc(kVipPersist, 443, Protocol::kTcp, {rs(kB1, 443), rs(kB2, 443, 2)}, "wlc");
+  put(t, vsvc(kVipMh, 80, Protocol::kTcp, {rs(kB1, 80), rs(kB2, 80), b3}, Sched::kMh));
+  put(t, vsvc(kVipMh, 443, Protocol::kTcp, {rs(kB1, 443), quiesced}, Sched::kLc));
+  auto persist = vsvc(kVipPersist, 443, Protocol::kTcp, {rs(kB1, 443), rs(kB2, 443, 2)}, Sched::kWlc);
   persist.persistence_timeout_s = 30;
   put(t, persist);
-  auto persist_udp = vsvc(kVipPersist, 53, Protocol::kUdp, {rs(kB1, 53), rs(kB2, 53)}, "sh");
+  auto persist_udp = vsvc(kVipPersist, 53, Protocol::kUdp, {rs(kB1, 53), rs(kB2, 53)}, Sched::kSh);
   persist_udp.persistence_timeout_s = 10;
   put(t, persist_udp);
   if (!s.pub->apply(t, vipd::cp::TableDiff{}, true, &err)) fail("publish", err);

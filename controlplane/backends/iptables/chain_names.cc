@@ -52,12 +52,12 @@ std::string endpoint_hash(std::string_view service_port_name, std::string_view p
 const char* protocol_lower(Protocol p) { return p == Protocol::kUdp ? "udp" : "tcp"; }
 
 std::string entry_hash_input_extended(const VirtualService& svc) {
-  return svc.name + protocol_lower(svc.key.protocol) + "|" + svc.kind + "|" + ipv4_to_string(svc.key.vip) +
+  return svc.name + protocol_lower(svc.key.protocol) + "|" + name(svc.kind) + "|" + ipv4_to_string(svc.key.vip) +
          ":" + std::to_string(svc.key.port);
 }
 
 std::string entry_hash_input(const VirtualService& svc) {
-  if (svc.kind == "ClusterIP") return svc.name + protocol_lower(svc.key.protocol);
+  if (svc.kind == ServiceKind::kClusterIp) return svc.name + protocol_lower(svc.key.protocol);
   return entry_hash_input_extended(svc);
 }
 

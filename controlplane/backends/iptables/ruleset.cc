@@ -23,12 +23,14 @@ std::string match_service(const ServiceKey& k) {
   return "-d " + ipv4_to_string(k.vip) + "/32 -p " + p + " -m " + p + " --dport " + std::to_string(k.port);
 }
 
-std::string kind_label(const std::string& kind) {
-  if (kind == "ClusterIP") return "cluster IP";
-  if (kind == "NodePort") return "node port";
-  if (kind == "LoadBalancer") return "loadbalancer IP";
-  if (kind == "ExternalIP") return "external IP";
-  return kind;
+const char* kind_label(ServiceKind kind) {
+  switch (kind) {
+    case ServiceKind::kClusterIp: return "cluster IP";
+    case ServiceKind::kNodePort: return "node port";
+    case ServiceKind::kLoadBalancer: return "loadbalancer IP";
+    case ServiceKind::kExternalIp: return "external IP";
+  }
+  return name(kind);
 }
 
 std::string endpoint_str(const RealServer& b) { return ipv4_to_string(b.ip) + ":" + std::to_string(b.port); }

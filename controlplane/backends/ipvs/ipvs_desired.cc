@@ -29,7 +29,7 @@ bool plain_cidr(const std::string& s) {
 }
 
 std::string match(const ServiceKey& k) {
-  const std::string p = lower(protocol_name(k.protocol));
+  const std::string p = lower(name(k.protocol));
   return "-d " + ipv4_to_string(k.vip) + "/32 -p " + p + " -m " + p + " --dport " + std::to_string(k.port);
 }
 
@@ -40,12 +40,12 @@ std::string pad(std::string s, size_t n) {
 
 }  // namespace
 
-bool binds_vip(const VirtualService& vs) { return vs.kind != "NodePort"; }
+bool binds_vip(const VirtualService& vs) { return vs.kind != ServiceKind::kNodePort; }
 
 IpvsService to_ipvs_service(const VirtualService& vs) {
   IpvsService s;
   s.key = vs.key;
-  s.scheduler = vs.scheduler.empty() ? "rr" : vs.scheduler;
+  s.scheduler = name(vs.scheduler);
   if (vs.persistence_timeout_s > 0) {
     s.flags = kFlagPersistent;
     s.timeout_s = vs.persistence_timeout_s;
@@ -138,7 +138,7 @@ std::vector<IpvsJump> ipvs_jumps() {
 std::string ipvsadm_text(const Desired& d) {
   std::string s = "Prot LocalAddress:Port Scheduler Flags\n  -> RemoteAddress:Port           Forward Weight\n";
   for (const auto& [key, svc] : d.services) {
-    s += pad(protocol_name(key.protocol), 5) + dest_to_string(key.vip, key.port) + " " + svc.service.scheduler;
+    s += pad(name(key.protocol), 5) + dest_to_string(key.vip, key.port) + " " + svc.service.scheduler;
     if (svc.service.flags & kFlagPersistent) s += " persistent " + std::to_string(svc.service.timeout_s);
     s += "\n";
     for (const IpvsDest& dst : svc.dests)

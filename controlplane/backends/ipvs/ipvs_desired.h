@@ -32,7 +32,7 @@ struct DesiredService {
   IpvsService service;
   std::vector<IpvsDest> dests;  // weight > 0, sorted by (ip, port)
   std::string name;             // "ns/svc:port", for comments and messages
-  std::string kind;             // ClusterIP, NodePort, ...
+  ServiceKind kind = ServiceKind::kClusterIp;
   WhenEmpty when_empty = WhenEmpty::kReject;
   std::vector<std::string> source_ranges;
   bool empty() const { return dests.empty(); }

@@ -32,7 +32,7 @@ inline constexpr uint32_t kFwdMasq = 0;
 // GET_SERVICE returns), IPv4, address+port+protocol form (no fwmark).
 struct IpvsService {
   ServiceKey key;
-  std::string scheduler = "rr";
+  std::string scheduler = name(Scheduler::kRr);  // the kernel's name: any scheduler it has
   uint32_t flags = 0;     // kFlagPersistent or 0 (other bits are the kernel's own)
   uint32_t timeout_s = 0; // persistence timeout, when flags has kFlagPersistent
   uint32_t netmask = 0xffffffffu;

@@ -57,7 +57,7 @@ bool render_entry(const VirtualService& svc, const std::string& hash_input, cons
   }
   const std::string hash = ipt::chain_hash(hash_input);
   const std::string svc_chain = "svc-" + hash;
-  r.elements.push_back({svc.kind == "NodePort" ? "service-nodeports" : "service-ips", key, "goto " + svc_chain});
+  r.elements.push_back({svc.kind == ServiceKind::kNodePort ? "service-nodeports" : "service-ips", key, "goto " + svc_chain});
   if (!svc.source_ranges.empty()) {
     const std::string fw_chain = "fw-" + hash;
     std::string ranges;
@@ -82,7 +82,7 @@ bool render_entry(const VirtualService& svc, const std::string& hash_input, cons
   std::string vmap;
   for (size_t i = 0; i < seps.size(); ++i) vmap += (i ? ", " : "") + std::to_string(i) + " : goto " + seps[i];
   sc.rules.push_back("numgen random mod " + std::to_string(seps.size()) + " vmap { " + vmap + " } " +
-                     comment(svc.name + " " + svc.kind));
+                     comment(svc.name + " " + name(svc.kind)));
   r.chains.push_back(std::move(sc));
   const char* p = ipt::protocol_lower(svc.key.protocol);
   for (size_t i = 0; i < active.size(); ++i) {
@@ -113,7 +113,7 @@ bool build_desired(const ServiceTable& table, const RenderOptions& opts, const D
   for (const auto& [key, svc] : table.services) {
     std::string input = ipt::entry_hash_input(svc);
     if (uses[input] > 1) input = ipt::entry_hash_input_extended(svc);
-    if (svc.kind == "ClusterIP") ++d.cluster_ips[ipv4_to_string(key.vip)];
+    if (svc.kind == ServiceKind::kClusterIp) ++d.cluster_ips[ipv4_to_string(key.vip)];
     auto old = prev.entries.find(key);
     if (old != prev.entries.end() && old->second->hash_input == input && old->second->svc == svc) {
       d.entries.emplace_hint(d.entries.end(), key, old->second);

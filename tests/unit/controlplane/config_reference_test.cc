@@ -54,7 +54,7 @@ TEST(ConfigReference, DocsOptionTableIsTheCodes) {
   const std::string in_doc = doc.substr(body, end - body);
   const std::string expected = option_table_markdown();
 
-  if (std::getenv("VIPD_UPDATE_DOCS")) {
+  if (const char* u = std::getenv("VIPD_UPDATE_DOCS"); u && *u) {
     std::ofstream(kDoc, std::ios::trunc) << doc.substr(0, body) << expected << doc.substr(end);
     GTEST_SKIP() << "rewrote the option table in " << kDoc;
   }

@@ -63,7 +63,7 @@ TEST_F(ConfigTest, DefaultsMatchTheStruct) {
   EXPECT_EQ(o.admin_socket, "/run/vipd/admin.sock");
   EXPECT_EQ(o.metrics_address, "127.0.0.1:10249");
   EXPECT_EQ(o.log_level, LogLevel::kInfo);
-  EXPECT_EQ(o.default_scheduler, "rr");
+  EXPECT_EQ(o.default_scheduler, cp::Scheduler::kRr);
   EXPECT_EQ(o.dataplane.conn_table_size, d.dataplane.conn_table_size);
   EXPECT_EQ(o.dataplane.tcp_established_timeout_s, 900u);
   EXPECT_EQ(o.dataplane.tcp_fin_timeout_s, 120u);
@@ -217,7 +217,7 @@ TEST_F(ConfigTest, CommandLineOverridesFile) {
   EXPECT_EQ(o.mode, Mode::kIpvs);
   EXPECT_EQ(o.dataplane.udp_timeout_s, 45u);
   EXPECT_EQ(o.log_level, LogLevel::kDebug);
-  EXPECT_EQ(o.default_scheduler, "wrr");
+  EXPECT_EQ(o.default_scheduler, cp::Scheduler::kWrr);
 }
 
 TEST_F(ConfigTest, FileCanSetEverything) {
@@ -279,8 +279,8 @@ TEST_F(ConfigTest, Modes) {
   EXPECT_STREQ(mode_name(Mode::kNftables), "nftables");
   EXPECT_STREQ(mode_name(Mode::kIptables), "iptables");
   EXPECT_STREQ(mode_name(Mode::kIpvs), "ipvs");
-  EXPECT_STREQ(forward_method_name(ForwardMethod::kFnat), "fnat");
-  EXPECT_STREQ(forward_method_name(ForwardMethod::kNat), "nat");
+  EXPECT_STREQ(cp::name(ForwardMethod::kFnat), "fnat");
+  EXPECT_STREQ(cp::name(ForwardMethod::kNat), "nat");
 }
 
 TEST_F(ConfigTest, DpdkModeNeedsPortAndFnatAddresses) {
@@ -429,10 +429,14 @@ TEST_F(ConfigTest, UserIsDpdkModeOnly) {
 
 TEST_F(ConfigTest, OtherValues) {
   EXPECT_EQ(error({"--log-level", "trace"}), "config: --log-level 'trace': expected debug, info, warn or error");
-  EXPECT_EQ(ok({"--scheduler", "mh"}).default_scheduler, "mh");
-  EXPECT_EQ(ok({"--scheduler", "wlc"}).default_scheduler, "wlc");
+  EXPECT_EQ(ok({"--scheduler", "mh"}).default_scheduler, cp::Scheduler::kMh);
+  EXPECT_EQ(ok({"--scheduler", "wlc"}).default_scheduler, cp::Scheduler::kWlc);
   EXPECT_EQ(error({"--scheduler", "fifo"}),
             "config: --scheduler 'fifo': expected one of rr, wrr, lc, wlc, sed, nq, sh, dh, lblc, lblcr, mh");
+  // --help lists every scheduler the model knows, in its order.
+  out_.str("");
+  run({"--help"});
+  EXPECT_THAT(out_.str(), HasSubstr(cp::names<cp::Scheduler>(" | ")));
   EXPECT_EQ(ok({"--mh-table-size", "251"}).dataplane.mh_table_size, 251u);
   EXPECT_EQ(error({"--mh-table-size", "65536"}),
             "config: --mh-table-size '65536': must be a prime number (e.g. 251, 4093, 65537)");

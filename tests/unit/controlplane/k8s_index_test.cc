@@ -58,7 +58,7 @@ class Walk {
     s.client_ip_affinity = chance(20);
     s.internal_policy_local = chance(15);
     s.external_policy_local = chance(15);
-    if (chance(10)) s.scheduler = "mh";
+    if (chance(10)) s.scheduler = Scheduler::kMh;
     if (chance(5)) s.meta.labels[kServiceProxyNameLabel] = "other";
     return s;
   }
@@ -301,7 +301,7 @@ TEST(TableIndex, ClusterIpWinsOverExternalAndLoadBalancerAddresses) {
       index.flush(&touched);
       const VirtualService& got = index.table().services.at(dns);
       EXPECT_EQ(got.name, "kube-system/kube-dns:dns");
-      EXPECT_EQ(got.kind, "ClusterIP");
+      EXPECT_EQ(got.kind, ServiceKind::kClusterIp);
       std::vector<ObjectError> errors, notes;
       index.issues(&errors, &notes);
       ASSERT_EQ(errors.size(), 1u);

@@ -25,7 +25,7 @@ std::string only_error(const std::string& text) {
   return p.errors[0].object + " | " + p.errors[0].reason;
 }
 
-BuildResult build(const std::string& text, const std::string& scheduler = "rr") {
+BuildResult build(const std::string& text, Scheduler scheduler = Scheduler::kRr) {
   const ParsedObjects p = parse_yaml(text);
   EXPECT_TRUE(p.errors.empty()) << p.errors[0].object << ": " << p.errors[0].reason;
   return build_service_table(p.services, p.slices, scheduler);
@@ -81,7 +81,7 @@ spec:
   EXPECT_EQ(s.ports[1].protocol, "UDP");
   EXPECT_TRUE(s.client_ip_affinity);
   EXPECT_EQ(s.affinity_timeout_s, kDefaultAffinityTimeoutS);
-  EXPECT_EQ(s.scheduler, "wrr");
+  EXPECT_EQ(s.scheduler, Scheduler::kWrr);
   EXPECT_EQ(object_id("Service", s.meta), "Service default/web");
 }
 
@@ -249,7 +249,7 @@ TEST(K8sParse, GarbageNeverThrows) {
       const auto docs = YAML::LoadAll(m);
       ParsedObjects out;
       for (size_t d = 0; d < docs.size(); ++d) parse_document(docs[d], static_cast<int>(d + 1), &out);
-      build_service_table(out.services, out.slices, "rr");
+      build_service_table(out.services, out.slices, Scheduler::kRr);
     } catch (const YAML::Exception&) {
       // syntax errors are reported by the caller of LoadAll
     }
@@ -270,7 +270,7 @@ ports: [{name: http, protocol: TCP, port: 8080}]
   const VirtualService& vs = r.table.services.begin()->second;
   EXPECT_EQ(vs.name, "default/db:http");
   EXPECT_EQ(vs.key, (ServiceKey{ip("10.96.0.100"), 8080, Protocol::kTcp}));
-  EXPECT_EQ(vs.scheduler, "rr");
+  EXPECT_EQ(vs.scheduler, Scheduler::kRr);
   EXPECT_EQ(vs.persistence_timeout_s, 0u);
   EXPECT_EQ(vs.when_empty, WhenEmpty::kReject);
   ASSERT_EQ(vs.backends.size(), 4u);
@@ -435,13 +435,13 @@ apiVersion: v1
 kind: Service
 metadata: {name: c}
 spec: {clusterIPs: ["fd00::3", 10.96.0.3], ports: [{port: 80}]}
-)", "wrr");
+)", Scheduler::kWrr);
   ASSERT_EQ(r.table.services.size(), 3u);
   const auto& a = r.table.services.at({ip("10.96.0.1"), 80, Protocol::kTcp});
-  EXPECT_EQ(a.scheduler, "mh");
+  EXPECT_EQ(a.scheduler, Scheduler::kMh);
   EXPECT_EQ(a.persistence_timeout_s, 60u);
   const auto& b = r.table.services.at({ip("10.96.0.2"), 80, Protocol::kTcp});
-  EXPECT_EQ(b.scheduler, "wrr");
+  EXPECT_EQ(b.scheduler, Scheduler::kWrr);
   EXPECT_EQ(b.persistence_timeout_s, 10800u);
   EXPECT_EQ(r.table.services.at({ip("10.96.0.3"), 80, Protocol::kTcp}).persistence_timeout_s, 0u);
 }
@@ -456,7 +456,7 @@ spec: {clusterIP: 10.96.0.100, ports: [{name: x, port: 8080}]}
 )" + slice("s", "") + slice("s", ""));
   ASSERT_TRUE(p.errors.empty());
   p.services[1].origin = "b.yaml";
-  const auto r = build_service_table(p.services, p.slices, "rr");
+  const auto r = build_service_table(p.services, p.slices, Scheduler::kRr);
   ASSERT_EQ(r.table.services.size(), 1u);
   EXPECT_EQ(r.table.services.begin()->second.name, "default/clash:x");  // sorted by name
   ASSERT_EQ(r.errors.size(), 3u);
@@ -491,10 +491,10 @@ metadata: {name: kube-dns, namespace: kube-system}
 spec: {clusterIP: 10.96.0.10, ports: [{name: dns, port: 53, protocol: UDP}]}
 )");
     ASSERT_TRUE(p.errors.empty()) << p.errors[0].reason;
-    const auto r = build_service_table(p.services, p.slices, "rr");
+    const auto r = build_service_table(p.services, p.slices, Scheduler::kRr);
     const auto& dns = r.table.services.at({ip("10.96.0.10"), 53, Protocol::kUdp});
     EXPECT_EQ(dns.name, "kube-system/kube-dns:dns");
-    EXPECT_EQ(dns.kind, "ClusterIP");
+    EXPECT_EQ(dns.kind, ServiceKind::kClusterIp);
     ASSERT_EQ(r.errors.size(), 1u);
     EXPECT_EQ(r.errors[0].object, "Service aaa-tenant/evil");
     EXPECT_EQ(r.errors[0].conflict, "precedence");
@@ -504,9 +504,13 @@ spec: {clusterIP: 10.96.0.10, ports: [{name: dns, port: 53, protocol: UDP}]}
 }
 
 TEST(K8sBuild, KnownSchedulers) {
-  for (const char* s : {"rr", "wrr", "lc", "wlc", "lblc", "lblcr", "dh", "sh", "sed", "nq", "mh"})
-    EXPECT_TRUE(is_known_scheduler(s)) << s;
-  EXPECT_FALSE(is_known_scheduler("random"));
+  // Every scheduler of the model is accepted in the annotation.
+  for (const auto& e : kSchedulerNames) {
+    const ParsedObjects p = parse_yaml(std::string("apiVersion: v1\nkind: Service\nmetadata: {name: s, annotations: "
+                                                   "{vipd.io/scheduler: ") + e.name + "}}\nspec: {}\n");
+    ASSERT_EQ(p.services.size(), 1u) << e.name;
+    EXPECT_EQ(p.services[0].scheduler, e.value) << e.name;
+  }
 }
 
 // ---- Validation as the API server does it (docs/kubernetes.md, "Validation").

@@ -67,7 +67,7 @@ TEST(ManifestGolden, DryRunOutputMatches) {
     if (!g.is_regular_file()) continue;  // golden/iptables/: the iptables mode's payloads
     const std::string name = g.path().stem().string();
     SCOPED_TRACE(name);
-    ManifestSource src(root + "/manifests/" + name, "rr");
+    ManifestSource src(root + "/manifests/" + name, Scheduler::kRr);
     const LoadResult r = src.load();
     for (const auto& e : r.errors) ADD_FAILURE() << e.to_string();
     std::string want = vipd::testing::read_file(g.path().string());
@@ -96,7 +96,7 @@ TEST(ManifestSource, ReadsOnlyManifestFilesSorted) {
   fs::create_directory(d.file("sub.yaml"));
   fs::create_directory(d.file("nested"));
   d.write("nested/x.yaml", "this: [is broken");
-  ManifestSource src(d.path(), "rr");
+  ManifestSource src(d.path(), Scheduler::kRr);
   const LoadResult r = src.load();
   EXPECT_TRUE(r.errors.empty()) << r.errors[0].to_string();
   EXPECT_EQ(db_backends(r), "10.0.0.1");
@@ -110,11 +110,11 @@ TEST(ManifestSource, MultiDocumentFileAndList) {
                           "{apiVersion: discovery.k8s.io/v1, kind: EndpointSlice, metadata: {name: s, labels: "
                           "{kubernetes.io/service-name: db}}, addressType: IPv4, ports: [{name: http, port: 1}],"
                           " endpoints: [{addresses: [10.0.0.5]}, {addresses: [10.0.0.4]}]}\n---\n");
-  ManifestSource src(d.path(), "wrr");
+  ManifestSource src(d.path(), Scheduler::kWrr);
   const LoadResult r = src.load();
   EXPECT_TRUE(r.errors.empty());
   EXPECT_EQ(db_backends(r), "10.0.0.4,10.0.0.5");
-  EXPECT_EQ(r.table.services.begin()->second.scheduler, "wrr");
+  EXPECT_EQ(r.table.services.begin()->second.scheduler, Scheduler::kWrr);
 }
 
 TEST(ManifestSource, BrokenFileKeepsLastGoodVersion) {
@@ -122,7 +122,7 @@ TEST(ManifestSource, BrokenFileKeepsLastGoodVersion) {
   d.write("db.yaml", manifest("10.0.0.1"));
   d.write("other.yaml", "apiVersion: v1\nkind: Service\nmetadata: {name: o}\n"
                         "spec: {clusterIP: 10.96.0.2, ports: [{port: 1}]}\n");
-  ManifestSource src(d.path(), "rr");
+  ManifestSource src(d.path(), Scheduler::kRr);
   LoadResult r = src.load();
   ASSERT_TRUE(r.errors.empty());
   EXPECT_EQ(db_backends(r), "10.0.0.1");
@@ -169,7 +169,7 @@ TEST(ManifestSource, BrokenFileAtStartContributesNothing) {
   d.write("a.yaml", std::string(kService) + "---\nkind: Service\nmetadata: {name: x}\n");
   d.write("b.yaml", "apiVersion: v1\nkind: Service\nmetadata: {name: o}\n"
                     "spec: {clusterIP: 10.96.0.2, ports: [{port: 1}]}\n");
-  ManifestSource src(d.path(), "rr");
+  ManifestSource src(d.path(), Scheduler::kRr);
   const LoadResult r = src.load();
   ASSERT_EQ(r.errors.size(), 1u);
   EXPECT_EQ(r.errors[0].file, "a.yaml");
@@ -183,7 +183,7 @@ TEST(ManifestSource, DuplicateObjectsAcrossFiles) {
   TempDir d;
   d.write("a.yaml", manifest("10.0.0.1"));
   d.write("b.yaml", manifest("10.0.0.2"));
-  ManifestSource src(d.path(), "rr");
+  ManifestSource src(d.path(), Scheduler::kRr);
   const LoadResult r = src.load();
   ASSERT_EQ(r.errors.size(), 2u);
   EXPECT_EQ(r.errors[0].to_string(),
@@ -199,7 +199,7 @@ TEST(ManifestSource, UnreadableDirectoryKeepsState) {
   {
     std::ofstream(dir + "/db.yaml") << manifest("10.0.0.1");
   }
-  ManifestSource src(dir, "rr");
+  ManifestSource src(dir, Scheduler::kRr);
   EXPECT_EQ(db_backends(src.load()), "10.0.0.1");
   fs::remove_all(dir);
   const LoadResult r = src.load();
@@ -224,7 +224,7 @@ TEST(ManifestSource, AliasBombIsRefusedBeforeExpansion) {
   d.write("db.yaml", manifest("10.0.0.1"));
   d.write("other.yaml", "apiVersion: v1\nkind: Service\nmetadata: {name: o}\n"
                         "spec: {clusterIP: 10.96.0.2, ports: [{port: 1}]}\n");
-  ManifestSource src(d.path(), "rr");
+  ManifestSource src(d.path(), Scheduler::kRr);
   LoadResult r = src.load();
   ASSERT_TRUE(r.errors.empty());
   ASSERT_EQ(db_backends(r), "10.0.0.1");
@@ -267,7 +267,7 @@ TEST(ManifestSource, AnyAliasIsRefused) {
 TEST(ManifestSource, InvalidObjectKeepsLastGoodVersion) {
   TempDir d;
   d.write("db.yaml", manifest("10.0.0.1"));
-  ManifestSource src(d.path(), "rr");
+  ManifestSource src(d.path(), Scheduler::kRr);
   ASSERT_EQ(db_backends(src.load()), "10.0.0.1");
   d.write("db.yaml", manifest("169.254.169.254"));
   d.write("other.yaml", "apiVersion: v1\nkind: Service\nmetadata: {name: \"o\\e[31m\"}\n"
@@ -290,7 +290,7 @@ TEST(ManifestSource, InvalidObjectKeepsLastGoodVersion) {
 TEST(ManifestSource, DanglingSymlinkIsAnError) {
   TempDir d;
   fs::create_symlink(d.file("missing"), d.file("x.yaml"));
-  ManifestSource src(d.path(), "rr");
+  ManifestSource src(d.path(), Scheduler::kRr);
   const LoadResult r = src.load();
   ASSERT_EQ(r.errors.size(), 1u);
   EXPECT_EQ(r.errors[0].to_string(), "x.yaml: dangling symbolic link");
@@ -298,7 +298,7 @@ TEST(ManifestSource, DanglingSymlinkIsAnError) {
 
 TEST(ManifestWatch, SeesWritesRenamesAndDeletes) {
   TempDir d;
-  ManifestSource src(d.path(), "rr");
+  ManifestSource src(d.path(), Scheduler::kRr);
   ASSERT_GE(src.fd(), 0);
   EXPECT_FALSE(src.wait(0));
   EXPECT_EQ(src.load().newest_change_unix_ns, 0);
@@ -336,7 +336,7 @@ TEST(ManifestWatch, RelativeDotDirectory) {
   const auto cwd = fs::current_path();
   fs::current_path(d.path());
   {
-    ManifestSource src(".", "rr");
+    ManifestSource src(".", Scheduler::kRr);
     EXPECT_EQ(db_backends(src.load()), "none");
     d.write("db.yaml", manifest("10.0.0.1"));
     EXPECT_TRUE(changed_within(src, 2000));
@@ -350,7 +350,7 @@ TEST(ManifestWatch, DirectoryRenameSwap) {
   const std::string dir = p.path() + "/manifests";
   fs::create_directory(dir);
   std::ofstream(dir + "/db.yaml") << manifest("10.0.0.1");
-  ManifestSource src(dir, "rr");
+  ManifestSource src(dir, Scheduler::kRr);
   EXPECT_EQ(db_backends(src.load()), "10.0.0.1");
 
   fs::create_directory(p.path() + "/next");
@@ -377,7 +377,7 @@ TEST(ManifestWatch, SymlinkSwap) {
   std::ofstream(p.path() + "/v1/db.yaml") << manifest("10.0.0.1");
   std::ofstream(p.path() + "/v2/db.yaml") << manifest("10.0.0.2");
   fs::create_directory_symlink("v1", p.path() + "/current");
-  ManifestSource src(p.path() + "/current/", "rr");
+  ManifestSource src(p.path() + "/current/", Scheduler::kRr);
   EXPECT_EQ(db_backends(src.load()), "10.0.0.1");
 
   fs::create_directory_symlink("v2", p.path() + "/tmp-link");
@@ -397,7 +397,7 @@ TEST(ManifestWatch, ConfigMapStyleSwap) {
   d.write("..v1/db.yaml", manifest("10.0.0.1"));
   fs::create_directory_symlink("..v1", d.file("..data"));
   fs::create_symlink("..data/db.yaml", d.file("db.yaml"));
-  ManifestSource src(d.path(), "rr");
+  ManifestSource src(d.path(), Scheduler::kRr);
   EXPECT_EQ(db_backends(src.load()), "10.0.0.1");
 
   fs::create_directory(d.file("..v2"));
@@ -415,7 +415,7 @@ TEST(ManifestWatch, DirectoryRemovedAndRecreated) {
   const std::string dir = p.path() + "/m";
   fs::create_directory(dir);
   std::ofstream(dir + "/db.yaml") << manifest("10.0.0.1");
-  ManifestSource src(dir, "rr");
+  ManifestSource src(dir, Scheduler::kRr);
   EXPECT_EQ(db_backends(src.load()), "10.0.0.1");
   fs::remove_all(dir);
   EXPECT_TRUE(changed_within(src, 2000));
@@ -480,7 +480,7 @@ TEST(ManifestWatch, ReadFailureIsRetriedWithoutAnotherFileEvent) {
   fs::create_directory(dir);
   std::ofstream(dir + "/db.yaml") << manifest("10.0.0.1");
   std::ofstream(p.path() + "/next.yaml") << manifest("10.0.0.7");  // staged outside the directory
-  ManifestSource src(dir, "rr");
+  ManifestSource src(dir, Scheduler::kRr);
   ASSERT_EQ(db_backends(src.load()), "10.0.0.1");
   ASSERT_FALSE(changed_within(src, 200));
 
@@ -513,7 +513,7 @@ TEST(ManifestWatch, ReadRetriesBackOffTo5s) {
   const std::string dir = p.path() + "/m";
   fs::create_directory(dir);
   std::ofstream(dir + "/db.yaml") << manifest("10.0.0.1");
-  ManifestSource src(dir, "rr");
+  ManifestSource src(dir, Scheduler::kRr);
   ASSERT_EQ(db_backends(src.load()), "10.0.0.1");
   fs::remove_all(dir);
   std::vector<int> delays;

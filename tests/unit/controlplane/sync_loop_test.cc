@@ -88,7 +88,7 @@ bool eventually(Pred pred, int ms = 3000) {
 TEST(SyncLoop, InitialSyncIsFull) {
   TempDir d;
   d.write("a.yaml", with_slice("a", "10.96.0.1", "10.0.0.1"));
-  ManifestSource src(d.path(), "rr");
+  ManifestSource src(d.path(), Scheduler::kRr);
   FakeBackend be;
   SyncLoop loop(src, be);
   EXPECT_EQ(loop.table(), nullptr);
@@ -112,7 +112,7 @@ TEST(SyncLoop, InitialSyncIsFull) {
 TEST(SyncLoop, GenerationIncrementsOnlyOnChange) {
   TempDir d;
   d.write("a.yaml", with_slice("a", "10.96.0.1", "10.0.0.1"));
-  ManifestSource src(d.path(), "rr");
+  ManifestSource src(d.path(), Scheduler::kRr);
   FakeBackend be;
   SyncLoop loop(src, be);
   ASSERT_TRUE(loop.sync_now());
@@ -149,7 +149,7 @@ TEST(SyncLoop, ApplyErrorKeepsLastTableAndRetriesFull) {
   TempDir d;
   d.write("a.yaml", with_slice("a", "10.96.0.1", "10.0.0.1"));
   d.write("b.yaml", service("b", "10.96.0.2"));
-  ManifestSource src(d.path(), "rr");
+  ManifestSource src(d.path(), Scheduler::kRr);
   FakeBackend be;
   SyncLoop loop(src, be);
   ASSERT_TRUE(loop.sync_now());
@@ -192,7 +192,7 @@ TEST(SyncLoop, ApplyErrorKeepsLastTableAndRetriesFull) {
 TEST(SyncLoop, SourceErrorsInStatus) {
   TempDir d;
   d.write("a.yaml", with_slice("a", "10.96.0.1", "10.0.0.1"));
-  ManifestSource src(d.path(), "rr");
+  ManifestSource src(d.path(), Scheduler::kRr);
   FakeBackend be;
   SyncLoop loop(src, be);
   ASSERT_TRUE(loop.sync_now());
@@ -229,7 +229,7 @@ kind: Service
 metadata: {name: copy, namespace: aaa-tenant}
 spec: {clusterIP: 10.96.7.7, ports: [{name: dns, port: 53, protocol: UDP}]}
 )");
-  ManifestSource src(d.path(), "rr");
+  ManifestSource src(d.path(), Scheduler::kRr);
   FakeBackend be;
   SyncLoop loop(src, be);
   ASSERT_TRUE(loop.sync_now());
@@ -244,7 +244,7 @@ spec: {clusterIP: 10.96.7.7, ports: [{name: dns, port: 53, protocol: UDP}]}
 TEST(SyncLoopRun, FollowsChangesRetriesAndStops) {
   TempDir d;
   d.write("a.yaml", with_slice("a", "10.96.0.1", "10.0.0.1"));
-  ManifestSource src(d.path(), "rr");
+  ManifestSource src(d.path(), Scheduler::kRr);
   FakeBackend be;
   SyncOptions opts;
   opts.retry_interval_ms = 50;
@@ -286,7 +286,7 @@ TEST(SyncLoopRun, FollowsChangesRetriesAndStops) {
 TEST(SyncLoopRun, MinInterval) {
   TempDir d;
   d.write("a.yaml", service("a", "10.96.0.1"));
-  ManifestSource src(d.path(), "rr");
+  ManifestSource src(d.path(), Scheduler::kRr);
   FakeBackend be;
   SyncOptions opts;
   opts.min_interval_ms = 300;

@@ -93,7 +93,7 @@ inline cp::RealServer rs(uint32_t ip, uint16_t port, uint32_t weight = 1) {
 }
 
 inline cp::VirtualService vsvc(uint32_t vip, uint16_t port, cp::Protocol proto, std::vector<cp::RealServer> b,
-                               const std::string& sched = "rr") {
+                               cp::Scheduler sched = cp::Scheduler::kRr) {
   cp::VirtualService v;
   v.key.vip = vip;
   v.key.port = port;

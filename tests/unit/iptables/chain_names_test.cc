@@ -51,12 +51,12 @@ TEST(ChainNames, OtherKindsGetDistinctInputs) {
   c.name = "default/web:http";
   c.key = {*parse_ipv4("10.96.0.10"), 80, Protocol::kTcp};
   VirtualService n1 = c, n2 = c, lb = c, ext = c;
-  n1.kind = n2.kind = "NodePort";
+  n1.kind = n2.kind = ServiceKind::kNodePort;
   n1.key = {*parse_ipv4("192.168.1.5"), 30080, Protocol::kTcp};
   n2.key = {*parse_ipv4("192.168.1.6"), 30080, Protocol::kTcp};
-  lb.kind = "LoadBalancer";
+  lb.kind = ServiceKind::kLoadBalancer;
   lb.key = {*parse_ipv4("203.0.113.7"), 80, Protocol::kTcp};
-  ext.kind = "ExternalIP";
+  ext.kind = ServiceKind::kExternalIp;
   ext.key = {*parse_ipv4("198.51.100.9"), 80, Protocol::kTcp};
   EXPECT_EQ(entry_hash_input(n1), "default/web:httptcp|NodePort|192.168.1.5:30080");
   std::set<std::string> hashes;

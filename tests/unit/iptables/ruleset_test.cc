@@ -132,7 +132,7 @@ TEST(IptablesGolden, DryRunPayloadsMatch) {
   for (const auto& name : names) {
     SCOPED_TRACE(name);
     ASSERT_TRUE(fs::is_directory(root + "/manifests/" + name)) << "golden file without tests/data/manifests/" << name;
-    ManifestSource src(root + "/manifests/" + name, "rr");
+    ManifestSource src(root + "/manifests/" + name, Scheduler::kRr);
     LoadResult r = src.load();
     for (const auto& e : r.errors) ADD_FAILURE() << e.to_string();
     r.table.normalize();
@@ -155,7 +155,7 @@ TEST(IptablesGolden, DryRunPayloadsMatch) {
 }
 
 TEST(IptablesGolden, SeedUsesContractLayout) {
-  ManifestSource src("tests/data/manifests/seed", "rr");
+  ManifestSource src("tests/data/manifests/seed", Scheduler::kRr);
   LoadResult r = src.load();
   ASSERT_TRUE(r.errors.empty());
   r.table.normalize();
@@ -271,7 +271,7 @@ TEST(IptablesRender, NatModeMasqueradesHairpinOnly) {
 
 TEST(IptablesRender, SourceRangesGetFirewallChains) {
   auto lb = service("ns/web:http", "203.0.113.7", 80, {rs("10.1.0.1", 8080)});
-  lb.kind = "LoadBalancer";
+  lb.kind = ServiceKind::kLoadBalancer;
   lb.source_ranges = {"192.0.2.0/24", "198.51.100.0/25"};
   auto cip = service("ns/web:http", "10.96.7.1", 80, {rs("10.1.0.1", 8080)});
   const auto rsu = build(table_of({lb, cip}));
@@ -316,7 +316,7 @@ TEST(IptablesRender, HostileNamesCannotBreakAnyRule) {
     auto svc = service(name, "10.96.1.1", 80, {rs("10.1.0.1", 80), rs("10.1.0.2", 80)});
     svc.persistence_timeout_s = 10800;
     auto lb = service(name, "203.0.113.7", 80, {rs("10.1.0.1", 80)});
-    lb.kind = "LoadBalancer";
+    lb.kind = ServiceKind::kLoadBalancer;
     lb.source_ranges = {"192.0.2.0/24"};
     auto rej = service(name, "10.96.1.2", 80, {});
     auto drop = service(name, "10.96.1.3", 53, {}, Protocol::kUdp);
@@ -394,7 +394,7 @@ TEST(IptablesPayload, PartialRewritesOnlyChangedChains) {
 
   // Nothing changed (e.g. only the scheduler, which iptables mode ignores): no payload.
   auto db_sched = db;
-  db_sched.scheduler = "wrr";
+  db_sched.scheduler = Scheduler::kWrr;
   EXPECT_TRUE(render_partial(build(table_of({db_sched, other})), before).empty());
 
   // Remove pod4 from db: db's SVC chain rewritten, pod4's SEP deleted, nothing else.

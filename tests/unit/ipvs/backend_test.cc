@@ -187,7 +187,7 @@ TEST_F(IpvsBackendTest, VipStaysBoundWhileAnotherServiceUsesIt) {
 
 TEST_F(IpvsBackendTest, NodePortEntriesAreNotBound) {
   VirtualService np = svc(tcp("192.168.1.5", 30080), {"10.244.1.15"});
-  np.kind = "NodePort";
+  np.kind = ServiceKind::kNodePort;
   ASSERT_TRUE(apply(table_of({np}), true)) << error_;
   EXPECT_TRUE(kernel_.svcs.count(np.key));
   EXPECT_TRUE(vips_.addrs.empty());
@@ -360,7 +360,7 @@ TEST_F(IpvsBackendTest, KernelErrorsAreMappedToOneLine) {
   ServiceTable mh = more;
   const ServiceKey k = tcp("10.96.0.103", 80);
   mh.services[k] = svc(k, {"10.244.1.15"});
-  mh.services[k].scheduler = "mh";
+  mh.services[k].scheduler = Scheduler::kMh;
   EXPECT_FALSE(apply(mh));
   EXPECT_THAT(error_, HasSubstr("scheduler mh"));
   EXPECT_THAT(error_, HasSubstr("modprobe ip_vs_<scheduler>"));

@@ -20,7 +20,7 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 using namespace ::vipd::cp::ipvs::testing;
 
-VirtualService vs_of(const ServiceKey& k, const std::string& sched, uint32_t persist) {
+VirtualService vs_of(const ServiceKey& k, Scheduler sched, uint32_t persist) {
   VirtualService v;
   v.key = k;
   v.name = "default/svc:http";
@@ -30,16 +30,16 @@ VirtualService vs_of(const ServiceKey& k, const std::string& sched, uint32_t per
 }
 
 TEST(IpvsDesired, SchedulerPassesThroughByName) {
-  for (const char* s : {"rr", "wrr", "lc", "wlc", "lblc", "lblcr", "dh", "sh", "sed", "nq", "mh"})
-    EXPECT_EQ(to_ipvs_service(vs_of(tcp("10.96.0.1", 80), s, 0)).scheduler, s);
-  EXPECT_EQ(to_ipvs_service(vs_of(tcp("10.96.0.1", 80), "", 0)).scheduler, "rr");
+  for (const auto& s : kSchedulerNames)
+    EXPECT_EQ(to_ipvs_service(vs_of(tcp("10.96.0.1", 80), s.value, 0)).scheduler, s.name);
+  EXPECT_EQ(to_ipvs_service(VirtualService{}).scheduler, "rr");
 }
 
 TEST(IpvsDesired, PersistenceFromAffinity) {
-  const IpvsService none = to_ipvs_service(vs_of(tcp("10.96.0.1", 80), "rr", 0));
+  const IpvsService none = to_ipvs_service(vs_of(tcp("10.96.0.1", 80), Scheduler::kRr, 0));
   EXPECT_EQ(none.flags, 0u);
   EXPECT_EQ(none.timeout_s, 0u);
-  const IpvsService sticky = to_ipvs_service(vs_of(tcp("10.96.0.1", 80), "rr", 10800));
+  const IpvsService sticky = to_ipvs_service(vs_of(tcp("10.96.0.1", 80), Scheduler::kRr, 10800));
   EXPECT_EQ(sticky.flags, kFlagPersistent);
   EXPECT_EQ(sticky.flags, 0x1u);
   EXPECT_EQ(sticky.timeout_s, 10800u);
@@ -47,7 +47,7 @@ TEST(IpvsDesired, PersistenceFromAffinity) {
 }
 
 TEST(IpvsDesired, OnlyWeightAboveZeroRealServersAreWantedSorted) {
-  VirtualService v = vs_of(tcp("10.96.0.1", 80), "wrr", 0);
+  VirtualService v = vs_of(tcp("10.96.0.1", 80), Scheduler::kWrr, 0);
   v.backends = {{ip("10.244.3.12"), 8080, 2, false}, {ip("10.244.1.15"), 8080, 1, false},
                 {ip("10.244.2.88"), 8080, 0, true}};
   const DesiredService d = to_desired(v);
@@ -63,12 +63,12 @@ TEST(IpvsDesired, OnlyWeightAboveZeroRealServersAreWantedSorted) {
 
 TEST(IpvsDesired, VipsOfEveryKindButNodePort) {
   ServiceTable t;
-  VirtualService a = vs_of(tcp("10.96.0.1", 80), "rr", 0);
-  VirtualService b = vs_of(udp("10.96.0.1", 53), "rr", 0);
-  VirtualService np = vs_of(tcp("192.168.1.5", 30080), "rr", 0);
-  np.kind = "NodePort";
-  VirtualService lb = vs_of(tcp("203.0.113.7", 80), "rr", 0);
-  lb.kind = "LoadBalancer";
+  VirtualService a = vs_of(tcp("10.96.0.1", 80), Scheduler::kRr, 0);
+  VirtualService b = vs_of(udp("10.96.0.1", 53), Scheduler::kRr, 0);
+  VirtualService np = vs_of(tcp("192.168.1.5", 30080), Scheduler::kRr, 0);
+  np.kind = ServiceKind::kNodePort;
+  VirtualService lb = vs_of(tcp("203.0.113.7", 80), Scheduler::kRr, 0);
+  lb.kind = ServiceKind::kLoadBalancer;
   for (auto* v : {&a, &b, &np, &lb}) t.services[v->key] = *v;
   const Desired d = build_desired(t);
   EXPECT_EQ(d.services.size(), 4u);
@@ -77,11 +77,11 @@ TEST(IpvsDesired, VipsOfEveryKindButNodePort) {
 
 TEST(IpvsDesired, RulesPerForwardMethodAndWhenEmpty) {
   ServiceTable t;
-  VirtualService rej = vs_of(tcp("10.96.0.101", 80), "rr", 0);
+  VirtualService rej = vs_of(tcp("10.96.0.101", 80), Scheduler::kRr, 0);
   rej.name = "default/empty:http";
-  VirtualService drop = vs_of(udp("10.96.0.101", 53), "rr", 0);
+  VirtualService drop = vs_of(udp("10.96.0.101", 53), Scheduler::kRr, 0);
   drop.when_empty = WhenEmpty::kDrop;
-  VirtualService ranges = vs_of(tcp("203.0.113.7", 443), "rr", 0);
+  VirtualService ranges = vs_of(tcp("203.0.113.7", 443), Scheduler::kRr, 0);
   ranges.backends = {{ip("10.244.1.15"), 443, 1, false}};
   ranges.source_ranges = {"192.0.2.0/24"};
   ranges.name = "default/lb:https";
@@ -114,10 +114,10 @@ TEST(IpvsDesired, RulesPerForwardMethodAndWhenEmpty) {
 TEST(IpvsDesired, HostileNamesCannotBreakThePayload) {
   auto table = [](const std::string& name) {
     ServiceTable t;
-    VirtualService rej = vs_of(tcp("10.96.0.101", 80), "rr", 0);
-    VirtualService drop = vs_of(udp("10.96.0.101", 53), "rr", 0);
+    VirtualService rej = vs_of(tcp("10.96.0.101", 80), Scheduler::kRr, 0);
+    VirtualService drop = vs_of(udp("10.96.0.101", 53), Scheduler::kRr, 0);
     drop.when_empty = WhenEmpty::kDrop;
-    VirtualService ranges = vs_of(tcp("203.0.113.7", 443), "rr", 0);
+    VirtualService ranges = vs_of(tcp("203.0.113.7", 443), Scheduler::kRr, 0);
     ranges.backends = {{ip("10.244.1.15"), 443, 1, false}};
     ranges.source_ranges = {"192.0.2.0/24", "198.51.100.0/24"};
     for (auto* v : {&rej, &drop, &ranges}) {
@@ -153,9 +153,9 @@ TEST(IpvsDesired, JumpRules) {
 
 TEST(IpvsDesired, DryRunTextIsIpvsadmLike) {
   ServiceTable t;
-  VirtualService v = vs_of(tcp("10.96.0.100", 8080), "rr", 0);
+  VirtualService v = vs_of(tcp("10.96.0.100", 8080), Scheduler::kRr, 0);
   v.backends = {{ip("10.244.1.15"), 8080, 1, false}, {ip("10.244.2.88"), 8080, 1, false}};
-  VirtualService s = vs_of(tcp("10.96.0.102", 8080), "sh", 300);
+  VirtualService s = vs_of(tcp("10.96.0.102", 8080), Scheduler::kSh, 300);
   t.services[v.key] = v;
   t.services[s.key] = s;
   const std::string txt = dry_run_text(build_desired(t), RulesOptions{}, "vipd-ipvs0");

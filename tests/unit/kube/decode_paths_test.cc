@@ -287,7 +287,7 @@ TEST(DecodePaths, TypedValues) {
   ASSERT_TRUE(s.service) << s.error;
   EXPECT_EQ(s.service->meta.namespace_, "prod");
   EXPECT_EQ(s.service->meta.annotations, (std::map<std::string, std::string>{{"vipd.io/scheduler", "mh"}}));
-  EXPECT_EQ(s.service->scheduler, "mh");
+  EXPECT_EQ(s.service->scheduler, Scheduler::kMh);
   EXPECT_EQ(s.service->type, "LoadBalancer");
   ASSERT_EQ(s.service->ports.size(), 2u);
   EXPECT_EQ(s.service->ports[0].node_port, 30080);

@@ -20,7 +20,7 @@ std::vector<std::string> entries(const std::string& yaml, const BuildOptions& o)
   const BuildResult r = build_service_table(p.services, p.slices, o);
   std::vector<std::string> out;
   for (const auto& [k, v] : r.table.services) {
-    std::string s = v.kind + " " + to_string(k) + " " + when_empty_name(v.when_empty) + " [";
+    std::string s = std::string(name(v.kind)) + " " + to_string(k) + " " + name(v.when_empty) + " [";
     for (size_t i = 0; i < v.backends.size(); ++i) {
       const auto& b = v.backends[i];
       s += (i ? " " : "") + ipv4_to_string(b.ip) + ":" + std::to_string(b.port) + "/" +

@@ -29,7 +29,7 @@ dp::ExplainResult service_result() {
   r.worker_lcore = 1;
   r.service_found = true;
   r.vip_address = true;
-  r.scheduler = "rr";
+  r.scheduler = Scheduler::kRr;
   r.n_dests = 4;
   r.n_weighted = 4;
   return r;

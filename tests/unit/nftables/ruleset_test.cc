@@ -128,7 +128,7 @@ TEST(NftRender, NodePortAndFirewall) {
   EntryRender r;
   std::string err;
   auto s = svc("default/web:http", "192.168.1.5", 30080, {"10.244.1.15"});
-  s.kind = "NodePort";
+  s.kind = ServiceKind::kNodePort;
   s.source_ranges = {"10.0.0.0/8", "192.168.0.0/16"};
   ASSERT_TRUE(render_entry(s, "in", {}, &r, &err));
   EXPECT_EQ(r.elements[0].map, "service-nodeports");

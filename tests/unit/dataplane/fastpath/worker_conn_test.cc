@@ -24,7 +24,7 @@ TEST_F(WorkerTest, MhMidFlowWithoutEndpointsIsDroppedNotReset) {
   build(Forward::kNat);
   if (HasFatalFailure()) return;
   cp::ServiceTable next = table_;
-  put(next, vsvc(kVipEmpty, 8090, Protocol::kTcp, {}, "mh"));
+  put(next, vsvc(kVipEmpty, 8090, Protocol::kTcp, {}, Sched::kMh));
   const cp::TableDiff d = cp::TableDiff::compute(table_, next);
   std::string err;
   ASSERT_TRUE(pub_->apply(next, d, false, &err)) << err;
@@ -396,11 +396,11 @@ TEST_F(WorkerTest, SourceRangesLimitNewFlows) {
   if (HasFatalFailure()) return;
   cp::ServiceTable next = table_;
   auto open_to_client = vsvc(ip4(10, 96, 0, 120), 443, Protocol::kTcp, {rs(kB1, 80)});
-  open_to_client.kind = "LoadBalancer";
+  open_to_client.kind = cp::ServiceKind::kLoadBalancer;
   open_to_client.source_ranges = {"10.0.0.0/24", "192.0.2.0/24"};
   put(next, open_to_client);
   auto closed = vsvc(ip4(10, 96, 0, 121), 443, Protocol::kTcp, {rs(kB1, 80)});
-  closed.kind = "LoadBalancer";
+  closed.kind = cp::ServiceKind::kLoadBalancer;
   closed.source_ranges = {"10.0.0.11/32", "192.0.2.0/24"};  // kClient is 10.0.0.10
   put(next, closed);
   std::string err;

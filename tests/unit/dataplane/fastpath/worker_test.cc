@@ -157,7 +157,7 @@ TEST_P(WorkerModeTest, UdpFlowBothDirections) {
 
 INSTANTIATE_TEST_SUITE_P(Modes, WorkerModeTest, ::testing::Values(Forward::kFnat, Forward::kNat),
                          [](const ::testing::TestParamInfo<Forward>& i) {
-                           return i.param == Forward::kFnat ? std::string("fnat") : std::string("nat");
+                           return std::string(cp::name(i.param));
                          });
 
 TEST_F(WorkerTest, NonSynWithoutConnectionIsDropped) {

@@ -59,7 +59,7 @@ class PublisherTest : public ::testing::Test {
     EXPECT_EQ(s->vip, v.key.vip);
     EXPECT_EQ(s->port, v.key.port);
     EXPECT_EQ(s->proto, static_cast<uint8_t>(v.key.protocol));
-    EXPECT_EQ(s->sched, v.scheduler == "wrr" ? Sched::kWrr : Sched::kRr);
+    EXPECT_EQ(s->sched, v.scheduler);
     EXPECT_EQ(s->drop_when_empty, v.when_empty == cp::WhenEmpty::kDrop ? 1 : 0);
     EXPECT_EQ(s->persistence_s, v.persistence_timeout_s);
     ASSERT_EQ(s->n_dests, v.backends.size());
@@ -93,7 +93,7 @@ class PublisherTest : public ::testing::Test {
 TEST_F(PublisherTest, FullApplyPublishesServices) {
   cp::ServiceTable t;
   auto a = vsvc(kVip, 8080, Protocol::kTcp, {rs(kB2, 80), rs(kB1, 80)});
-  auto b = vsvc(kVip, 53, Protocol::kUdp, {rs(kB1, 53, 3), rs(kB2, 53, 0), rs(kB3, 53, 6)}, "wrr");
+  auto b = vsvc(kVip, 53, Protocol::kUdp, {rs(kB1, 53, 3), rs(kB2, 53, 0), rs(kB3, 53, 6)}, Sched::kWrr);
   auto c = vsvc(kVip2, 80, Protocol::kTcp, {});
   c.when_empty = cp::WhenEmpty::kDrop;
   c.persistence_timeout_s = 300;
@@ -208,7 +208,7 @@ TEST_F(PublisherTest, ChangingWeightsKeepsSlotsAndGenerations) {
   const uint32_t sl0 = before->dests[0].slot, sl1 = before->dests[1].slot;
   const uint32_t g0 = gen(sl0), g1 = gen(sl1);
   cp::ServiceTable t2;
-  auto v2 = vsvc(kVip, 8080, Protocol::kTcp, {rs(kB1, 80, 5), rs(kB2, 80, 0)}, "wrr");
+  auto v2 = vsvc(kVip, 8080, Protocol::kTcp, {rs(kB1, 80, 5), rs(kB2, 80, 0)}, Sched::kWrr);
   put(t2, v2);
   ASSERT_TRUE(diff(t2));
   const Service* after = find_service(sh(), kVip, 8080, 6);

@@ -83,14 +83,14 @@ TEST_P(LcFamily, SequenceWithConnectionsOpeningAndNoWeightZero) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ipvs, LcFamily, ::testing::Values(Sched::kLc, Sched::kWlc, Sched::kSed, Sched::kNq),
-                         [](const auto& info) { return std::string(sched_name(info.param)); });
+                         [](const auto& info) { return std::string(cp::name(info.param)); });
 
 TEST(LcFamilyEdges, AllZeroWeightsGiveNothing) {
   for (Sched s : {Sched::kLc, Sched::kWlc, Sched::kSed, Sched::kNq}) {
     auto svc = make_service({0, 0}, s);
     svc->n_weighted = 0;
     SchedState st;
-    EXPECT_EQ(sched_pick(*svc, st), -1) << sched_name(s);
+    EXPECT_EQ(sched_pick(*svc, st), -1) << cp::name(s);
   }
 }
 
@@ -141,16 +141,6 @@ TEST(Lblcr, GrowsTheSetWhenMembersAreOverloaded) {
   EXPECT_EQ(__builtin_popcountll(st.lblcr_set), 2);
   l.c[a].active = 0;
   EXPECT_EQ(sched_pick(*svc, st, l.ctx()), a) << "least loaded member of the set";
-}
-
-TEST(SchedNames, RoundTrip) {
-  for (const char* n : {"rr", "wrr", "lc", "wlc", "sed", "nq", "sh", "dh", "lblc", "lblcr", "mh"}) {
-    Sched s;
-    ASSERT_TRUE(sched_from_name(n, &s)) << n;
-    EXPECT_STREQ(sched_name(s), n);
-  }
-  Sched s;
-  EXPECT_FALSE(sched_from_name("fo", &s));
 }
 
 }  // namespace
