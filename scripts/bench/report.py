@@ -486,7 +486,9 @@ def memory(d):
                    f"(DPDK heap taken by `ConnTable::init` for {src['conn_capacity']:,} entries: the rte_hash's 64-byte "
                    f"key slot, which holds the {src['conn_struct_bytes']}-byte `Conn` as the key itself, the hash's "
                    "buckets and extendable buckets, and full NAT's port index for the replies, 4 bytes per local "
-                   "address and port; NAT mode takes a second key slot per connection for the reply key).")
+                   "address and port; NAT mode takes a second key slot per connection for the reply key). "
+                   "That is the table of the measured version; vipd's own cuckoo table has replaced it since "
+                   "(*Measured changes*).")
         svc = d.cp_row(10000, "offline")
         out.append(f"- Service: `Service` object {src['service_struct_bytes']} bytes + {src['destref_struct_bytes']} "
                    f"bytes per endpoint, plus rte_malloc's header and padding: {src['service_bytes_each']:.0f} bytes of "
@@ -609,7 +611,7 @@ def reading(d):
     c = d.cg_by.get((big["services"], big["flows"])) if big else None
     if c:
         items.append(f"**Instructions:** {c['est_ir_per_pkt']:.0f} per established packet, spread over `prepare_burst` "
-                     "(frame checks, parse, key hashing, prefetches), rte_hash's bulk lookup and `process_burst` (section "
+                     "(frame checks, parse, key hashing, prefetches), the connection table's bulk lookup and `process_burst` (section "
                      "5's profile); no single part dominates. A NIC's `RTE_MBUF_F_RX_IP_CKSUM_GOOD` would make the "
                      "header checksum verification free.")
     hv = [r for r in d.pipe if bool(r.get("hugepages")) != bool(d.machine.get("hugepages"))]
@@ -626,7 +628,7 @@ def reading(d):
         items.append(f"**Control plane:** one endpoint change at 10k services costs {syr['change_p50_us']:.0f} µs p50 "
                      f"end to end against {syr['baseline_change_p50_us'] / 1000:.0f} ms for the whole-table path "
                      "(section 2b). Still O(services): a full resync and the first reader snapshot after a change; "
-                     "list decoding through yaml-cpp nodes (section 2c).")
+                     "list decoding (section 2c).")
     nft = max((r for r in d.ipt if r.get("variant") == "nftables" and r.get("partial_p50_ms")),
               key=lambda r: r["services"], default=None)
     leg = max((r for r in d.ipt if r.get("variant") == "legacy" and r.get("partial_p50_ms")),
