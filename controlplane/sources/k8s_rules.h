@@ -255,14 +255,28 @@ std::vector<std::string> strings(const N& map, const char* key, const Path& path
   return out;
 }
 
+// An object of `kind`: its apiVersion, metadata and name rule, then `body`
+// (the kind's own fields) inside guarded(). nullopt and *error when refused.
+template <class T, class N, class NameRule, class Body>
+std::optional<T> decode_object(const char* kind, const char* api_version, const N& n, ObjectError* error,
+                               const char* absent_api_version, NameRule&& name_problem, Body&& body) {
+  T s;
+  const bool ok = guarded(kind, n, error, [&] {
+    const Path root;
+    check_api_version(n, api_version, absent_api_version);
+    s.meta = parse_meta(n);
+    check_rule(name_problem(s.meta.name), root.key("metadata.name"), s.meta.name);
+    body(s, root);
+  });
+  if (!ok) return std::nullopt;
+  return s;
+}
+
 template <class N>
 std::optional<Service> decode_service(const N& n, ObjectError* error, const char* absent_api_version = nullptr) {
-  Service s;
-  const bool ok = guarded("Service", n, error, [&] {
-    const Path root;
-    check_api_version(n, "v1", absent_api_version);
-    s.meta = parse_meta(n);
-    check_rule(dns1035_label_problem(s.meta.name), root.key("metadata.name"), s.meta.name);
+  return decode_object<Service>("Service", "v1", n, error, absent_api_version,
+                                [](const std::string& name) { return dns1035_label_problem(name); },
+                                [&](Service& s, const Path& root) {
     const N spec = child(n, "spec", root);
     if (!present(spec)) throw ParseFail{"spec is missing"};
     if (!spec.is_map()) throw ParseFail{"spec: expected a mapping"};
@@ -335,19 +349,14 @@ std::optional<Service> decode_service(const N& n, ObjectError* error, const char
     });
     apply_scheduler(&s);
   });
-  if (!ok) return std::nullopt;
-  return s;
 }
 
 template <class N>
 std::optional<EndpointSlice> decode_endpoint_slice(const N& n, ObjectError* error,
                                                    const char* absent_api_version = nullptr) {
-  EndpointSlice s;
-  const bool ok = guarded("EndpointSlice", n, error, [&] {
-    const Path root;
-    check_api_version(n, "discovery.k8s.io/v1", absent_api_version);
-    s.meta = parse_meta(n);
-    check_rule(dns1123_subdomain_problem(s.meta.name), root.key("metadata.name"), s.meta.name);
+  return decode_object<EndpointSlice>("EndpointSlice", "discovery.k8s.io/v1", n, error, absent_api_version,
+                                      [](const std::string& name) { return dns1123_subdomain_problem(name); },
+                                      [&](EndpointSlice& s, const Path& root) {
     auto type = opt_string(n, "addressType", root);
     if (!type) throw ParseFail{"addressType is missing"};
     s.address_type = std::move(*type);
@@ -402,8 +411,6 @@ std::optional<EndpointSlice> decode_endpoint_slice(const N& n, ObjectError* erro
       s.ports.push_back(std::move(ep));
     });
   });
-  if (!ok) return std::nullopt;
-  return s;
 }
 
 }  // namespace vipd::cp::k8s::rules
