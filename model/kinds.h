@@ -34,6 +34,9 @@ enum class Protocol : uint8_t { kTcp = 6, kUdp = 17 };
 enum class ForwardMethod : uint8_t { kFnat, kNat };
 // A service without usable endpoints: reject (RST / ICMP unreachable) or drop.
 enum class WhenEmpty : uint8_t { kReject, kDrop };
+// dpdk full NAT: the PROXY protocol header sent to the backend ahead of the
+// client's bytes (TCP only); kNone = none ("" in the dry-run JSON).
+enum class ProxyProtocol : uint8_t { kNone, kV1, kV2 };
 
 template <class E>
 struct NameOf {
@@ -57,6 +60,8 @@ inline constexpr NameOf<ForwardMethod> kForwardMethodNames[] = {{ForwardMethod::
                                                                {ForwardMethod::kNat, "nat"}};
 inline constexpr NameOf<WhenEmpty> kWhenEmptyNames[] = {{WhenEmpty::kReject, "reject"},
                                                        {WhenEmpty::kDrop, "drop"}};
+inline constexpr NameOf<ProxyProtocol> kProxyProtocolNames[] = {
+    {ProxyProtocol::kNone, ""}, {ProxyProtocol::kV1, "v1"}, {ProxyProtocol::kV2, "v2"}};
 
 // name_table(E{}): the table of E (found by argument-dependent lookup).
 constexpr const auto& name_table(Scheduler) { return kSchedulerNames; }
@@ -64,6 +69,7 @@ constexpr const auto& name_table(ServiceKind) { return kServiceKindNames; }
 constexpr const auto& name_table(Protocol) { return kProtocolNames; }
 constexpr const auto& name_table(ForwardMethod) { return kForwardMethodNames; }
 constexpr const auto& name_table(WhenEmpty) { return kWhenEmptyNames; }
+constexpr const auto& name_table(ProxyProtocol) { return kProxyProtocolNames; }
 
 template <class E>
 concept NamedKind = requires { name_table(E{}); };
@@ -106,6 +112,10 @@ constexpr std::optional<ForwardMethod> parse_forward_method(std::string_view s) 
 }
 constexpr std::optional<WhenEmpty> parse_when_empty(std::string_view s) {
   return kinds_detail::parse<WhenEmpty>(s);
+}
+// "v1", "v2" or "" (none).
+constexpr std::optional<ProxyProtocol> parse_proxy_protocol(std::string_view s) {
+  return kinds_detail::parse<ProxyProtocol>(s);
 }
 
 // Every name of E in table order, joined by `sep`: names<Scheduler>(", ") ->

@@ -51,6 +51,7 @@ struct VirtualService {
   Scheduler scheduler = Scheduler::kRr;
   uint32_t persistence_timeout_s = 0;  // 0 = no persistence
   WhenEmpty when_empty = WhenEmpty::kReject;
+  ProxyProtocol proxy_protocol = ProxyProtocol::kNone;  // dpdk full NAT, TCP only
   std::vector<RealServer> backends;    // sorted by (ip, port), unique
   // Client source ranges allowed to reach this entry (loadBalancerSourceRanges,
   // "a.b.c.d/n", sorted, unique); empty = everyone. Carried for the dataplane;

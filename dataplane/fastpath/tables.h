@@ -58,7 +58,8 @@ struct Service {
   uint8_t proto;
   Sched sched;
   uint8_t drop_when_empty;  // 0 = reject (RST / ICMP unreachable), 1 = drop
-  uint8_t pad[3];
+  cp::ProxyProtocol proxy_protocol;  // full NAT, TCP: header ahead of the client's bytes
+  uint8_t pad[2];
   uint32_t persistence_s;
   uint32_t n_dests;     // all destinations, including weight 0
   uint32_t n_weighted;  // destinations with weight > 0

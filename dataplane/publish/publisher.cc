@@ -112,6 +112,7 @@ bool Publisher::upsert(const cp::VirtualService& vs, Deferred& d, std::string* e
   obj->proto = static_cast<uint8_t>(vs.key.protocol);
   obj->sched = sched;
   obj->drop_when_empty = vs.when_empty == cp::WhenEmpty::kDrop ? 1 : 0;
+  obj->proxy_protocol = vs.proxy_protocol;
   obj->persistence_s = vs.persistence_timeout_s;
   obj->n_dests = static_cast<uint32_t>(n);
   int32_t maxw = 0, g = 0;

@@ -74,6 +74,18 @@ TEST(Kinds, WhenEmpty) {
   EXPECT_FALSE(parse_when_empty("DROP"));
 }
 
+// ProxyProtocol's "none" is spelled "" (the dry-run JSON's value), so it is
+// the one table where the empty string parses.
+TEST(Kinds, ProxyProtocol) {
+  EXPECT_EQ(std::size(kProxyProtocolNames), 3u);
+  for (const auto& e : kProxyProtocolNames) EXPECT_EQ(parse_proxy_protocol(e.name), e.value);
+  EXPECT_EQ(parse_proxy_protocol(""), ProxyProtocol::kNone);
+  EXPECT_EQ(parse_proxy_protocol("v2"), ProxyProtocol::kV2);
+  EXPECT_FALSE(parse_proxy_protocol("V1"));
+  EXPECT_FALSE(parse_proxy_protocol("v3"));
+  EXPECT_EQ(names<ProxyProtocol>("|"), "v1|v2");  // "" adds no separator
+}
+
 // The tables are usable at compile time (the fast path needs no linking).
 static_assert(parse_scheduler("mh") == Scheduler::kMh);
 static_assert(name(Protocol::kUdp)[0] == 'U');
