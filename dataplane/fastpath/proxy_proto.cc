@@ -70,13 +70,8 @@ void set32(uint8_t* tcp, size_t off, uint32_t v, uint64_t& acc) {
   field_delta(acc, off, old, tcp + off, 4);
 }
 
-// An ack (or SACK edge) of the backend's, in the client's sequence space.
-uint32_t to_client_space(const ProxyConn& pc, uint32_t v) {
-  const uint32_t first = pc.client_isn + 1;
-  const int32_t d = static_cast<int32_t>(v - first);
-  if (d >= static_cast<int32_t>(pc.hdr_len)) return v - pc.hdr_len;
-  return d > 0 ? first : v;  // inside the header: nothing of the client's acked yet
-}
+
+uint32_t to_client_space(const ProxyConn& pc, uint32_t v) { return proxy_seq_to_client(pc, v); }
 
 // The one's-complement sum of the pseudo header for a TCP segment of `len`.
 uint64_t pseudo_sum(const uint8_t* ip, size_t len) {
@@ -84,6 +79,13 @@ uint64_t pseudo_sum(const uint8_t* ip, size_t len) {
 }
 
 }  // namespace
+
+uint32_t proxy_seq_to_client(const ProxyConn& pc, uint32_t v) noexcept {
+  const uint32_t first = pc.client_isn + 1;
+  const int32_t d = static_cast<int32_t>(v - first);
+  if (d >= static_cast<int32_t>(pc.hdr_len)) return v - pc.hdr_len;
+  return d > 0 ? first : v;  // inside the header: nothing of the client's acked yet
+}
 
 size_t proxy_header(cp::ProxyProtocol v, uint32_t src, uint16_t sport, uint32_t dst, uint16_t dport,
                     uint8_t* out) noexcept {

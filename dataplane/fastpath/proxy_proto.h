@@ -106,6 +106,9 @@ void tcp_shift_seq(uint8_t* frame, const Parsed& p, uint32_t n) noexcept;
 // length and both checksums (the TCP one recomputed, a bad one stays bad).
 // Returns the new frame length.
 size_t tcp_insert_payload(uint8_t* frame, const Parsed& p, const uint8_t* hdr, size_t n) noexcept;
+// A sequence number of the client's as the backend sees it (after the
+// shift) back in the client's own space; one inside the header: ISN + 1.
+uint32_t proxy_seq_to_client(const ProxyConn& pc, uint32_t v) noexcept;
 // Backend -> client: ack and SACK edges back into the client's space, MSS
 // of a SYN lowered by hdr_len; marks the header acknowledged. Checksum
 // updated incrementally.

@@ -366,6 +366,8 @@ std::vector<WorkerSnapshot> DpdkDataplane::workers() const {
     s.icmp_unreach_sent = ld(c.icmp_unreach_sent);
     s.arp_replies = ld(c.arp_replies);
     s.arp_requests = ld(c.arp_requests);
+    s.proxy_headers = ld(c.proxy_headers);
+    s.proxy_header_retransmits = ld(c.proxy_header_retransmits);
     s.conn_entries = w->conns.size();
     s.conn_capacity = w->conns.capacity();
     for (unsigned r = 0; r < kNumDropReasons; ++r) {

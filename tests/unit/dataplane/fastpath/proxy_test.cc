@@ -326,6 +326,42 @@ TEST_F(ProxyTest, NoRoomIsACountedDrop) {
   EXPECT_EQ(payload(d), hdr(ProxyProtocol::kV1) + "hello");
 }
 
+// An ICMP error from the backend side quoting a shifted client segment
+// reaches the client with the client's own seq in the quote (its TCP checks
+// it), every checksum valid.
+TEST_F(ProxyTest, IcmpErrorQuoteGetsClientSeq) {
+  build_proxy(Forward::kFnat);
+  if (HasFatalFailure()) return;
+  const uint32_t isn = 0xffffffe0u;
+  ASSERT_FALSE(open(kPortV2, isn).empty());
+  ASSERT_FALSE(to_backend(client(kPortV2, kTcpAck | kTcpPsh, isn + 1, "abc"), "first").empty());
+  const Frame d = to_backend(client(kPortV2, kTcpAck | kTcpPsh, isn + 4, "defg"), "second");
+  ASSERT_FALSE(d.empty());
+  ASSERT_EQ(tcp_seq(d.data()), static_cast<uint32_t>(isn + 4 + kProxyV2Len));
+  FrameSpec s;
+  s.dmac = kPortMac[1];
+  s.smac = kB1Mac;
+  s.src = kB1;
+  s.dst = kLocal;
+  s.proto = kProtoIcmp;
+  s.icmp_type = 3;
+  s.icmp_code = 4;
+  s.icmp_id = 0;
+  s.icmp_seq = 1200;
+  s.payload.assign(d.begin() + kEth, d.end());  // the whole segment: the quoted TCP checksum is checked too
+  const Frame e = one_out(build_frame(s), 1, 0);
+  ASSERT_FALSE(e.empty()) << drop_summary();
+  EXPECT_TRUE(ip_cksum_exact(e.data()));
+  EXPECT_TRUE(icmp_cksum_ok(e.data()));
+  const uint8_t* qip = l4_of(e.data()) + 8;
+  const uint8_t* qtcp = qip + (qip[0] & 0x0f) * 4u;
+  EXPECT_EQ(get32(qtcp + 4), isn + 4) << "the client's own seq";
+  EXPECT_EQ(get32(qip + 12), kClient);
+  const size_t qlen = get16(qip + 2) - (qip[0] & 0x0f) * 4u;
+  EXPECT_EQ(get16(qtcp + 16), ref_l4_cksum(get32(qip + 12), get32(qip + 16), kProtoTcp, qtcp, qlen, 16))
+      << "quoted TCP checksum";
+}
+
 // A segment that came in with a bad TCP checksum still has a bad one after
 // the header went in (it is not made valid).
 TEST_F(ProxyTest, BadChecksumStaysBad) {
