@@ -61,6 +61,8 @@ nlohmann::json stats_json(const vipd::dp::Dataplane& dp) {
                        {"icmp_unreach_sent", w.icmp_unreach_sent},
                        {"arp_replies", w.arp_replies},
                        {"arp_requests", w.arp_requests},
+                       {"proxy_headers", w.proxy_headers},
+                       {"proxy_header_retransmits", w.proxy_header_retransmits},
                        {"conn_entries", w.conn_entries},
                        {"conn_capacity", w.conn_capacity},
                        {"drop_reasons", reasons}});

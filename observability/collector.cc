@@ -49,6 +49,8 @@ enum Fam : size_t {
   kWorkerIcmpUnreach,
   kWorkerArpReplies,
   kWorkerArpRequests,
+  kWorkerProxyHeaders,
+  kWorkerProxyHeaderRetransmits,
   kConnTableEntries,
   kConnTableCapacity,
   kPortRx,
@@ -119,6 +121,10 @@ const std::vector<FamilyInfo> kFamilies = {
      "ICMP port unreachable messages sent by the worker (UDP to a service without endpoints)."},
     {"vipd_worker_arp_replies_sent_total", "counter", "worker", "ARP replies sent by the worker."},
     {"vipd_worker_arp_requests_sent_total", "counter", "worker", "ARP requests sent by the worker."},
+    {"vipd_worker_proxy_headers_sent_total", "counter", "worker",
+     "PROXY protocol headers sent to backends (full NAT), once per connection."},
+    {"vipd_worker_proxy_header_retransmits_total", "counter", "worker",
+     "PROXY protocol headers sent again with a retransmitted first client segment."},
     {"vipd_conn_table_entries", "gauge", "worker", "Entries in use in the worker's connection table."},
     {"vipd_conn_table_capacity", "gauge", "worker", "Capacity of the worker's connection table."},
     {"vipd_port_rx_packets_total", "counter", "port,device", "Packets received by the port (NIC statistics)."},
@@ -331,6 +337,8 @@ std::vector<MetricFamily> MetricsCollector::Collect() const {
     b.add(kWorkerIcmpUnreach, wl, d(w.icmp_unreach_sent));
     b.add(kWorkerArpReplies, wl, d(w.arp_replies));
     b.add(kWorkerArpRequests, wl, d(w.arp_requests));
+    b.add(kWorkerProxyHeaders, wl, d(w.proxy_headers));
+    b.add(kWorkerProxyHeaderRetransmits, wl, d(w.proxy_header_retransmits));
     b.add(kConnTableEntries, wl, d(w.conn_entries));
     b.add(kConnTableCapacity, wl, d(w.conn_capacity));
   }

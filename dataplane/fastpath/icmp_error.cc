@@ -109,10 +109,19 @@ DropReason translate_icmp_error(Worker& w, uint8_t* f, const Parsed& p, const Ic
   const uint16_t old_isport = raw16(il4), old_idport = raw16(il4 + 2);
   wr16(il4, isport);
   wr16(il4 + 2, idport);
+  // PROXY protocol: a quoted client segment carries the seq shifted by the
+  // header; the client's TCP checks the seq of an ICMP error against what
+  // it sent, so it gets its own back.
+  uint32_t seq_delta = 0;
+  if (q.to_client && c->proxy && q.proto == kProtoTcp && q.l4_quoted >= 8) {
+    const uint32_t old_seq = raw32(il4 + 4);
+    wr32(il4 + 4, proxy_seq_to_client(w.proxy.at(c->proxy), rd32(il4 + 4)));
+    seq_delta = csum_delta4(old_seq, raw32(il4 + 4));
+  }
   const size_t coff = q.proto == kProtoTcp ? 16 : 6;
   const uint16_t check = raw16(il4 + coff);
   if (tcp_sum || (q.proto == kProtoUdp && check != 0)) {
-    uint16_t c2 = csum_apply(check, addr_delta + csum_delta2(old_isport, raw16(il4)) +
+    uint16_t c2 = csum_apply(check, addr_delta + seq_delta + csum_delta2(old_isport, raw16(il4)) +
                                         csum_delta2(old_idport, raw16(il4 + 2)));
     if (q.proto == kProtoUdp && c2 == 0) c2 = 0xffff;
     put_raw16(il4 + coff, c2);

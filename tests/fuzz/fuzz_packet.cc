@@ -30,7 +30,9 @@
 //    equals the frames read back; ARP requests seen == arp_requests counter;
 //  - nothing left behind: no pending packet, no buffered tx, rings empty,
 //    every mbuf back in the pool; after expiring all connections the
-//    connection table is empty and active_flows is 0.
+//    connection table is empty, active_flows is 0 and no PROXY protocol
+//    entry is in use (services 10.96.0.100:8443 and 10.96.0.102:8444 send
+//    the header).
 #include <rte_cycles.h>
 #include <rte_eal.h>
 #include <rte_errno.h>
@@ -177,6 +179,8 @@ void build_setup(Setup& s, Forward fwd, uint32_t conn_capacity) {
     w->pool = g_pool;
     if (!w->conns.init(uniq("fzconns_"), conn_capacity, 0, &err, sh.local_addrs, sh.n_local_addrs)) fail("conns", err);
     if (!w->tmpls.init(uniq("fztmpl_"), 1024, 0, &err)) fail("tmpls", err);
+    // A small PROXY protocol pool: proxy_pool_full is reachable.
+    if (!w->proxy.init(uniq("fzproxy_"), 4, 0, &err)) fail("proxy pool", err);
     w->sched = static_cast<SchedState*>(rte_zmalloc("fz_sched", sizeof(SchedState) * sh.max_services, 64));
     w->dest_counters = static_cast<DestCounters*>(rte_zmalloc("fz_dctr", sizeof(DestCounters) * sh.max_dests, 64));
     if (!w->sched || !w->dest_counters) fail("rte_zmalloc");
@@ -215,6 +219,14 @@ void build_setup(Setup& s, Forward fwd, uint32_t conn_capacity) {
   auto persist_udp = vsvc(kVipPersist, 53, Protocol::kUdp, {rs(kB1, 53), rs(kB2, 53)}, Sched::kSh);
   persist_udp.persistence_timeout_s = 10;
   put(t, persist_udp);
+  // PROXY protocol (full NAT, TCP: the header in front of the first client
+  // segment; seq/ack/SACK shifted; the MSS of SYN-ACKs lowered).
+  auto proxy_v1 = vsvc(kVip, 8443, Protocol::kTcp, {rs(kB1, 80), rs(kB2, 80)});
+  proxy_v1.proxy_protocol = vipd::cp::ProxyProtocol::kV1;
+  put(t, proxy_v1);
+  auto proxy_v2 = vsvc(kVipMh, 8444, Protocol::kTcp, {rs(kB1, 80), rs(kB2, 80)}, Sched::kMh);
+  proxy_v2.proxy_protocol = vipd::cp::ProxyProtocol::kV2;
+  put(t, proxy_v2);
   if (!s.pub->apply(t, vipd::cp::TableDiff{}, true, &err)) fail("publish", err);
   s.full = t;
   s.reduced = t;
@@ -378,6 +390,7 @@ void reset(Setup& s) {
     w->tmpls.sweep(far, w->tmpls.capacity());
     CHECK(w->conns.size() == 0, "connections left after expiring all: " + std::to_string(w->conns.size()));
     CHECK(w->tmpls.size() == 0, "templates left after expiring all");
+    CHECK(w->proxy.in_use() == 0, "PROXY protocol entries left after expiring all");
     CHECK(w->counters.active_flows.load() == 0,
           "active_flows after expiring all: " + std::to_string(int64_t(w->counters.active_flows.load())));
     for (uint32_t d = 0; d < s.sh().max_dests; ++d)

@@ -55,6 +55,11 @@ def tcp(sport, dport, flags, seq=1000, ack=0, data=b""):
     return struct.pack("!HHIIBBHHH", sport, dport, seq, ack, 5 << 4, flags, 64240, 0, 0) + data
 
 
+def tcp_opts(sport, dport, flags, seq, ack, opts, data=b""):
+    doff = (20 + len(opts)) // 4
+    return struct.pack("!HHIIBBHHH", sport, dport, seq, ack, doff << 4, flags, 64240, 0, 0) + opts + data
+
+
 def udp(sport, dport, data=b""):
     return struct.pack("!HHHH", sport, dport, 8 + len(data), 0) + data
 
@@ -94,6 +99,27 @@ def packet_seeds():
         rec(from_backend(B1, LOCAL, tcp(80, lport, FIN | ACK, 5001, 1019)), port=1, end=True, advance=2),
         rec(from_client(CLIENT, VIP, tcp(40000, 8080, FIN | ACK, 1019, 5002)), end=True),
         rec(from_client(CLIENT, VIP, tcp(40000, 8080, SYN, 7000)), end=True),  # port reuse
+    ])
+    # PROXY protocol v1 service (8443): the handshake's ACK carries the header,
+    # a server-first banner, a retransmitted first segment, the backend's ack
+    # and SACK past the header, FIN. ISN near 2^32 (the shifts wrap).
+    isn = 0xFFFFFFF0
+    hlen = len(b"PROXY TCP4 10.0.0.10 10.96.0.100 40010 8443\r\n")
+    sack = struct.pack("!BBBBII", 1, 1, 5, 10, (isn + 1 + hlen + 20) & 0xFFFFFFFF, (isn + 1 + hlen + 30) & 0xFFFFFFFF)
+    c = lambda flags, seq, data=b"": from_client(CLIENT, VIP, tcp(40010, 8443, flags, seq & 0xFFFFFFFF, 5001, data))
+    seeds["fnat_proxy_conn"] = b"\0" + b"".join([
+        rec(from_client(CLIENT, VIP, tcp(40010, 8443, SYN, isn)), end=True),
+        rec(from_backend(B1, LOCAL, tcp_opts(80, lport, SYN | ACK, 5000, isn + 1, b"\x02\x04\x05\xb4")), port=1,
+            worker=lport % 2, end=True),
+        rec(c(ACK, isn + 1), end=True),
+        rec(from_backend(B1, LOCAL, tcp(80, lport, PSH | ACK, 5001, isn + 1, b"220 hi")), port=1, end=True),
+        rec(c(PSH | ACK, isn + 1, b"GET / HTTP/1.0\r\n\r\n")),
+        rec(c(PSH | ACK, isn + 1, b"GET / HTTP/1.0\r\n\r\n"), end=True),
+        rec(from_backend(B1, LOCAL, tcp(80, lport, ACK, 5007, (isn + 1 + hlen + 18) & 0xFFFFFFFF)), port=1, end=True),
+        rec(from_backend(B1, LOCAL, tcp_opts(80, lport, ACK, 5007, (isn + 1 + hlen + 18) & 0xFFFFFFFF, sack)),
+            port=1, end=True),
+        rec(c(PSH | ACK, isn + 19, b"more")),
+        rec(c(FIN | ACK, isn + 23), end=True),
     ])
     seeds["fnat_udp"] = b"\0" + b"".join([
         rec(from_client(CLIENT, VIP, udp(5000, 5353, b"query"), proto=17)),
