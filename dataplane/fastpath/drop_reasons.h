@@ -31,7 +31,9 @@ namespace vipd::dp {
   X(kArpIgnored, "arp_ignored")              /* ARP not for us / malformed */ \
   X(kLocalUnhandled, "local_unhandled")      /* to a port address, not ping */ \
   X(kSourceNotAllowed, "source_not_allowed") /* loadBalancerSourceRanges */ \
-  X(kIcmpErrorNoConn, "icmp_error_no_conn")  /* ICMP error quoting no flow */
+  X(kIcmpErrorNoConn, "icmp_error_no_conn")  /* ICMP error quoting no flow */ \
+  X(kProxyPoolFull, "proxy_pool_full")       /* no PROXY protocol state left */ \
+  X(kProxyHeaderNoRoom, "proxy_header_no_room") /* header would not fit */
 
 enum DropReason : uint8_t {
 #define VIPD_X(e, s) e,

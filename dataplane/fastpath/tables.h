@@ -121,6 +121,8 @@ struct alignas(64) WorkerCounters {
   std::atomic<uint64_t> arp_replies;
   std::atomic<uint64_t> arp_requests;
   std::atomic<uint64_t> template_full;  // persistence template table full
+  std::atomic<uint64_t> proxy_headers;              // PROXY protocol headers sent (first time)
+  std::atomic<uint64_t> proxy_header_retransmits;   // ... sent again (first segment retransmitted)
   std::atomic<uint64_t> drops[kNumDropReasons];
 };
 

@@ -10,6 +10,7 @@
 
 #include <cstring>
 
+#include "dataplane/fastpath/bytes.h"
 #include "dataplane/fastpath/flow_hash.h"
 #include "dataplane/fastpath/icmp_error.h"
 #include "dataplane/fastpath/packet.h"
@@ -227,6 +228,7 @@ void release(Worker& w, Conn& c) noexcept {
     FnatPool& fp = w.fnat[c.laddr_idx];
     fp.ports[fp.top++] = c.lport;
   }
+  w.proxy.release(c.proxy);
   w.counters.active_flows.store(w.counters.active_flows.load(std::memory_order_relaxed) - 1,
                                 std::memory_order_relaxed);
 }
@@ -268,6 +270,51 @@ int32_t from_template(Worker& w, const Service& svc, const TemplateKey& key, Tem
   return -1;
 }
 
+// PROXY protocol (proxy_proto.h), client -> backend after the NAT rewrite:
+// the header in front of the first segment's payload, or the seq shifted.
+// False when the packet was dropped (no room for the header).
+bool proxy_to_backend(Worker& w, rte_mbuf* m, const Parsed& p, const Conn& c) {
+  ProxyConn& pc = w.proxy.at(c.proxy);
+  uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
+  if (p.tcp_flags & kTcpSyn) return true;  // a retransmitted SYN: its seq is the ISN, not shifted
+  const uint32_t seq = bytes::rd32(f + p.l4_off + 4);
+  if (proxy_client_step(pc, seq, p.tcp_flags) == ProxyStep::kShift) {
+    tcp_shift_seq(f, p, pc.hdr_len);
+    return true;
+  }
+  uint16_t pidx = 0;
+  uint32_t nh;
+  const size_t n = pc.hdr_len;
+  const size_t len = p.l3_off + size_t{p.ip_total_len} + n;
+  const size_t mtu = route(*w.sh, c.daddr, &pidx, &nh) ? w.sh->ports[pidx].mtu : 0;
+  if (m->nb_segs != 1 || p.ip_total_len + n > mtu ||
+      len > size_t{rte_pktmbuf_data_len(m)} + rte_pktmbuf_tailroom(m)) {
+    drop(w, m, kProxyHeaderNoRoom);
+    return false;
+  }
+  uint8_t hdr[kProxyHdrMax];
+  proxy_header(pc.version, c.caddr, c.cport, c.vaddr, c.vport, hdr);
+  tcp_insert_payload(f, p, hdr, n);
+  m->data_len = static_cast<uint16_t>(len);
+  m->pkt_len = static_cast<uint32_t>(len);
+  bump(pc.sent ? w.counters.proxy_header_retransmits : w.counters.proxy_headers);
+  pc.sent = 1;
+  return true;
+}
+
+// A new full-NAT TCP connection of a service with the PROXY protocol: its
+// state (client ISN from the SYN, header length). 0 when the pool is empty.
+uint32_t proxy_open(Worker& w, const uint8_t* f, const Parsed& p, const Service& svc) {
+  const uint32_t h = w.proxy.alloc();
+  if (!h) return 0;
+  ProxyConn& pc = w.proxy.at(h);
+  uint8_t hdr[kProxyHdrMax];
+  pc.client_isn = bytes::rd32(f + p.l4_off + 4);
+  pc.version = svc.proxy_protocol;
+  pc.hdr_len = static_cast<uint8_t>(proxy_header(svc.proxy_protocol, p.src, p.sport, p.dst, p.dport, hdr));
+  return h;
+}
+
 // sig: conn_hash of the packet's flow key; fwd_absent: that key was just
 // looked up and is in no connection.
 void new_flow(Worker& w, rte_mbuf* m, const Parsed& p, const Service& svc, uint32_t sig, bool fwd_absent) {
@@ -297,6 +344,15 @@ void new_flow(Worker& w, rte_mbuf* m, const Parsed& p, const Service& svc, uint3
     return send_port_unreachable(w, m, p);
   }
   const DestRef& d = svc.dests[idx];
+  // PROXY protocol: full NAT, TCP, from the SYN on (a connection picked up
+  // mid-flow, mh, has no ISN to count from: it goes without a header). NAT
+  // mode and UDP never send one.
+  uint32_t proxy = 0;
+  if (svc.proxy_protocol != cp::ProxyProtocol::kNone && sh.forward == Forward::kFnat && p.proto == kProtoTcp &&
+      syn) {
+    proxy = proxy_open(w, rte_pktmbuf_mtod(m, const uint8_t*), p, svc);
+    if (!proxy) return drop(w, m, kProxyPoolFull);  // the client retries its SYN
+  }
   uint32_t laddr = p.src;
   uint16_t lport = p.sport;
   uint8_t lidx = 0;
@@ -313,15 +369,20 @@ void new_flow(Worker& w, rte_mbuf* m, const Parsed& p, const Service& svc, uint3
         got = true;
       }
     }
-    if (!got) return drop(w, m, kFnatPortsExhausted);
+    if (!got) {
+      w.proxy.release(proxy);
+      return drop(w, m, kFnatPortsExhausted);
+    }
   }
   Conn* c = w.conns.insert(make_key(p.src, p.sport, p.dst, p.dport, p.proto), sig,
                            make_key(d.ip, d.port, laddr, lport, p.proto), fwd_absent);
   if (!c) {
     if (sh.forward == Forward::kFnat) w.fnat[lidx].ports[w.fnat[lidx].top++] = lport;
+    w.proxy.release(proxy);
     return drop(w, m, w.conns.last_insert_full() ? kConnTableFull : kConnKeyInUse);
   }
   c->laddr_idx = lidx;  // the addresses and ports: filled in from the keys
+  c->proxy = proxy;
   c->dest_slot = d.slot;
   c->dest_gen = d.gen;
   c->state = p.proto != kProtoTcp ? ConnState::kUdp
@@ -392,6 +453,9 @@ bool from_client(Worker& w, rte_mbuf* m, const PktInfo& pi) {
     dc.inpkts++;
     dc.inbytes += p.ip_total_len;
     rewrite_l3l4(rte_pktmbuf_mtod(m, uint8_t*), p, c->laddr, c->lport, c->daddr, c->dport);
+    if (c->proxy) [[unlikely]] {  // the one check a connection without a header pays
+      if (!proxy_to_backend(w, m, p, *c)) return true;
+    }
     output(w, m, c->daddr);
     return true;
   }
@@ -431,6 +495,7 @@ void from_dest(Worker& w, rte_mbuf* m, const PktInfo& pi) {
   dc.outpkts++;
   dc.outbytes += p.ip_total_len;
   rewrite_l3l4(rte_pktmbuf_mtod(m, uint8_t*), p, c->vaddr, c->vport, c->caddr, c->cport);
+  if (c->proxy) [[unlikely]] proxy_from_backend(rte_pktmbuf_mtod(m, uint8_t*), p, w.proxy.at(c->proxy));
   output(w, m, c->caddr);
 }
 

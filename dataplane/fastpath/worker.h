@@ -12,6 +12,7 @@
 #include "dataplane/fastpath/burst.h"
 #include "dataplane/fastpath/conn_table.h"
 #include "dataplane/fastpath/neighbor.h"
+#include "dataplane/fastpath/proxy_proto.h"
 #include "dataplane/fastpath/templates.h"
 #include "dataplane/fastpath/tables.h"
 #include "dataplane/sched/sched.h"
@@ -36,6 +37,7 @@ struct PortInfo {
   uint32_t ip = 0;
   uint32_t mask = 0;
   uint32_t gateway = 0;  // 0 = none
+  uint16_t mtu = 1500;   // largest IPv4 packet it sends (a PROXY header must fit)
 };
 
 // Read-only for workers after start (except the atomics and lock-free tables).
@@ -145,6 +147,7 @@ struct Worker {
   rte_mempool* pool = nullptr;
   ConnTable conns;
   TemplateTable tmpls;  // persistence templates
+  ProxyPool proxy;      // PROXY protocol state of the connections that send a header
   SchedState* sched = nullptr;          // [max_services]
   DestCounters* dest_counters = nullptr;  // [max_dests]
   FnatPool fnat[kMaxLocalAddrs];

@@ -196,6 +196,8 @@ bool DpdkDataplane::init_port(size_t i, std::string* error) {
   p.ip = spec.ip;
   p.mask = spec.prefix_len == 0 ? 0 : ~uint32_t{0} << (32 - spec.prefix_len);
   p.gateway = spec.gateway;
+  uint16_t mtu = 0;
+  if (rte_eth_dev_get_mtu(pid, &mtu) == 0 && mtu >= 576) p.mtu = mtu;  // else the default 1500
   log_info("dpdk: port " + std::to_string(pid) + " " + spec.device + " mac " + mac_str(p.mac) + " ip " +
            cp::ipv4_to_string(spec.ip) + "/" + std::to_string(spec.prefix_len) +
            (spec.gateway ? " via " + cp::ipv4_to_string(spec.gateway) : "") + ", " + std::to_string(nq) +
@@ -274,6 +276,11 @@ bool DpdkDataplane::init(std::string* error) {
     const uint32_t tcap = cfg_.template_table_size ? cfg_.template_table_size
                                                    : std::max<uint32_t>(cfg_.conn_table_size / 4, 1024);
     if (!w->tmpls.init("vipd_tmpl_" + std::to_string(i), tcap, sock, error)) return false;
+    // PROXY protocol state (full NAT only): for a quarter of the connections,
+    // 12 bytes each; past that, new connections of PROXY services are dropped
+    // (proxy_pool_full) while the others go on.
+    const uint32_t pcap = sh_.forward == Forward::kFnat ? std::max<uint32_t>(cfg_.conn_table_size / 4, 1024) : 0;
+    if (!w->proxy.init("vipd_" + std::to_string(i), pcap, sock, error)) return false;
     w->sched = static_cast<SchedState*>(rte_zmalloc("vipd_sched", sizeof(SchedState) * cfg_.max_services, 64));
     w->dest_counters = static_cast<DestCounters*>(rte_zmalloc("vipd_dctr", sizeof(DestCounters) * cfg_.max_dests, 64));
     if (!w->sched || !w->dest_counters) {

@@ -112,6 +112,7 @@ class WorkerFixture : public ::testing::Test {
       w->pool = pool_;
       ASSERT_TRUE(w->conns.init(uniq("tconns_"), conn_capacity, 0, &err, s.local_addrs, s.n_local_addrs)) << err;
       ASSERT_TRUE(w->tmpls.init(uniq("ttmpl_"), tmpl_capacity, 0, &err)) << err;
+      ASSERT_TRUE(w->proxy.init(uniq("tproxy_"), proxy_capacity_ ? proxy_capacity_ : conn_capacity, 0, &err)) << err;
       w->sched = static_cast<SchedState*>(rte_zmalloc("t_sched", sizeof(SchedState) * s.max_services, 64));
       w->dest_counters = static_cast<DestCounters*>(rte_zmalloc("t_dctr", sizeof(DestCounters) * s.max_dests, 64));
       ASSERT_NE(w->sched, nullptr);
@@ -274,6 +275,7 @@ class WorkerFixture : public ::testing::Test {
   static inline bool ports_ok_ = false;
   static inline std::string suite_error_ = "EAL not initialised";
 
+  uint32_t proxy_capacity_ = 0;  // PROXY protocol pool per worker; 0 = conn_capacity
   bool serve_rings_ = false;  // rx(): also serve every worker's redirect ring
   std::unique_ptr<SharedHolder> holder_;
   std::vector<std::unique_ptr<Worker>> workers_;
