@@ -131,9 +131,8 @@ def raw_client(target, nbytes, expect, timeout):
     s = socket.socket()
     s.settimeout(timeout)
     try:
-        s.bind(("0.0.0.0", 0))
-        src, sport = s.getsockname()
         s.connect((vip, vport))
+        src, sport = s.getsockname()
         greeting = b""
         while not greeting.endswith(b"\r\n") and len(greeting) < 64:
             d = s.recv(64 - len(greeting))

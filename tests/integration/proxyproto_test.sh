@@ -193,15 +193,15 @@ check v2-upload "$(upload 10.96.0.111)"
 # the header: the TCP peer is one of vipd's full-NAT local addresses.
 addresses() {  # log name
   local f=$1 n bad
-  n=$(grep -c 'client=' "$f" 2>/dev/null)
-  bad=$(grep 'client=' "$f" | grep -v 'client=10\.0\.0\.2:' | head -n 2)
+  n=$(grep -ac 'client=' "$f" 2>/dev/null)
+  bad=$(grep -a 'client=' "$f" | grep -v 'client=10\.0\.0\.2:' | head -n 2)
   if [ "${n:-0}" -lt 2 ]; then echo "$n request(s) logged, want >= 2: $(tail -n 3 "$f" | tr '\n' ' ')"
   elif [ -n "$bad" ]; then echo "logged a client other than 10.0.0.2: $bad"; fi
 }
 note "nginx: $(head -n 1 "$TMP/nginx/access.log")"
-note "haproxy: $(grep 'client=' "$TMP/haproxy.log" | head -n 1)"
+note "haproxy: $(grep -a 'client=' "$TMP/haproxy.log" | tr -d '\0' | head -n 1)"
 d=$(addresses "$TMP/nginx/access.log")
-[ -z "$d" ] && grep -q 'remote=10\.0\.0\.2 ' "$TMP/nginx/access.log" && d="the TCP peer itself was the client: no full NAT?"
+[ -z "$d" ] && grep -aq 'remote=10\.0\.0\.2 ' "$TMP/nginx/access.log" && d="the TCP peer itself was the client: no full NAT?"
 check v1-client-address "$d"
 check v2-client-address "$(addresses "$TMP/haproxy.log")"
 
