@@ -4,6 +4,7 @@
 
 #include "cmd/admin_docs.h"
 #include "common/log.h"
+#include "controlplane/sync/proxy_protocol_gate.h"
 #include "observability/admin_server.h"
 #include "observability/observability.h"
 
@@ -34,7 +35,9 @@ int run_kernel_mode(const config::Options& opt, cp::Source& source, cp::Backend&
                     const cp::SyncOptions& so, const KernelMode& mode, const std::atomic<bool>& stop) {
   if (::geteuid() != 0)
     log_warn("vipd: " + mode.name + " mode needs CAP_NET_ADMIN (normally root); syncs will fail until it has it");
-  cp::SyncLoop sync(source, backend, so);
+  // The kernel cannot insert the PROXY protocol header: warn, program without it.
+  cp::ProxyProtocolGate gate(backend, mode.name + " mode");
+  cp::SyncLoop sync(source, gate, so);
   const char* fwd = cp::name(opt.forward_method);
 
   KernelStatsSource stats_source(sync, source);

@@ -170,6 +170,7 @@ std::string format_list(const json& doc) {
   for (const auto& svc : arr(doc, "services")) {
     std::string line = service_label(svc) + " " + str(svc, "scheduler");
     if (uint64_t p = u64(svc, "persistence_timeout_s"); p > 0) line += " persistent " + std::to_string(p);
+    if (const std::string pp = str(svc, "proxy_protocol"); !pp.empty()) line += " proxy-protocol " + pp;
     out += line + "\n";
     for (const auto& be : arr(svc, "backends")) {
       std::string b = "  -> " + pad_right(backend_label(be), 28) + " " + pad_right(fwd, 7) + " " +
@@ -401,6 +402,7 @@ std::string format_explain(const json& doc) {
     s += " (" + str(svc, "scheduler");
     if (u64(svc, "persistence_timeout_s") > 0)
       s += ", persistent " + std::to_string(u64(svc, "persistence_timeout_s"));
+    if (const std::string pp = str(svc, "proxy_protocol"); !pp.empty()) s += ", proxy-protocol " + pp;
     s += ", " + std::to_string(u64(svc, "backends")) + " backends, " +
          std::to_string(u64(svc, "weighted_backends")) + " with weight > 0)";
     out += field_line("Service", s);

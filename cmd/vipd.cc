@@ -24,6 +24,7 @@
 #include "controlplane/kube/kube_source.h"
 #include "controlplane/kube/source_factory.h"
 #include "controlplane/sources/manifest_source.h"
+#include "controlplane/sync/proxy_protocol_gate.h"
 #include "controlplane/sync/sync_loop.h"
 #include "dataplane/runtime/dataplane.h"
 
@@ -76,8 +77,9 @@ nlohmann::json stats_json(const vipd::dp::Dataplane& dp) {
   return {{"workers", workers}, {"ports", ports}, {"neighbors", dp.neighbor_entries()}};
 }
 
+// proxy_protocol: what the dataplane sends ("" in nat mode, which cannot).
 nlohmann::json services_json(const vipd::cp::SyncLoop& sync, const vipd::dp::Dataplane& dp,
-                             const char* fwd) {
+                             const char* fwd, bool fnat) {
   auto table = sync.table();
   nlohmann::json services = nlohmann::json::array();
   auto stats = [](const vipd::dp::DestSnapshot& s) {
@@ -106,6 +108,7 @@ nlohmann::json services_json(const vipd::cp::SyncLoop& sync, const vipd::dp::Dat
                           {"scheduler", vipd::cp::name(svc.scheduler)},
                           {"persistence_timeout_s", svc.persistence_timeout_s},
                           {"when_empty", vipd::cp::name(svc.when_empty)},
+                          {"proxy_protocol", fnat ? vipd::cp::name(svc.proxy_protocol) : ""},
                           {"stats", stats(total)}, {"backends", backends}});
     }
   }
@@ -266,7 +269,10 @@ int main(int argc, char** argv) {
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
 
-  cp::DpdkBackend backend(*dataplane);
+  cp::DpdkBackend dpdk_backend(*dataplane);
+  // Only full NAT can insert the PROXY protocol header (docs/scheduling.md).
+  cp::ProxyProtocolGate nat_gate(dpdk_backend, "dpdk nat mode");
+  cp::Backend& backend = dc.fnat ? static_cast<cp::Backend&>(dpdk_backend) : nat_gate;
   cp::SyncLoop sync(source, backend, sync_options(opt));
   const char* fwd = cp::name(opt.forward_method);
 
@@ -289,7 +295,7 @@ int main(int argc, char** argv) {
     return cp::explain_json(*eq, r, t.get(), opt.forward_method == config::ForwardMethod::kFnat);
   });
   admin.handle("/v1/stats", [&] { return stats_json(*dataplane); });
-  admin.handle("/v1/services", [&] { return services_json(sync, *dataplane, fwd); });
+  admin.handle("/v1/services", [&] { return services_json(sync, *dataplane, fwd, dc.fnat); });
   admin.handle_ordered("/v1/table", [&] { return vipd::cmd::table_doc(sync); });
   admin.handle("/v1/status", [&] {
     nlohmann::json j = vipd::cmd::status_doc(sync, opt, fwd, &source);

@@ -101,6 +101,7 @@ std::string to_dry_run_json(const ServiceTable& t) {
     s["scheduler"] = name(svc.scheduler);
     s["persistence_timeout_s"] = svc.persistence_timeout_s;
     s["when_empty"] = name(svc.when_empty);
+    s["proxy_protocol"] = name(svc.proxy_protocol);
     if (!svc.source_ranges.empty()) s["source_ranges"] = svc.source_ranges;
     s["backends"] = std::move(backends);
     services.push_back(std::move(s));

@@ -23,7 +23,11 @@ PKGS=(
   prometheus
   qemu-system-x86 cpio busybox-static
   valgrind gnuplot-nox  # tests/integration/bench_test.sh: instruction counts (callgrind) and plots
+  nginx-light haproxy  # tests/integration/proxyproto_test.sh: PROXY protocol backends, inside lab namespaces only
 )
+# Installed for the lab, which starts them inside its namespaces: never as
+# host services (not started by the install, disabled afterwards).
+HOST_SERVICES=(nginx haproxy)
 
 missing=()
 for p in "${PKGS[@]}"; do
@@ -48,6 +52,25 @@ fi
 
 echo "bootstrap: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
+# policy-rc.d answering 101 keeps the packages' services from starting during the
+# install; ours is removed afterwards (an existing one, e.g. Docker's, stays).
+POLICY=/usr/sbin/policy-rc.d
+OWN_POLICY=0
+if [ ! -e "$POLICY" ]; then
+  printf '#!/bin/sh\n# scripts/bootstrap.sh: no service starts during the install\nexit 101\n' >"$POLICY"
+  chmod 755 "$POLICY"
+  OWN_POLICY=1
+  trap 'rm -f "$POLICY"' EXIT
+fi
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}"
+for s in "${HOST_SERVICES[@]}"; do
+  if command -v systemctl >/dev/null 2>&1; then
+    systemctl disable "$s.service" >/dev/null 2>&1 || true  # works without a running systemd too
+    [ -d /run/systemd/system ] && { systemctl stop "$s.service" >/dev/null 2>&1 || true; }
+  elif command -v update-rc.d >/dev/null 2>&1 && [ -e "/etc/init.d/$s" ]; then
+    update-rc.d "$s" disable >/dev/null 2>&1 || true
+  fi
+done
+[ "$OWN_POLICY" = 1 ] && rm -f "$POLICY" && trap - EXIT
 echo "bootstrap: done"

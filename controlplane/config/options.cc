@@ -379,10 +379,11 @@ Setting with(Setting s, const char* value_doc, const char* default_text = nullpt
 
 // The words of one of the model's enums (model/kinds.h), in its name table's
 // order (the order help text and error messages list them).
+// A table's empty name (ProxyProtocol's none) is spelled `empty_name` here.
 template <class E>
-std::vector<std::pair<std::string, E>> model_choices() {
+std::vector<std::pair<std::string, E>> model_choices(const char* empty_name = "") {
   std::vector<std::pair<std::string, E>> out;
-  for (const auto& e : cp::name_table(E{})) out.emplace_back(e.name, e.value);
+  for (const auto& e : cp::name_table(E{})) out.emplace_back(*e.name ? e.name : empty_name, e.value);
   return out;
 }
 
@@ -558,6 +559,13 @@ const std::vector<Setting>& settings() {
     r.push_back(choice<cp::Scheduler>("scheduler", "NAME", &Options::default_scheduler, model_choices<cp::Scheduler>(),
         "default scheduler for services without a vipd.io/scheduler annotation",
         "Scheduler of services without a `vipd.io/scheduler` annotation (docs/scheduling.md)."));
+    r.push_back(choice<cp::ProxyProtocol>("proxy-protocol", "VERSION", &Options::default_proxy_protocol,
+        model_choices<cp::ProxyProtocol>("none"),
+        "PROXY protocol header (none, v1, v2) for TCP services without a vipd.io/proxy-protocol annotation; "
+        "applies to TCP services in dpdk fnat mode only",
+        "PROXY protocol header sent to the backend ahead of the client's bytes, for TCP services without a "
+        "`vipd.io/proxy-protocol` annotation. Applies to TCP services in dpdk mode with `--forward-method fnat` "
+        "only; the kernel modes and `nat` ignore it with a warning (docs/scheduling.md, \"PROXY protocol\")."));
     r.push_back(number("mh-table-size", "N", &DataplaneSettings::mh_table_size, 251, 1000003,
         "Maglev (mh) lookup table size per service, a prime",
         "Maglev (`mh`) lookup table size per service; must be a prime (docs/scheduling.md).", prime));

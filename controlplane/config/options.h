@@ -48,6 +48,7 @@ struct Options {
   LogLevel log_level = LogLevel::kInfo;                 // --log-level
   std::string user;  // --user (dpdk mode: every thread switches to this user after start; "" = keep root)
   cp::Scheduler default_scheduler = cp::Scheduler::kRr;  // --scheduler
+  cp::ProxyProtocol default_proxy_protocol = cp::ProxyProtocol::kNone;  // --proxy-protocol
   uint32_t sync_min_interval_ms = 0;         // --sync-min-interval-ms (coalescing)
   uint32_t sync_full_resync_s = 300;         // --sync-full-resync-s (0 = off)
   uint32_t sync_retry_max_ms = 30000;        // --sync-retry-max-ms (backoff cap after apply errors)

@@ -11,6 +11,7 @@ namespace vipd::cp {
 k8s::BuildOptions build_options(const config::Options& opt) {
   k8s::BuildOptions b;
   b.default_scheduler = opt.default_scheduler;
+  b.default_proxy_protocol = opt.default_proxy_protocol;
   b.node_name = opt.node_name;
   b.node_zone = opt.node_zone;
   b.node_ips = opt.node_ips;

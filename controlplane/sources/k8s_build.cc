@@ -262,6 +262,8 @@ ServiceEntries build_service_entries(const Service& svc, const std::vector<const
       vs.name = s->meta.namespace_ + "/" + s->meta.name + (sp.name.empty() ? "" : ":" + sp.name);
       vs.kind = kind;
       vs.scheduler = s->scheduler.value_or(opts.default_scheduler);
+      // PROXY protocol is a TCP stream header: UDP ports never carry one.
+      if (*proto == Protocol::kTcp) vs.proxy_protocol = s->proxy_protocol.value_or(opts.default_proxy_protocol);
       vs.persistence_timeout_s = s->client_ip_affinity ? s->affinity_timeout_s : 0;
       vs.source_ranges = source_ranges;
       if (policy_local && node_known) {

@@ -145,6 +145,21 @@ void apply_scheduler(Service* s) {
                     " is not a known scheduler"};
 }
 
+void apply_proxy_protocol(Service* s) {
+  auto pp = s->meta.annotations.find(kProxyProtocolAnnotation);
+  if (pp == s->meta.annotations.end()) return;
+  if (pp->second == "none") {
+    s->proxy_protocol = ProxyProtocol::kNone;
+    return;
+  }
+  // The name table spells none "", which is not a value anyone writes on purpose.
+  const auto v = pp->second.empty() ? std::nullopt : parse_proxy_protocol(pp->second);
+  if (!v)
+    throw ParseFail{std::string("annotation ") + kProxyProtocolAnnotation + ": " + in_quotes(pp->second) +
+                    " is not v1, v2 or none"};
+  s->proxy_protocol = v;
+}
+
 void check_address(const std::string& address_type, const std::string& a, const Path& path) {
   if (address_type == "IPv4" && !parse_ipv4(a))
     throw ParseFail{path.str() + ": " + in_quotes(a) + " is not an IPv4 address"};

@@ -23,6 +23,7 @@ inline constexpr const char* kServiceNameLabel = "kubernetes.io/service-name";
 inline constexpr const char* kHeadlessLabel = "service.kubernetes.io/headless";
 inline constexpr const char* kServiceProxyNameLabel = "service.kubernetes.io/service-proxy-name";
 inline constexpr const char* kSchedulerAnnotation = "vipd.io/scheduler";
+inline constexpr const char* kProxyProtocolAnnotation = "vipd.io/proxy-protocol";
 inline constexpr uint32_t kDefaultAffinityTimeoutS = 10800;
 inline constexpr uint32_t kMaxAffinityTimeoutS = 86400;
 
@@ -71,6 +72,8 @@ struct Service {
   bool client_ip_affinity = false;                       // sessionAffinity: ClientIP
   uint32_t affinity_timeout_s = kDefaultAffinityTimeoutS;  // ...clientIP.timeoutSeconds
   std::optional<Scheduler> scheduler;  // annotation vipd.io/scheduler; none = default
+  // annotation vipd.io/proxy-protocol (v1, v2, none); nullopt = the default.
+  std::optional<ProxyProtocol> proxy_protocol;
   std::vector<std::string> external_ips;              // spec.externalIPs
   std::vector<LoadBalancerIngress> lb_ingress;        // status.loadBalancer.ingress
   std::vector<std::string> lb_source_ranges;          // spec.loadBalancerSourceRanges
@@ -140,6 +143,9 @@ struct BuildResult {
 // What the table build needs to know about this proxy and node.
 struct BuildOptions {
   Scheduler default_scheduler = Scheduler::kRr;  // services without the vipd.io/scheduler annotation
+  // TCP ports of services without the vipd.io/proxy-protocol annotation (UDP
+  // ports never get one).
+  ProxyProtocol default_proxy_protocol = ProxyProtocol::kNone;
   // This node (kube-proxy's hostname-override). Empty: no node identity, so
   // internal/externalTrafficPolicy Local cannot be honoured and every endpoint
   // counts as cluster-wide (noted per service).

@@ -78,6 +78,9 @@ void check_labels(const std::map<std::string, std::string>& labels);
 void check_service_type(const std::string& type);
 // The vipd.io/scheduler annotation of s->meta into s->scheduler.
 void apply_scheduler(Service* s);
+// The vipd.io/proxy-protocol annotation of s->meta into s->proxy_protocol:
+// "v1", "v2" or "none" (none even when --proxy-protocol sets a default).
+void apply_proxy_protocol(Service* s);
 void check_address(const std::string& address_type, const std::string& a, const Path& path);
 
 template <class N>
@@ -348,6 +351,7 @@ std::optional<Service> decode_service(const N& n, ObjectError* error, const char
       s.lb_ingress.push_back(std::move(in));
     });
     apply_scheduler(&s);
+    apply_proxy_protocol(&s);
   });
 }
 

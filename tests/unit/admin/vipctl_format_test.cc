@@ -17,7 +17,7 @@ json sample_services() {
     "generation": 3, "forward_method": "fnat",
     "services": [
       {"name": "default/db:http", "protocol": "TCP", "vip": "10.96.0.100", "port": 8080,
-       "scheduler": "rr", "persistence_timeout_s": 0, "when_empty": "reject",
+       "scheduler": "rr", "persistence_timeout_s": 0, "when_empty": "reject", "proxy_protocol": "v1",
        "stats": {"conns": 120, "inpkts": 4000, "outpkts": 3900, "inbytes": 512000, "outbytes": 2048000},
        "backends": [
          {"ip": "10.244.1.15", "port": 8080, "weight": 1, "terminating": false,
@@ -28,7 +28,7 @@ json sample_services() {
           "stats": {"conns": 50, "inpkts": 1500, "outpkts": 1500, "inbytes": 212000, "outbytes": 848000}}
        ]},
       {"name": "kube-system/dns:dns", "protocol": "UDP", "vip": "10.96.0.10", "port": 53,
-       "scheduler": "wrr", "persistence_timeout_s": 360, "when_empty": "drop",
+       "scheduler": "wrr", "persistence_timeout_s": 360, "when_empty": "drop", "proxy_protocol": "",
        "stats": {"conns": 0, "inpkts": 0, "outpkts": 0, "inbytes": 0, "outbytes": 0},
        "backends": []}
     ]})");
@@ -45,7 +45,7 @@ TEST(VipctlFormat, ListLikeIpvsadm) {
             "IP Virtual Server (vipd) generation 3, 2 services\n"
             "Prot LocalAddress:Port Scheduler Flags\n"
             "  -> RemoteAddress:Port           Forward Weight ActiveConn InActConn\n"
-            "TCP  10.96.0.100:8080 rr\n"
+            "TCP  10.96.0.100:8080 rr proxy-protocol v1\n"
             "  -> 10.244.1.15:8080             FullNat 1      7          2\n"
             "  -> 10.244.2.7:8080              FullNat 0      0          11\n"
             "UDP  10.96.0.10:53 wrr persistent 360\n");
@@ -298,7 +298,7 @@ TEST(VipctlFormat, Age) {
 TEST(VipctlFormat, DumpKeepsKeyOrderOnOneLine) {
   const std::string table =
       R"({"services":[{"name":"default/db:http","protocol":"TCP","vip":"10.96.0.100","port":8080,)"
-      R"("kind":"ClusterIP","scheduler":"rr","persistence_timeout_s":0,"when_empty":"reject",)"
+      R"("kind":"ClusterIP","scheduler":"rr","persistence_timeout_s":0,"when_empty":"reject","proxy_protocol":"",)"
       R"("backends":[{"ip":"10.244.1.15","port":8080,"weight":1,"terminating":false}]}]})";
   auto doc = nlohmann::ordered_json::parse("{\"generation\": 3,\n \"table\": " + table + "}");
   EXPECT_EQ(format_dump(doc), table + "\n");
@@ -309,13 +309,14 @@ TEST(VipctlFormat, Explain) {
   json doc = json::parse(R"({"query":{"protocol":"TCP","src":"10.0.0.2:40000","dst":"10.96.0.100:8080"},
     "worker_lcore":1,"decision":"existing_connection",
     "service":{"name":"default/db:http","protocol":"TCP","vip":"10.96.0.100","port":8080,"scheduler":"rr",
-               "persistence_timeout_s":10800,"when_empty":"reject","backends":4,"weighted_backends":3},
+               "persistence_timeout_s":10800,"when_empty":"reject","proxy_protocol":"v2","backends":4,
+               "weighted_backends":3},
     "connection":{"direction":"original","state":"ESTABLISHED","backend":"10.244.3.12:8080",
                   "local":"10.244.255.1:1025","expires_in_s":897.4,"backend_alive":true},
     "backend":"10.244.3.12:8080","reasons":["first reason","second reason"]})");
   EXPECT_EQ(format_explain(doc),
             "Flow:       TCP 10.0.0.2:40000 -> 10.96.0.100:8080\n"
-            "Service:    default/db:http (rr, persistent 10800, 4 backends, 3 with weight > 0)\n"
+            "Service:    default/db:http (rr, persistent 10800, proxy-protocol v2, 4 backends, 3 with weight > 0)\n"
             "Connection: ESTABLISHED to 10.244.3.12:8080 via 10.244.255.1:1025, expires in 897 s\n"
             "Decision:   existing_connection\n"
             "Backend:    10.244.3.12:8080\n"

@@ -437,6 +437,11 @@ TEST_F(ConfigTest, OtherValues) {
   out_.str("");
   run({"--help"});
   EXPECT_THAT(out_.str(), HasSubstr(cp::names<cp::Scheduler>(" | ")));
+  EXPECT_EQ(ok({}).default_proxy_protocol, cp::ProxyProtocol::kNone);
+  EXPECT_EQ(ok({"--proxy-protocol", "v1"}).default_proxy_protocol, cp::ProxyProtocol::kV1);
+  EXPECT_EQ(ok({"--proxy-protocol", "v2"}).default_proxy_protocol, cp::ProxyProtocol::kV2);
+  EXPECT_EQ(ok({"--proxy-protocol", "none"}).default_proxy_protocol, cp::ProxyProtocol::kNone);
+  EXPECT_EQ(error({"--proxy-protocol", "v3"}), "config: --proxy-protocol 'v3': expected none, v1 or v2");
   EXPECT_EQ(ok({"--mh-table-size", "251"}).dataplane.mh_table_size, 251u);
   EXPECT_EQ(error({"--mh-table-size", "65536"}),
             "config: --mh-table-size '65536': must be a prime number (e.g. 251, 4093, 65537)");

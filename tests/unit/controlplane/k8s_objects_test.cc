@@ -127,6 +127,11 @@ TEST(K8sParse, ServiceErrors) {
   EXPECT_EQ(only_error("apiVersion: v1\nkind: Service\nmetadata: {name: s, annotations: "
                        "{vipd.io/scheduler: fastest}}\nspec: {}\n"),
             "Service default/s | annotation vipd.io/scheduler: 'fastest' is not a known scheduler");
+  for (const char* bad : {"v3", "V1", "\"\"", "proxy"})
+    EXPECT_EQ(only_error(std::string("apiVersion: v1\nkind: Service\nmetadata: {name: s, annotations: "
+                                     "{vipd.io/proxy-protocol: ") + bad + "}}\nspec: {}\n"),
+              std::string("Service default/s | annotation vipd.io/proxy-protocol: '") +
+                  (bad[0] == '"' ? "" : bad) + "' is not v1, v2 or none") << bad;
 }
 
 TEST(K8sParse, EndpointSlice) {
@@ -444,6 +449,47 @@ spec: {clusterIPs: ["fd00::3", 10.96.0.3], ports: [{port: 80}]}
   EXPECT_EQ(b.scheduler, Scheduler::kWrr);
   EXPECT_EQ(b.persistence_timeout_s, 10800u);
   EXPECT_EQ(r.table.services.at({ip("10.96.0.3"), 80, Protocol::kTcp}).persistence_timeout_s, 0u);
+}
+
+TEST(K8sBuild, ProxyProtocolAnnotationAndDefault) {
+  const std::string text = R"(
+apiVersion: v1
+kind: Service
+metadata: {name: one, annotations: {vipd.io/proxy-protocol: v1}}
+spec: {clusterIP: 10.96.0.1, ports: [{name: t, port: 80}, {name: u, port: 53, protocol: UDP}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: two, annotations: {vipd.io/proxy-protocol: v2}}
+spec: {clusterIP: 10.96.0.2, ports: [{port: 80}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: plain}
+spec: {clusterIP: 10.96.0.3, ports: [{port: 80}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: off, annotations: {vipd.io/proxy-protocol: none}}
+spec: {clusterIP: 10.96.0.4, ports: [{port: 80}]}
+)";
+  const ParsedObjects p = parse_yaml(text);
+  ASSERT_TRUE(p.errors.empty()) << p.errors[0].reason;
+  for (const ProxyProtocol def : {ProxyProtocol::kNone, ProxyProtocol::kV2}) {
+    BuildOptions o;
+    o.default_proxy_protocol = def;
+    const auto r = build_service_table(p.services, p.slices, o);
+    ASSERT_EQ(r.table.services.size(), 5u);
+    auto pp = [&](const char* vip, uint16_t port, Protocol proto) {
+      return r.table.services.at({ip(vip), port, proto}).proxy_protocol;
+    };
+    EXPECT_EQ(pp("10.96.0.1", 80, Protocol::kTcp), ProxyProtocol::kV1);
+    // A stream header: UDP ports of an annotated service never get one.
+    EXPECT_EQ(pp("10.96.0.1", 53, Protocol::kUdp), ProxyProtocol::kNone);
+    EXPECT_EQ(pp("10.96.0.2", 80, Protocol::kTcp), ProxyProtocol::kV2);
+    EXPECT_EQ(pp("10.96.0.3", 80, Protocol::kTcp), def);
+    EXPECT_EQ(pp("10.96.0.4", 80, Protocol::kTcp), ProxyProtocol::kNone);
+  }
 }
 
 TEST(K8sBuild, Conflicts) {

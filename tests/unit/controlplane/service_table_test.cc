@@ -97,7 +97,7 @@ TEST(ServiceTable, Diff) {
 TEST(ServiceTable, DiffSeesEveryField) {
   ServiceTable a;
   put(a, vs("10.96.0.1", 80, Protocol::kTcp, "x"));
-  for (int field = 0; field < 5; ++field) {
+  for (int field = 0; field < 6; ++field) {
     ServiceTable b = a;
     auto& s = b.services.begin()->second;
     if (field == 0) s.name = "y";
@@ -105,6 +105,7 @@ TEST(ServiceTable, DiffSeesEveryField) {
     if (field == 2) s.persistence_timeout_s = 10;
     if (field == 3) s.when_empty = WhenEmpty::kDrop;
     if (field == 4) s.kind = ServiceKind::kNodePort;
+    if (field == 5) s.proxy_protocol = ProxyProtocol::kV2;
     EXPECT_EQ(TableDiff::compute(a, b).changed.size(), 1u) << field;
   }
 }
@@ -116,12 +117,14 @@ TEST(ServiceTable, DryRunJson) {
   put(t, vs("10.96.0.10", 53, Protocol::kUdp, "kube-system/kube-dns:dns",
             {{ip("10.244.0.2"), 53, 0, true}}));
   t.services.at({ip("10.96.0.10"), 53, Protocol::kUdp}).persistence_timeout_s = 10800;
+  t.services.at({ip("10.96.0.100"), 8080, Protocol::kTcp}).proxy_protocol = ProxyProtocol::kV1;
   EXPECT_EQ(to_dry_run_json(t),
             R"({"services":[{"name":"kube-system/kube-dns:dns","protocol":"UDP","vip":"10.96.0.10",)"
             R"("port":53,"kind":"ClusterIP","scheduler":"rr","persistence_timeout_s":10800,)"
-            R"("when_empty":"reject","backends":[{"ip":"10.244.0.2","port":53,"weight":0,"terminating":true}]},)"
+            R"("when_empty":"reject","proxy_protocol":"",)"
+            R"("backends":[{"ip":"10.244.0.2","port":53,"weight":0,"terminating":true}]},)"
             R"({"name":"default/db:http","protocol":"TCP","vip":"10.96.0.100","port":8080,"kind":"ClusterIP",)"
-            R"("scheduler":"rr","persistence_timeout_s":0,"when_empty":"reject",)"
+            R"("scheduler":"rr","persistence_timeout_s":0,"when_empty":"reject","proxy_protocol":"v1",)"
             R"("backends":[{"ip":"10.244.1.15","port":8080,"weight":1,"terminating":false}]}]})");
 }
 

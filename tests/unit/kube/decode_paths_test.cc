@@ -181,6 +181,14 @@ std::vector<Case> cases() {
        "annotation vipd.io/scheduler: 'fastest' is not a known scheduler"},
       {"scheduler as a number", svc_meta(R"({"name":"web","annotations":{"vipd.io/scheduler":7}})"),
        "annotation vipd.io/scheduler: '7' is not a known scheduler"},
+      // ---- PROXY protocol
+      {"proxy protocol v1", svc_meta(R"({"name":"web","annotations":{"vipd.io/proxy-protocol":"v1"}})"), ""},
+      {"proxy protocol v2", svc_meta(R"({"name":"web","annotations":{"vipd.io/proxy-protocol":"v2"}})"), ""},
+      {"proxy protocol none", svc_meta(R"({"name":"web","annotations":{"vipd.io/proxy-protocol":"none"}})"), ""},
+      {"proxy protocol empty", svc_meta(R"({"name":"web","annotations":{"vipd.io/proxy-protocol":""}})"),
+       "annotation vipd.io/proxy-protocol: '' is not v1, v2 or none"},
+      {"proxy protocol v3", svc_meta(R"({"name":"web","annotations":{"vipd.io/proxy-protocol":"v3"}})"),
+       "annotation vipd.io/proxy-protocol: 'v3' is not v1, v2 or none"},
       // ---- bad annotations (kept or not, all are checked)
       {"annotations as a list", svc_meta(R"({"name":"web","annotations":["a"]})"), "metadata.annotations: expected a mapping"},
       {"annotation given twice", svc_meta(R"({"name":"web","annotations":{"x/y":"1","x/y":"2"}})"),

@@ -244,8 +244,8 @@ TEST(K8sRules, KindInDryRunJsonAndSourceRangesOnlyWhenSet) {
   o.node_ips.clear();
   const std::string j = to_dry_run_json(build_service_table(p.services, {}, o).table);
   EXPECT_EQ(j,
-            R"({"services":[{"name":"ns/web:http","protocol":"TCP","vip":"10.96.0.10","port":80,"kind":"ClusterIP","scheduler":"rr","persistence_timeout_s":0,"when_empty":"reject","backends":[]},)"
-            R"({"name":"ns/web:http","protocol":"TCP","vip":"198.51.100.1","port":80,"kind":"LoadBalancer","scheduler":"rr","persistence_timeout_s":0,"when_empty":"reject","source_ranges":["203.0.113.0/24"],"backends":[]}]})");
+            R"({"services":[{"name":"ns/web:http","protocol":"TCP","vip":"10.96.0.10","port":80,"kind":"ClusterIP","scheduler":"rr","persistence_timeout_s":0,"when_empty":"reject","proxy_protocol":"","backends":[]},)"
+            R"({"name":"ns/web:http","protocol":"TCP","vip":"198.51.100.1","port":80,"kind":"LoadBalancer","scheduler":"rr","persistence_timeout_s":0,"when_empty":"reject","proxy_protocol":"","source_ranges":["203.0.113.0/24"],"backends":[]}]})");
 }
 
 TEST(K8sRules, BadPolicyValueIsAnObjectError) {

@@ -226,6 +226,16 @@ TEST(Explain, NoEndpointsRejectOrDrop) {
   EXPECT_EQ(j["service"]["when_empty"], "drop");
 }
 
+TEST(Explain, ProxyProtocolShownInFullNatOnly) {
+  ServiceTable t = testing::seed_table();
+  const dp::ExplainResult r = service_result();
+  EXPECT_EQ(explain_json(q(), r, &t, true)["service"]["proxy_protocol"], "");
+  for (auto& [key, svc] : t.services) svc.proxy_protocol = ProxyProtocol::kV2;
+  EXPECT_EQ(explain_json(q(), r, &t, true)["service"]["proxy_protocol"], "v2");
+  // NAT mode cannot send the header: not shown.
+  EXPECT_EQ(explain_json(q(), r, &t, false)["service"]["proxy_protocol"], "");
+}
+
 TEST(Explain, NotAServiceOrWrongPort) {
   dp::ExplainResult r;
   r.answered = true;
