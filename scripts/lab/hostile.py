@@ -327,9 +327,9 @@ def pod_set(a):
     b = bytearray(bytes(IP(src=pod, dst=to) / UDP(sport=9053, dport=nxt()) / b"x")); b[11] ^= 0x33
     s.ip("bad_ip_checksum", b)
     s.send("truncated", s.eth(0x0800, b"\x45\x00\x00"))
-    # A well-formed IPv6 packet: the lab's bridge (multicast snooping) drops a
+    # A well-formed IPv6 packet (not forwarded yet: ipv6_no_service): the lab's bridge (multicast snooping) drops a
     # malformed one without counting it.
-    s.send("unsupported_ethertype", s.eth(0x86DD, bytes(IPv6(src="fe80::1", dst="fe80::2") / UDP(sport=1, dport=2))))
+    s.send("ipv6_no_service", s.eth(0x86DD, bytes(IPv6(src="fe80::1", dst="fe80::2") / UDP(sport=1, dport=2))))
     s.ip("unsupported_protocol", bytes(IP(src=pod, dst=to, proto=132) / Raw(b"\0" * 12)))
     print(json.dumps({"sent": s.sent}), flush=True)
     return 0
