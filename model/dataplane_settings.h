@@ -26,6 +26,9 @@ struct DataplaneSettings {
   uint32_t idle_sleep_us = 0;                 // --worker-idle-sleep-us (0 = busy poll)
   uint32_t mh_table_size = 65537;             // --mh-table-size (Maglev lookup table, a prime)
   bool expire_quiescent_template = true;      // --expire-quiescent-template
+  // --port-ipv6 "ADDR,-,...": each port's IPv6 address, in --port order ("-"
+  // or missing: none). Answered for NDP and ping only (docs/architecture.md "IPv6").
+  std::vector<std::string> port_ipv6;
   // Not options (fixed sizes; the benchmarks change them).
   uint32_t max_services = 65536;
   uint32_t max_dests = 262144;

@@ -4,6 +4,8 @@
 //   config: --OPTION 'VALUE': PROBLEM
 #include "controlplane/config/options.h"
 
+#include <arpa/inet.h>
+
 #include <algorithm>
 #include <boost/program_options.hpp>
 #include <cctype>
@@ -499,6 +501,24 @@ const std::vector<Setting>& settings() {
       port.composing = true;
       r.push_back(std::move(port));
     }
+    r.push_back(with(other("port-ipv6", "LIST",
+        "IPv6 address of each port, in --port order, comma-separated ('-' = none); NDP and ping only",
+        "Each port's IPv6 address, in `port` order, comma-separated; `-` (or a missing entry) for a port "
+        "without one. The port answers Neighbor Solicitations and ICMPv6 echo for it; IPv6 is not forwarded "
+        "yet (see architecture.md, \"IPv6\").",
+        [](Options& o, const std::string& v) {
+          std::vector<std::string> out;
+          for (const auto& item : split(v, ',')) {
+            const std::string a = trim(item);
+            unsigned char buf[16];
+            if (a != "-" && (inet_pton(AF_INET6, a.c_str(), buf) != 1 || buf[0] == 0xff ||
+                             std::all_of(buf, buf + 16, [](unsigned char b) { return b == 0; })))
+              fail("port-ipv6", v, "'" + a + "' is not a unicast IPv6 address (or '-')");
+            out.push_back(a);
+          }
+          o.dataplane.port_ipv6 = std::move(out);
+        },
+        [](const Options& o) { return join(o.dataplane.port_ipv6, ","); }), "string"));
     r.push_back(number("main-lcore", "N", &DataplaneSettings::main_lcore, 0, kMaxLcore,
         "DPDK main (control) lcore", "DPDK main (control) lcore."));
     r.push_back(with(other("worker-lcores", "LIST", "DPDK worker lcores, e.g. 1,2 or 1-3 or 1-3,6",

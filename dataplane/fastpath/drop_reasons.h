@@ -7,7 +7,7 @@ namespace vipd::dp {
 
 #define VIPD_DROP_REASONS(X)                                                  \
   X(kTruncated, "truncated")                 /* shorter than its headers */   \
-  X(kBadEthertype, "unsupported_ethertype")  /* not IPv4 or ARP */            \
+  X(kBadEthertype, "unsupported_ethertype")  /* not IPv4/IPv6/ARP */          \
   X(kNotForUs, "not_for_us")                 /* destination MAC not ours */   \
   X(kBadIpHeader, "bad_ip_header")           /* version, IHL, lengths */      \
   X(kBadIpChecksum, "bad_ip_checksum")                                        \
@@ -33,7 +33,15 @@ namespace vipd::dp {
   X(kSourceNotAllowed, "source_not_allowed") /* loadBalancerSourceRanges */ \
   X(kIcmpErrorNoConn, "icmp_error_no_conn")  /* ICMP error quoting no flow */ \
   X(kProxyPoolFull, "proxy_pool_full")       /* no PROXY protocol state left */ \
-  X(kProxyHeaderNoRoom, "proxy_header_no_room") /* header would not fit */
+  X(kProxyHeaderNoRoom, "proxy_header_no_room") /* header would not fit */ \
+  X(kIpv6BadHeader, "ipv6_bad_header")       /* version, payload length */    \
+  X(kIpv6BadExtHeader, "ipv6_bad_ext_header") /* truncated, misplaced */      \
+  X(kIpv6ExtChainTooLong, "ipv6_ext_chain_too_long")                          \
+  X(kIpv6Fragment, "ipv6_fragment")          /* not atomic: not NATed */      \
+  X(kIpv6NoService, "ipv6_no_service")       /* IPv6 not forwarded yet */     \
+  X(kNdpInvalid, "ndp_invalid")              /* NS/NA failing RFC 4861 7.1 */ \
+  X(kNdpIgnored, "ndp_ignored")              /* not for us, RS/RA/redirect */ \
+  X(kIcmp6BadChecksum, "icmp6_bad_checksum") /* to a port address */
 
 enum DropReason : uint8_t {
 #define VIPD_X(e, s) e,

@@ -18,11 +18,14 @@ constexpr uint8_t kProtoUdp = 17;
 constexpr size_t kEthLen = 14;
 constexpr uint16_t kEtherTypeIpv4 = 0x0800;
 constexpr uint16_t kEtherTypeArp = 0x0806;
+constexpr uint16_t kEtherTypeIpv6Frame = 0x86dd;  // ipv6.h parses these
 
 constexpr uint8_t kTcpFin = 0x01, kTcpSyn = 0x02, kTcpRst = 0x04, kTcpPsh = 0x08,
                   kTcpAck = 0x10;
 
-enum class FrameKind : uint8_t { kDrop, kArp, kIpv4 };
+// kIpv6: only the ethertype is known; the worker parses it (ipv6.h) off the
+// IPv4 path.
+enum class FrameKind : uint8_t { kDrop, kArp, kIpv4, kIpv6 };
 
 // Result of parsing one Ethernet frame. Addresses and ports in HOST order.
 struct Parsed {

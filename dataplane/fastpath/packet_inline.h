@@ -60,6 +60,20 @@ inline Parsed drop_as(Parsed p, DropReason r) {
   return p;
 }
 
+// The frames that are not IPv4, off the IPv4 path (one compare there).
+inline Parsed parse_other(Parsed p, uint16_t et, size_t len) {
+  if (et == kEtherTypeArp) {
+    p.kind = FrameKind::kArp;
+    if (len < kEthLen + 28) return drop_as(p, kTruncated);
+    return p;
+  }
+  if (et == kEtherTypeIpv6Frame) {
+    p.kind = FrameKind::kIpv6;
+    return p;
+  }
+  return drop_as(p, kBadEthertype);
+}
+
 }  // namespace packet_detail
 
 inline Parsed parse_frame(const uint8_t* f, size_t len) noexcept {
@@ -67,12 +81,7 @@ inline Parsed parse_frame(const uint8_t* f, size_t len) noexcept {
   Parsed p;
   if (len < kEthLen) return drop_as(p, kTruncated);
   uint16_t et = rd16(f + 12);
-  if (et == kEtherTypeArp) {
-    p.kind = FrameKind::kArp;
-    if (len < kEthLen + 28) return drop_as(p, kTruncated);
-    return p;
-  }
-  if (et != kEtherTypeIpv4) return drop_as(p, kBadEthertype);
+  if (et != kEtherTypeIpv4) return parse_other(p, et, len);
   if (len < kEthLen + 20) return drop_as(p, kTruncated);
   const uint8_t* ip = f + kEthLen;
   if ((ip[0] >> 4) != 4) return drop_as(p, kBadIpHeader);

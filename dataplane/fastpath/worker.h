@@ -38,6 +38,10 @@ struct PortInfo {
   uint32_t mask = 0;
   uint32_t gateway = 0;  // 0 = none
   uint16_t mtu = 1500;   // largest IPv4 packet it sends (a PROXY header must fit)
+  // The port's IPv6 address (network order), answered for NDP and echo
+  // (docs/architecture.md "IPv6"); has_ip6 false: none.
+  bool has_ip6 = false;
+  uint8_t ip6[16]{};
 };
 
 // Read-only for workers after start (except the atomics and lock-free tables).

@@ -1,6 +1,7 @@
 // Thread: control.
 #include "dataplane/runtime/dataplane.h"
 
+#include <arpa/inet.h>
 #include <rte_cycles.h>
 #include <rte_eal.h>
 #include <rte_errno.h>
@@ -198,9 +199,18 @@ bool DpdkDataplane::init_port(size_t i, std::string* error) {
   p.gateway = spec.gateway;
   uint16_t mtu = 0;
   if (rte_eth_dev_get_mtu(pid, &mtu) == 0 && mtu >= 576) p.mtu = mtu;  // else the default 1500
+  std::string v6;
+  if (i < cfg_.port_ipv6.size() && cfg_.port_ipv6[i] != "-") {
+    if (inet_pton(AF_INET6, cfg_.port_ipv6[i].c_str(), p.ip6) != 1) {
+      *error = "dpdk: port '" + name + "': '" + cfg_.port_ipv6[i] + "' is not an IPv6 address";
+      return false;
+    }
+    p.has_ip6 = true;
+    v6 = " ipv6 " + cfg_.port_ipv6[i];
+  }
   log_info("dpdk: port " + std::to_string(pid) + " " + spec.device + " mac " + mac_str(p.mac) + " ip " +
            cp::ipv4_to_string(spec.ip) + "/" + std::to_string(spec.prefix_len) +
-           (spec.gateway ? " via " + cp::ipv4_to_string(spec.gateway) : "") + ", " + std::to_string(nq) +
+           (spec.gateway ? " via " + cp::ipv4_to_string(spec.gateway) : "") + v6 + ", " + std::to_string(nq) +
            " queue(s)");
   return true;
 }
@@ -208,6 +218,10 @@ bool DpdkDataplane::init_port(size_t i, std::string* error) {
 bool DpdkDataplane::init(std::string* error) {
   if (cfg_.worker_lcores.empty() || cfg_.worker_lcores.size() > kMaxWorkers) {
     *error = "dpdk: between 1 and " + std::to_string(kMaxWorkers) + " worker lcores are needed";
+    return false;
+  }
+  if (cfg_.port_ipv6.size() > cfg_.ports.size()) {
+    *error = "dpdk: --port-ipv6 lists more addresses than there are ports";
     return false;
   }
   if (cfg_.ports.empty() || cfg_.ports.size() > kMaxPorts) {

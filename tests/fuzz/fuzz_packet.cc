@@ -14,14 +14,16 @@
 //   meta bit 0   received on port 0 (clients) or port 1 (backends)
 //   meta bit 1   received by worker 0 or 1
 //   meta bit 2   harness fixes the IPv4 header checksum
-//   meta bit 3   harness fixes the TCP/UDP/ICMP checksum
+//   meta bit 3   harness fixes the TCP/UDP/ICMP checksum (IPv6: TCP/UDP/ICMPv6)
 //   meta bit 4   the burst ends after this frame
 //   meta bits 5-7 clock advance before the next burst (0 .. 1000 s)
 // At most kMaxFrames frames per input; at most kBurst per worker and burst.
 //
 // Invariants checked after every input (abort() on violation):
 //  - every frame that comes out is Ethernet with vipd's MAC as source and is
-//    either ARP or IPv4 that parses; IPv4 header checksum verifies; TCP/UDP/
+//    either ARP, IPv4 that parses, or IPv6 that parses and is an ICMPv6 echo
+//    reply or Neighbor Advertisement (port 0 has an IPv6 address) whose
+//    checksum verifies; IPv4 header checksum verifies; TCP/UDP/
 //    ICMP checksum verifies unless an input with the same IP id and protocol
 //    had a bad one (NAT updates checksums incrementally, so it keeps a bad
 //    one bad: that is correct);
@@ -50,6 +52,7 @@
 #include <string>
 #include <vector>
 
+#include "dataplane/fastpath/ipv6.h"
 #include "dataplane/fastpath/packet.h"
 #include "dataplane/fastpath/worker.h"
 #include "dataplane/publish/publisher.h"
@@ -75,6 +78,7 @@ constexpr uint64_t kT0 = 1ull << 40;
 
 const uint32_t kPort0Ip = ip4(10, 0, 0, 1), kPort1Ip = ip4(10, 1, 0, 1);
 const uint32_t kGw0 = ip4(10, 0, 0, 254);
+const uint8_t kPort0Ip6[16] = {0xfd, 0x00, 0, 0x10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};  // fd00:10::1
 const uint32_t kLocal = ip4(10, 1, 0, 100), kLocal2 = ip4(10, 1, 0, 101);
 const uint32_t kClient = ip4(10, 0, 0, 10);
 const uint32_t kVip = ip4(10, 96, 0, 100), kVipEmpty = ip4(10, 96, 0, 101), kVipMh = ip4(10, 96, 0, 102),
@@ -165,6 +169,8 @@ void build_setup(Setup& s, Forward fwd, uint32_t conn_capacity) {
     sh.ports[i].ip = i == 0 ? kPort0Ip : kPort1Ip;
     sh.ports[i].mask = 0xffffff00u;
   }
+  sh.ports[0].has_ip6 = true;
+  std::copy(kPort0Ip6, kPort0Ip6 + 16, sh.ports[0].ip6);
   sh.ports[0].gateway = kGw0;  // clients outside 10.0.0.0/24 go via an unresolved gateway
   sh.n_ports = 2;
   sh.forward = fwd;
@@ -253,8 +259,39 @@ bool l4_ok(const uint8_t* f, const Parsed& p) {
   return ref_fold(ref_add(ref_add(0, ph, 12), l4, p.l4_len)) == 0xffff;
 }
 
+// The sum over the IPv6 pseudo header of a parsed packet (RFC 8200 8.1).
+uint64_t ref_pseudo6(const Parsed6& p) {
+  uint8_t ph[40] = {};
+  std::memcpy(ph, p.src, 16);
+  std::memcpy(ph + 16, p.dst, 16);
+  put32(ph + 32, p.l4_len);
+  ph[39] = p.proto;
+  return ref_add(0, ph, sizeof ph);
+}
+size_t cksum_off6(uint8_t proto) {
+  return proto == kProtoTcp ? 16 : proto == kProtoUdp ? 6 : proto == kProtoIcmp6 ? 2 : 0;
+}
+
+// IPv6: the L4 checksum of a packet that parse_ipv6 accepts (it locates the
+// L4 header behind the extension chain; the sum is the harness's own).
+void fix_checksums6(uint8_t* f, size_t len) {
+  Parsed6 p;
+  if (!parse_ipv6(f, len, &p)) return;
+  const size_t off = cksum_off6(p.proto);
+  if (off == 0 || p.l4_len < off + 2) return;
+  uint8_t* l4 = f + p.l4_off;
+  l4[off] = l4[off + 1] = 0;
+  uint16_t c = static_cast<uint16_t>(~ref_fold(ref_add(ref_pseudo6(p), l4, p.l4_len)));
+  if (p.proto == kProtoUdp && c == 0) c = 0xffff;
+  put16(l4 + off, c);
+}
+
 // Harness fix-ups (bounds checked: the frame is arbitrary).
 void fix_checksums(uint8_t* f, size_t len, bool fix_ip, bool fix_l4) {
+  if (len >= kEth && get16(f + 12) == 0x86dd) {
+    if (fix_l4) fix_checksums6(f, len);
+    return;
+  }
   if (len < kEth + 20 || get16(f + 12) != 0x0800) return;
   const size_t ihl = (f[kEth] & 0x0f) * 4u;
   if (ihl < 20 || kEth + ihl > len) return;
@@ -343,6 +380,19 @@ void collect_output(const std::vector<InputInfo>& inputs, OutStats* st) {
             ArpInfo a;
             CHECK(parse_arp(f, len, &a), "malformed ARP out");
             if (a.op == 1) ++st->arp_requests;
+          } else if (et == 0x86dd) {
+            // vipd originates only echo replies and Neighbor Advertisements.
+            Parsed6 p6;
+            CHECK(parse_ipv6(f, len, &p6), std::string("IPv6 output does not parse: ") + drop_reason_name(p6.drop) + hex(f, len));
+            CHECK(p6.proto == kProtoIcmp6, "IPv6 output is not ICMPv6" + hex(f, len));
+            const uint8_t type = f[p6.l4_off];
+            CHECK(type == kIcmp6EchoReply || type == kNdNeighborAdvert, "ICMPv6 type out " + std::to_string(type));
+            CHECK(ref_fold(ref_add(ref_pseudo6(p6), f + p6.l4_off, p6.l4_len)) == 0xffff,
+                  "ICMPv6 checksum of an output frame" + hex(f, len));
+            if (type == kNdNeighborAdvert) {
+              NdInfo nd;
+              CHECK(parse_nd(f, p6, &nd) == kNumDropReasons, "an NA out that is not valid" + hex(f, len));
+            }
           } else {
             CHECK(et == 0x0800, "ethertype out " + std::to_string(et));
             const Parsed p = parse_frame(f, len);

@@ -73,6 +73,38 @@ def arp(op, sha, spa, tpa, dst=BCAST):
         b"\0" * 6 + struct.pack("!I", tpa)
 
 
+PORT0_V6 = bytes.fromhex("fd000010000000000000000000000001")  # fd00:10::1 (fuzz_packet.cc)
+CLIENT_V6 = bytes.fromhex("fd000010000000000000000000000010")
+VIP_V6 = bytes.fromhex("fd000010009600000000000000000100")
+
+
+def ipv6(src, dst, nh, payload, hop=64, plen=None):
+    plen = len(payload) if plen is None else plen
+    return struct.pack("!IHBB", 0x60000000, plen, nh, hop) + src + dst + payload  # L4 checksum: harness
+
+
+def ext(nh, hdr_len=0, seg_left=0):
+    return struct.pack("!BBBB", nh, hdr_len, 0, seg_left) + b"\0" * (4 + 8 * hdr_len)
+
+
+def frag(nh, offset, more):
+    return struct.pack("!BBHI", nh, 0, (offset & 0xFFF8) | (1 if more else 0), 0x1234)
+
+
+def sol_node(a):
+    return bytes.fromhex("ff0200000000000000000001ff") + a[13:]
+
+
+def ns(target, src=CLIENT_V6, sll=CLIENT_MAC, hop=255):
+    m = struct.pack("!BBHI", 135, 0, 0, 0) + target + (b"\x01\x01" + sll if sll else b"")
+    dst = sol_node(target)
+    return eth(b"\x33\x33" + dst[12:], CLIENT_MAC, 0x86DD) + ipv6(src, dst, 58, m, hop=hop)
+
+
+def v6_from_client(dst, nh, payload, **kw):
+    return eth(PORT_MAC[0], CLIENT_MAC, 0x86DD) + ipv6(CLIENT_V6, dst, nh, payload, **kw)
+
+
 def rec(frame, port=0, worker=0, fix=True, end=False, advance=0):
     meta = port | (worker << 1) | ((0x0C) if fix else 0) | (0x10 if end else 0) | (advance << 5)
     return struct.pack("!BH", meta, len(frame)) + frame
@@ -152,6 +184,25 @@ def packet_seeds():
     seeds["persistence"] = b"\0" + b"".join([
         rec(from_client(CLIENT, VIP_PERSIST, tcp(42000 + i, 443, SYN)), end=True, advance=i % 4) for i in range(6)
     ] + [rec(from_client(CLIENT, VIP_PERSIST, udp(42100, 53, b"q"), proto=17), end=True)])
+    echo6 = struct.pack("!BBHHH", 128, 0, 0, 0x4242, 1) + b"ping6"
+    seeds["ipv6"] = b"\0" + b"".join([
+        rec(ns(PORT0_V6)),                                    # answered: NA
+        rec(ns(PORT0_V6, src=b"\0" * 16, sll=None)),          # DAD: NA to all-nodes
+        rec(ns(PORT0_V6, hop=64)),                            # ndp_invalid
+        rec(ns(VIP_V6)),                                      # ndp_ignored
+        rec(ns(PORT0_V6), port=1),                            # port without IPv6
+        rec(v6_from_client(PORT0_V6, 58, echo6)),             # echo reply
+        rec(v6_from_client(PORT0_V6, 0, ext(60, 1) + ext(58) + echo6)),  # echo behind a chain
+        rec(v6_from_client(VIP_V6, 6, tcp(44000, 80, SYN))),  # ipv6_no_service
+        rec(v6_from_client(VIP_V6, 0, ext(60) + ext(43, 1) + ext(44) + frag(6, 0, False) + tcp(44001, 80, SYN))),
+        rec(v6_from_client(VIP_V6, 44, frag(17, 8, False) + udp(1, 53, b"x"))),   # ipv6_fragment
+        rec(v6_from_client(VIP_V6, 44, frag(17, 0, True) + udp(1, 53, b"x"))),    # first fragment
+        rec(v6_from_client(VIP_V6, 60, b"".join(ext(60) for _ in range(9)))),     # chain too long
+        rec(v6_from_client(VIP_V6, 60, ext(0) + udp(1, 53))),                     # hop-by-hop second
+        rec(v6_from_client(VIP_V6, 43, ext(17, 2, 1) + udp(1, 53))),              # routing, segments left
+        rec(v6_from_client(VIP_V6, 60, struct.pack("!BB", 17, 200) + b"\0" * 6)),  # ext beyond payload
+        rec(v6_from_client(VIP_V6, 17, udp(1, 53), plen=400), end=True),          # payload beyond frame
+    ])
     seeds["hostile"] = b"\0" + b"".join([
         rec(from_client(CLIENT, VIP, tcp(43000, 8080, SYN), frag=0x2000)),  # first fragment
         rec(from_client(CLIENT, VIP, tcp(43001, 8080, SYN), frag=0x0010)),  # later fragment

@@ -34,7 +34,8 @@ METHOD=$VARIANT
 NAME="hostile_test($VARIANT)"
 CHECKS=(vipd-starts icmp-frag-needed-translated icmp-pmtu-lowered icmp-client-error-translated
         hostile-counted hostile-answered ttl1-dropped-silently legit-no-errors forwards-after-hostile
-        synflood-established-ok synflood-table-bounded synflood-drops-counted synflood-recovers vipd-alive)
+        synflood-established-ok synflood-table-bounded synflood-drops-counted synflood-recovers vipd-alive
+        ipv6-port-answers-ping)
 SKIP_HINT="run as root with network namespaces, veth, bridges and python3-scapy"
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 require_netns bridge
@@ -144,7 +145,11 @@ lab_up
 mkdir -p "$TMP/manifests"
 cp config/demo/manifests/*.yaml "$TMP/manifests/"
 T1=$(date +%s)
-if start_vipd; then
+# The client-facing port (c0, the first port of the demo config) gets an IPv6
+# address: it answers NDP and ping for it (docs/architecture.md "IPv6").
+PORT_IP6=fd00:10::1
+CLIENT_IP6=fd00:10::2
+if start_vipd --port-ipv6 "$PORT_IP6"; then
   pass vipd-starts
 else
   fail vipd-starts "no generation >= 1 within 30 s: $(tail -n 2 "$TMP/vipd.log" | tr '\n' ' ')"
@@ -153,6 +158,41 @@ fi
 C0MAC=$(ip -n "${P}lb" -o link show c0 | sed -n 's/.*link\/ether \([0-9a-f:]*\).*/\1/p')
 P0MAC=$(ip -n "${P}lb" -o link show p0 | sed -n 's/.*link\/ether \([0-9a-f:]*\).*/\1/p')
 if [ "$METHOD" = fnat ]; then REPLY_TO=$LOCAL_ADDR; else REPLY_TO=$CLIENT_IP; fi
+
+# ---- IPv6: NS and echo for the port's address (the lab has IPv6 off: on for
+# the client's eth0 only, no router advertisements, no DAD) ----------------------
+if ip netns exec "${P}client" sysctl -qw net.ipv6.conf.eth0.accept_ra=0 net.ipv6.conf.eth0.accept_dad=0 \
+     net.ipv6.conf.eth0.disable_ipv6=0 >/dev/null 2>&1 &&
+   ip -n "${P}client" addr add "$CLIENT_IP6/64" dev eth0 nodad 2>/dev/null; then
+  # ping -6 without the ping binary: a raw ICMPv6 socket (the kernel resolves
+  # the port's address with NDP and fills in the checksum).
+  got6=$(ip netns exec "${P}client" "$PYTHON" - "$PORT_IP6" 2>"$TMP/ping6.err" <<'PY'
+import socket, struct, sys, time
+s = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_ICMPV6)
+s.settimeout(0.5)
+got = 0
+for seq in range(3):
+    s.sendto(struct.pack("!BBHHH", 128, 0, 0, 0x5636, seq) + b"vipd", (sys.argv[1], 0))
+    end = time.time() + 2
+    while time.time() < end:
+        try:
+            d, a = s.recvfrom(2048)
+        except socket.timeout:
+            continue
+        if a[0] == sys.argv[1] and d[0] == 129 and d[4:8] == struct.pack("!HH", 0x5636, seq):
+            got += 1
+            break
+print(got)
+PY
+  )
+  if [ "${got6:-0}" -ge 2 ]; then
+    pass ipv6-port-answers-ping
+  else
+    fail ipv6-port-answers-ping "${got6:-0} of 3 echo replies from $PORT_IP6 $(tail -n 1 "$TMP/ping6.err")"
+  fi
+else
+  fail ipv6-port-answers-ping "cannot give the client's eth0 the address $CLIENT_IP6"
+fi
 
 # ---- legitimate traffic, in the background until the stop files appear -----------
 client keepalive "$VIP:8080" --conns 8 --stop "$TMP/ka.stop" --interval 0.05 --timeout 5 --max-time 150 \

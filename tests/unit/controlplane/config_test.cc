@@ -194,6 +194,14 @@ TEST_F(ConfigTest, BadGateway) {
   EXPECT_THAT(error({"--port", "dev 10.0.0.1/24 via 10.0.0.1"}), HasSubstr("own address"));
 }
 
+TEST_F(ConfigTest, PortIpv6List) {
+  const Options o = ok({"--port-ipv6", "fd00:10::1, - ,2001:db8::7"});
+  EXPECT_EQ(o.dataplane.port_ipv6, (std::vector<std::string>{"fd00:10::1", "-", "2001:db8::7"}));
+  EXPECT_TRUE(ok({}).dataplane.port_ipv6.empty());
+  for (const char* bad : {"10.0.0.1", "ff02::1", "::", "fd00::1,fd00::zz"})
+    EXPECT_THAT(error({"--port-ipv6", bad}), HasSubstr("is not a unicast IPv6 address")) << bad;
+}
+
 TEST_F(ConfigTest, DuplicateDevice) {
   EXPECT_THAT(error({"--port", "dev 10.0.0.1/24", "--port", "dev 10.0.1.1/24"}),
               HasSubstr("device dev is given twice"));

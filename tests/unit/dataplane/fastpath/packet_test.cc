@@ -140,11 +140,18 @@ TEST(ParseFrame, TruncatedIpv4AndArp) {
 }
 
 TEST(ParseFrame, NonIpv4Ethertype) {
-  for (uint16_t et : {0x86dd, 0x8100, 0x88cc, 0x0000, 0x0801}) {
+  for (uint16_t et : {0x8100, 0x88cc, 0x0000, 0x0801}) {
     FrameSpec s = tcp_spec();
     s.ethertype = et;
     expect_drop(build_frame(s), kBadEthertype, "ethertype");
   }
+}
+
+// IPv6 is only classified here; the worker parses it (ipv6.h, ipv6_test.cc).
+TEST(ParseFrame, Ipv6IsClassifiedNotParsed) {
+  FrameSpec s = tcp_spec();
+  s.ethertype = 0x86dd;
+  EXPECT_EQ(parse(build_frame(s)).kind, FrameKind::kIpv6);
 }
 
 TEST(ParseFrame, IpVersionNot4) {

@@ -247,7 +247,7 @@ TEST_F(WorkerTest, MalformedFramesCountedByReason) {
   cases.push_back({Frame(good.begin(), good.begin() + 10), kTruncated});
   {
     FrameSpec s = from_client(51000, kTcpSyn);
-    s.ethertype = 0x86dd;
+    s.ethertype = 0x88cc;  // LLDP
     cases.push_back({build_frame(s), kBadEthertype});
   }
   {
