@@ -58,7 +58,8 @@ def main():
         ("bad_l4_header", eth(0x0800) + ipv4(src, vip, 6, tcp_syn(40005, port, doff=3))),
         ("bad_l4_header", eth(0x0800) + ipv4(src, vip, 6, tcp_syn(40006, port)[:12])),
         ("bad_ip_header", eth(0x0800) + b"\x45\x00"),  # total length 0
-        ("unsupported_ethertype", eth(0x86DD) + b"\x60" + b"\0" * 39),
+        ("unsupported_ethertype", eth(0x88B5) + b"\0" * 46),  # IEEE local experimental
+        ("ipv6_bad_header", eth(0x86DD) + b"\x60" + b"\0" * 39),  # payload length 0
         ("ttl_exceeded", eth(0x0800) + ipv4(src, vip, 6, tcp_syn(40007, port), ttl=1)),
         ("unsupported_protocol", eth(0x0800) + ipv4(src, vip, 47, b"\0" * 8)),
         ("vip_port_not_served", eth(0x0800) + ipv4(src, vip, 6, tcp_syn(40008, port + 1))),
