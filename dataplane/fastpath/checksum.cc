@@ -58,7 +58,12 @@ uint16_t l4_checksum(uint32_t src_be, uint32_t dst_be, uint8_t proto, const void
   pseudo[9] = proto;
   pseudo[10] = static_cast<uint8_t>(len >> 8);
   pseudo[11] = static_cast<uint8_t>(len & 0xff);
-  uint32_t s = csum_partial(pseudo, sizeof pseudo, 0);
+  return l4_checksum_finish(csum_partial(pseudo, sizeof pseudo, 0), proto, l4, len, check_offset);
+}
+
+uint16_t l4_checksum_finish(uint32_t pseudo_sum, uint8_t proto, const void* l4, size_t len,
+                            size_t check_offset) noexcept {
+  uint32_t s = pseudo_sum;
   const auto* p = static_cast<const uint8_t*>(l4);
   if (check_offset + 2 <= len) {
     s = csum_partial(p, check_offset, s);

@@ -46,5 +46,10 @@ uint16_t ipv4_header_checksum(const void* ip_hdr, size_t ihl_bytes) noexcept;
 // inside `l4` treated as 0 if `zero_field_at` < len). Addresses network order.
 uint16_t l4_checksum(uint32_t src_be, uint32_t dst_be, uint8_t proto, const void* l4,
                      size_t len, size_t check_offset) noexcept;
+// The rest of any TCP/UDP/ICMPv6 checksum once the pseudo header's sum is
+// known (IPv4 here, IPv6 in ipv6.cc): the segment with its checksum field
+// skipped, folded; UDP's 0 becomes 0xffff. Network order as stored.
+uint16_t l4_checksum_finish(uint32_t pseudo_sum, uint8_t proto, const void* l4, size_t len,
+                            size_t check_offset) noexcept;
 
 }  // namespace vipd::dp

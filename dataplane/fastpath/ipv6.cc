@@ -22,13 +22,6 @@ bool fail(Parsed6* p, DropReason r) {
   return false;
 }
 
-// Host-order checksum value -> its raw (memory order) form.
-uint16_t to_raw(uint16_t host) {
-  uint8_t b[2];
-  wr16(b, host);
-  return raw16(b);
-}
-
 // The one's-complement sum of the IPv6 pseudo header (RFC 8200 8.1).
 uint32_t pseudo_sum(const uint8_t src[16], const uint8_t dst[16], uint8_t proto, size_t len) {
   uint8_t tail[8] = {};
@@ -146,18 +139,7 @@ bool parse_ipv6(const uint8_t* f, size_t len, Parsed6* out) noexcept {
 
 uint16_t l4_checksum6(const uint8_t src[16], const uint8_t dst[16], uint8_t proto, const void* l4,
                       size_t len, size_t check_offset) noexcept {
-  uint32_t s = pseudo_sum(src, dst, proto, len);
-  const auto* b = static_cast<const uint8_t*>(l4);
-  if (check_offset + 2 <= len) {
-    s = csum_partial(b, check_offset, s);
-    // The checksum field is at an even offset: word alignment is kept.
-    s = csum_partial(b + check_offset + 2, len - check_offset - 2, s);
-  } else {
-    s = csum_partial(b, len, s);
-  }
-  uint16_t c = csum_fold(s);
-  if (proto == kProtoUdp && c == 0) c = 0xffff;
-  return to_raw(c);
+  return l4_checksum_finish(pseudo_sum(src, dst, proto, len), proto, l4, len, check_offset);
 }
 
 bool l4_checksum6_ok(const uint8_t src[16], const uint8_t dst[16], uint8_t proto, const void* l4,
