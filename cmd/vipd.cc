@@ -117,6 +117,18 @@ nlohmann::json services_json(const vipd::cp::SyncLoop& sync, const vipd::dp::Dat
           {"services", services}};
 }
 
+// A mode's dry-run payload skips IPv6 entries as its syncs do (FamilyGate), and
+// says so on stderr.
+vipd::cp::DryRunPrinter ipv4_only(vipd::cp::DryRunPrinter print, std::string mode) {
+  return [print = std::move(print), mode = std::move(mode)](const vipd::cp::ServiceTable& t, std::ostream& out,
+                                                            std::ostream& err) {
+    vipd::cp::ServiceTable v4;
+    const vipd::cp::FamilySkip skip = vipd::cp::drop_ipv6(t, &v4);
+    if (skip.services || skip.backends) err << vipd::cp::ipv6_skip_warning(skip, mode) << "\n";
+    return print(v4, out, err);
+  };
+}
+
 }  // namespace
 
 // The sync loop's options (the same in every mode).
@@ -209,13 +221,16 @@ int main(int argc, char** argv) {
   if (opt.dry_run) {
     // iptables mode prints the iptables-restore payload it would apply.
     if (opt.mode == config::Mode::kIptables)
-      return cp::dry_run(source, std::cout, std::cerr, 30000, iptables_dry_run_printer(opt));
+      return cp::dry_run(source, std::cout, std::cerr, 30000,
+                         ipv4_only(iptables_dry_run_printer(opt), "iptables mode"));
     // nftables mode prints the full-sync nft transaction (nft -c -f accepts it).
     if (opt.mode == config::Mode::kNftables)
-      return cp::dry_run(source, std::cout, std::cerr, 30000, nftables_dry_run_printer(opt));
+      return cp::dry_run(source, std::cout, std::cerr, 30000,
+                         ipv4_only(nftables_dry_run_printer(opt), "nftables mode"));
     // ipvs mode prints the IPVS state (ipvsadm -Ln form), addresses and rules.
     if (opt.mode == config::Mode::kIpvs)
-      return cp::dry_run(source, std::cout, std::cerr, 30000, ipvs_dry_run_printer(opt));
+      return cp::dry_run(source, std::cout, std::cerr, 30000,
+                         ipv4_only(ipvs_dry_run_printer(opt), "ipvs mode"));
     return cp::dry_run(source, std::cout, std::cerr);
   }
   if (opt.mode == config::Mode::kIptables) {

@@ -22,7 +22,8 @@ class IpAddr {
   constexpr IpAddr() = default;
   // An IPv4 address in host byte order. Implicit on purpose: IPv4 code and tests
   // that build keys from uint32_t literals keep compiling unchanged.
-  constexpr IpAddr(uint32_t v4_host_order) : v4_(v4_host_order) {}  // NOLINT(google-explicit-constructor)
+  // NOLINTNEXTLINE(google-explicit-constructor)
+  constexpr IpAddr(uint32_t v4_host_order) : v4_(v4_host_order) {}
   // An IPv6 address from its 16 bytes (network order). Always IPv6, also for the
   // IPv4-mapped range ::ffff:0:0/96.
   static IpAddr v6(const std::array<uint8_t, 16>& bytes);
