@@ -65,6 +65,10 @@ nlohmann::json stats_json(const vipd::dp::Dataplane& dp) {
                        {"arp_requests", w.arp_requests},
                        {"proxy_headers", w.proxy_headers},
                        {"proxy_header_retransmits", w.proxy_header_retransmits},
+                       {"resteers", {{"rst", w.resteers[0]}, {"icmp", w.resteers[1]},
+                                     {"timeout", w.resteers[2]}, {"retransmit", w.resteers[3]}}},
+                       {"resteer_pool_full", w.resteer_pool_full},
+                       {"resteer_gave_up", w.resteer_gave_up},
                        {"conn_entries", w.conn_entries},
                        {"conn_capacity", w.conn_capacity},
                        {"drop_reasons", reasons}});

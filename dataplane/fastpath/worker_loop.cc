@@ -133,6 +133,7 @@ int worker_main(void* arg) {
     }
     if (w.n_pending) service_pending(w);
     serve_mailbox(w);
+    if (w.syn.head()) resteer_timers(w, 64);
     flush_tx(w);
     sweep_conns_paced(w);
     w.tmpls.sweep(w.now, 16);
