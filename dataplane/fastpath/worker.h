@@ -71,6 +71,12 @@ struct Shared {
   bool expire_quiescent_template = true;
   uint64_t arp_retry = 0, arp_give_up = 0;                           // TSC
   uint32_t idle_sleep_us = 0;
+  // Kernel exception path (docs/gateway.md); both nullptr when it is off.
+  // to_kernel: frames for the kernel (workers enqueue, MP; the exception
+  // thread dequeues). from_kernel: frames the kernel sent, mbuf->port set to
+  // the port index (the exception thread enqueues; worker 0 sends them).
+  rte_ring* exc_to_kernel = nullptr;
+  rte_ring* exc_from_kernel = nullptr;
   std::atomic<bool> stop{false};
 };
 
@@ -199,6 +205,9 @@ void process_burst(Worker& w, rte_mbuf** pkts, uint16_t n, bool from_ring) noexc
 // Sends what is buffered; retries and expires packets waiting for ARP.
 void flush_tx(Worker& w) noexcept;
 void service_pending(Worker& w) noexcept;
+// Worker 0, when the exception path is on: queues what the kernel sent for
+// tx on the ports (Shared::exc_from_kernel). Once per poll, not per packet.
+void send_from_kernel(Worker& w) noexcept;
 // Answers a pending explain query, if any.
 void serve_mailbox(Worker& w) noexcept;
 // Visits up to `budget` of the connection table's entries (ConnTable::
