@@ -34,7 +34,7 @@ CONF=config/demo/vipd.conf
 PPS=200
 LISTEN_PID=
 METRICS_PORT=$(( 30000 + $$ % 20000 ))
-cleanup_extra() { stop_pid "$LISTEN_PID" KILL; return 0; }
+cleanup_extra() { [ -n "$LISTEN_PID" ] && kill -KILL "$LISTEN_PID" 2>/dev/null; return 0; }
 lib_traps
 
 lab_up
@@ -97,6 +97,7 @@ while True:
     c.sendall(b"kernel got " + data)
     c.close()' >"$TMP/listener.log" 2>&1 &
 LISTEN_PID=$!
+disown "$LISTEN_PID"   # killed in cleanup_extra, without a job notice
 sleep 0.5
 r=$(ip netns exec "${P}client" "$PYTHON" -c '
 import socket
