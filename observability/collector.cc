@@ -61,6 +61,8 @@ enum Fam : size_t {
   kPortRxErrors,
   kPortTxErrors,
   kPortRxMissed,
+  kExceptionPackets,
+  kExceptionDrops,
   kNeighborEntries,
   kServices,
   kBackends,
@@ -143,6 +145,10 @@ const std::vector<FamilyInfo> kFamilies = {
     {"vipd_port_tx_errors_total", "counter", "port,device", "Failed transmissions (NIC statistics)."},
     {"vipd_port_rx_missed_packets_total", "counter", "port,device",
      "Packets dropped by the NIC because no receive buffer was free."},
+    {"vipd_exception_packets_total", "counter", "port,device,interface,direction",
+     "Frames through the port's kernel exception interface (direction to_kernel or from_kernel)."},
+    {"vipd_exception_drops_total", "counter", "port,device,interface,reason",
+     "Frames the exception path dropped (rate_limited, kernel_full, from_kernel_full)."},
     {"vipd_neighbor_entries", "gauge", "", "Entries in the ARP cache."},
     {"vipd_services", "gauge", "", "Virtual services in the applied table."},
     {"vipd_backends", "gauge", "", "Backends (service, backend pairs) in the applied table."},
@@ -365,6 +371,18 @@ std::vector<MetricFamily> MetricsCollector::Collect() const {
     b.add(kPortRxErrors, pl, d(p.ierrors));
     b.add(kPortTxErrors, pl, d(p.oerrors));
     b.add(kPortRxMissed, pl, d(p.imissed));
+    if (p.exception_ifname.empty()) continue;
+    const Labels el = {pl[0], pl[1], {"interface", p.exception_ifname}};
+    auto with = [&](const char* k, const char* v) {
+      Labels l = el;
+      l.push_back({k, v});
+      return l;
+    };
+    b.add(kExceptionPackets, with("direction", "to_kernel"), d(p.exc_to_kernel));
+    b.add(kExceptionPackets, with("direction", "from_kernel"), d(p.exc_from_kernel));
+    b.add(kExceptionDrops, with("reason", "rate_limited"), d(p.exc_rate_limited));
+    b.add(kExceptionDrops, with("reason", "kernel_full"), d(p.exc_kernel_full));
+    b.add(kExceptionDrops, with("reason", "from_kernel_full"), d(p.exc_from_kernel_full));
   }
   b.add(kNeighborEntries, {}, d(src_.neighbor_entries()));
 

@@ -138,6 +138,15 @@ void send_port_unreachable(Worker& w, rte_mbuf* m, const Parsed& p) {
   reply_same_port(w, m, len);
 }
 
+// Kernel exception path (docs/gateway.md): hands a frame for the port's own
+// address to the exception thread, which rate-limits it and writes it to
+// the port's kernel interface. Off (no ring): counted as `off`.
+[[gnu::noinline]] void to_kernel(Worker& w, rte_mbuf* m, DropReason off) {
+  rte_ring* r = w.sh->exc_to_kernel;
+  if (!r) return drop(w, m, off);
+  if (rte_ring_mp_enqueue(r, m) != 0) drop(w, m, kExceptionQueueFull);
+}
+
 void handle_arp(Worker& w, rte_mbuf* m) {
   Shared& sh = *w.sh;
   w.nh_valid = false;  // what it learns must count from the next packet on
@@ -165,6 +174,9 @@ void handle_arp(Worker& w, rte_mbuf* m) {
     return;
   }
   if (a.op == 2) {  // a reply: consumed by the learning above
+    // ...and, for the port's own address, passed on to the kernel, which
+    // resolves its own next hops (vipd answers requests itself).
+    if (w.sh->exc_to_kernel && a.tpa == p.ip) return to_kernel(w, m, kArpIgnored);
     rte_pktmbuf_free(m);
     return;
   }
@@ -642,6 +654,7 @@ void process_one(Worker& w, rte_mbuf* m, const PktInfo& pi, bool from_ring) {
       if (!from_ring && redirect(w, m, flow_owner(p.dst, p.dport, sh.n_workers))) return;
       return from_dest(w, m, pi);
     }
+    if (sh.exc_to_kernel && is_port_ip(sh, p.dst)) return to_kernel(w, m, kLocalUnhandled);
     if (is_vip_addr(sh, p.dst)) return drop(w, m, kVipNoPort);
     if (is_port_ip(sh, p.dst)) return drop(w, m, kLocalUnhandled);
     return drop(w, m, kNoService);
@@ -654,8 +667,13 @@ void process_one(Worker& w, rte_mbuf* m, const PktInfo& pi, bool from_ring) {
       if (r == kIcmpOk && icmp_resteer(w, m, f, p, q)) [[unlikely]] return;
       uint32_t to = 0;
       if (r == kIcmpOk) r = translate_icmp_error(w, f, p, q, m->port, &to);
-      return r == kIcmpOk ? output(w, m, to) : drop(w, m, r);
+      if (r == kIcmpOk) return output(w, m, to);
+      // Quoting none of vipd's flows: maybe one of the kernel's own.
+      if (sh.exc_to_kernel && is_port_ip(sh, p.dst)) return to_kernel(w, m, r);
+      return drop(w, m, r);
     }
+    // With the exception path, the kernel answers for the port's own address.
+    if (sh.exc_to_kernel && is_port_ip(sh, p.dst)) return to_kernel(w, m, kLocalUnhandled);
     if (is_port_ip(sh, p.dst) || is_vip_addr(sh, p.dst) || local_addr_index(sh, p.dst) >= 0) {
       if (make_icmp_echo_reply(f, p)) return reply_same_port(w, m, len);
       return drop(w, m, kLocalUnhandled);
@@ -704,6 +722,19 @@ void flush_tx(Worker& w) noexcept {
     bump(w.counters.tx, sent);
     for (uint16_t k = sent; k < n; ++k) drop(w, w.txbuf[i][k], kTxFull);
     w.n_tx[i] = 0;
+  }
+}
+
+void send_from_kernel(Worker& w) noexcept {
+  rte_mbuf* pkts[kBurst];
+  const unsigned n = rte_ring_sc_dequeue_burst(w.sh->exc_from_kernel, reinterpret_cast<void**>(pkts), kBurst, nullptr);
+  for (unsigned i = 0; i < n; ++i) {
+    rte_mbuf* m = pkts[i];
+    if (m->port >= w.sh->n_ports) {  // set by the exception thread: cannot happen
+      drop(w, m, kNoRoute);
+      continue;
+    }
+    tx_enqueue(w, m->port, m);
   }
 }
 

@@ -78,6 +78,12 @@ struct Shared {
   uint64_t t_resteer = 0;
   uint64_t arp_retry = 0, arp_give_up = 0;                           // TSC
   uint32_t idle_sleep_us = 0;
+  // Kernel exception path (docs/gateway.md); both nullptr when it is off.
+  // to_kernel: frames for the kernel (workers enqueue, MP; the exception
+  // thread dequeues). from_kernel: frames the kernel sent, mbuf->port set to
+  // the port index (the exception thread enqueues; worker 0 sends them).
+  rte_ring* exc_to_kernel = nullptr;
+  rte_ring* exc_from_kernel = nullptr;
   std::atomic<bool> stop{false};
 };
 
@@ -210,6 +216,9 @@ void service_pending(Worker& w) noexcept;
 // Re-steers the connections whose backend did not answer their SYN in time
 // (resteer.h); at most `budget` of them per call.
 void resteer_timers(Worker& w, uint32_t budget) noexcept;
+// Worker 0, when the exception path is on: queues what the kernel sent for
+// tx on the ports (Shared::exc_from_kernel). Once per poll, not per packet.
+void send_from_kernel(Worker& w) noexcept;
 // Answers a pending explain query, if any.
 void serve_mailbox(Worker& w) noexcept;
 // Visits up to `budget` of the connection table's entries (ConnTable::

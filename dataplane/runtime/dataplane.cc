@@ -20,6 +20,7 @@
 #include "common/log.h"
 #include "dataplane/fastpath/worker.h"
 #include "dataplane/publish/publisher.h"
+#include "dataplane/runtime/exception_path.h"
 
 namespace vipd::dp {
 namespace {
@@ -82,6 +83,7 @@ class DpdkDataplane final : public Dataplane {
   rte_mempool* pool_ = nullptr;
   std::vector<std::unique_ptr<Worker>> workers_;
   std::unique_ptr<Publisher> pub_;
+  std::unique_ptr<ExceptionRelay> exc_;  // --exception-path tap; null when off
   std::vector<DestSnapshot> dest_base_;  // per slot, guarded by mu_
   mutable std::mutex mu_;
   mutable std::mutex explain_mu_;  // one explain query at a time
@@ -113,6 +115,12 @@ bool DpdkDataplane::init_eal(std::string* error) {
     } else {
       args.push_back("--vdev");
       args.push_back(vdev_with_queues(p.device, static_cast<unsigned>(cfg_.worker_lcores.size())));
+    }
+  }
+  if (cfg_.exception_path == vipd::ExceptionPath::kTap) {
+    for (const auto& v : ExceptionRelay::eal_vdevs(cfg_.exception_ifnames, cfg_.ports.size())) {
+      args.push_back("--vdev");
+      args.push_back(v);
     }
   }
   if (!any_pci && !has_arg(cfg_.eal_args, {"--no-pci", "-a", "--allow", "-b", "--block"}))
@@ -331,6 +339,10 @@ bool DpdkDataplane::init(std::string* error) {
   for (size_t i = 0; i < cfg_.ports.size(); ++i)
     if (!init_port(i, error)) return false;
   sh_.n_ports = static_cast<uint16_t>(cfg_.ports.size());
+  if (cfg_.exception_path == vipd::ExceptionPath::kTap) {
+    exc_ = std::make_unique<ExceptionRelay>();
+    if (!exc_->init(sh_, pool_, cfg_.exception_ifnames, cfg_.exception_pps, error)) return false;
+  }
   pub_ = std::make_unique<Publisher>(sh_);
   // A freed slot's cumulative counts become its baseline: the destination that
   // reuses the slot starts from zero (apply() holds mu_, as dest() does).
@@ -349,6 +361,7 @@ bool DpdkDataplane::start(std::string* error) {
     log_info("dpdk: worker " + std::to_string(w->index) + " running on lcore " + std::to_string(w->lcore));
   }
   started_ = true;
+  if (exc_) exc_->start();
   return true;
 }
 
@@ -357,6 +370,7 @@ void DpdkDataplane::stop() {
   stopped_ = true;
   sh_.stop.store(true);
   if (started_) rte_eal_mp_wait_lcore();
+  exc_.reset();  // after the workers: they enqueue to its rings
   if (!eal_) return;
   for (uint16_t i = 0; i < sh_.n_ports; ++i) {
     rte_eth_dev_stop(sh_.ports[i].port_id);
@@ -410,6 +424,8 @@ std::vector<PortSnapshot> DpdkDataplane::ports() const {
     p.device = cfg_.ports[i].device;
     p.port_id = sh_.ports[i].port_id;
     p.mac = mac_str(sh_.ports[i].mac);
+    p.ip = cfg_.ports[i].ip;
+    p.prefix_len = cfg_.ports[i].prefix_len;
     rte_eth_stats st{};
     if (rte_eth_stats_get(p.port_id, &st) == 0) {
       p.ipackets = st.ipackets;
@@ -417,6 +433,16 @@ std::vector<PortSnapshot> DpdkDataplane::ports() const {
       p.ierrors = st.ierrors;
       p.oerrors = st.oerrors;
       p.imissed = st.imissed;
+    }
+    if (exc_ && i < exc_->ports().size()) {
+      const ExceptionRelay::Port& e = *exc_->ports()[i];
+      auto ld = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
+      p.exception_ifname = e.ifname;
+      p.exc_to_kernel = ld(e.counters.to_kernel);
+      p.exc_from_kernel = ld(e.counters.from_kernel);
+      p.exc_rate_limited = ld(e.counters.rate_limited);
+      p.exc_kernel_full = ld(e.counters.kernel_full);
+      p.exc_from_kernel_full = ld(e.counters.from_kernel_full);
     }
     out.push_back(p);
   }

@@ -54,6 +54,16 @@ struct PortSnapshot {
   uint16_t port_id = 0;
   std::string mac;
   uint64_t ipackets = 0, opackets = 0, ierrors = 0, oerrors = 0, imissed = 0;
+  // Kernel exception path (docs/gateway.md); exception_ifname empty: off.
+  // Frames dropped because a worker found the ring to the kernel full are the
+  // workers' drop reason exception_queue_full.
+  std::string exception_ifname;
+  uint64_t exc_to_kernel = 0, exc_from_kernel = 0;  // frames written to / read from the interface
+  uint64_t exc_rate_limited = 0;       // to the kernel, over --exception-pps
+  uint64_t exc_kernel_full = 0;        // to the kernel, refused by the tap
+  uint64_t exc_from_kernel_full = 0;   // from the kernel, ring to the port full
+  uint32_t ip = 0;                     // the port's address (host order) and prefix
+  uint8_t prefix_len = 0;
 };
 
 // What the dataplane would do with a packet (vipctl explain). Computed by the
