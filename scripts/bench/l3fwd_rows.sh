@@ -11,13 +11,13 @@
 # date and the load; scripts/bench/report.py shows them in docs/benchmarks.md
 # ("Baselines: I/O only and l3fwd") until a full scripts/bench.sh run, whose
 # pipeline runs include the l3fwd phase, replaces them.
-# Defaults: cases 1:1000 100000:1000 100000:1000000, callgrind 1:1000 100000:1000,
+# Defaults: cases 1:1000 100000:1000 100000:1000000, each also under callgrind,
 # 1,000,000 packets x 5 repetitions (a few minutes on a 2-core VM).
 # Safety: only DPDK's in-process net_ring0 vdev, as scripts/bench.sh.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
-CASES="1:1000 100000:1000 100000:1000000" CG_CASES="1:1000 100000:1000"
+CASES="1:1000 100000:1000 100000:1000000" CG_CASES="1:1000 100000:1000 100000:1000000"
 PKTS=1000000 REPS=5 OUT=bench/results/added/l3fwd.jsonl BUILD=1
 CMDLINE="scripts/bench/l3fwd_rows.sh $*"
 while [ $# -gt 0 ]; do
