@@ -780,12 +780,18 @@ bool resteer_conn(Worker& w, Conn& c, ResteerReason why) {
 }
 
 // Sends the saved SYN to the connection's (new) destination. `m`: a packet
-// to reuse, or nullptr. Without an mbuf nothing is sent: the timer (or the
-// client's retransmission) sends it later.
+// to reuse, or nullptr. Without an mbuf (the pool empty: timer only) nothing
+// is sent: the next timer or the client's retransmission sends it.
 void send_saved_syn(Worker& w, Conn& c, rte_mbuf* m) {
-  if (m) rte_pktmbuf_free(m);  // the answer that re-steered: a fresh, plain buffer instead
-  m = rte_pktmbuf_alloc(w.pool);
-  if (!m) return;
+  // The answer that re-steered becomes the SYN when it is one plain
+  // buffer of its own; otherwise a fresh one.
+  if (m && m->nb_segs == 1 && RTE_MBUF_DIRECT(m) && rte_mbuf_refcnt_read(m) == 1) {
+    rte_pktmbuf_reset(m);
+  } else {
+    if (m) rte_pktmbuf_free(m);
+    m = rte_pktmbuf_alloc(w.pool);
+    if (!m) return;
+  }
   const size_t len = syn_build(rte_pktmbuf_mtod(m, uint8_t*), w.syn.at(c.syn), c.laddr, c.lport, c.daddr, c.dport);
   m->data_len = static_cast<uint16_t>(len);
   m->pkt_len = static_cast<uint32_t>(len);
