@@ -301,6 +301,62 @@ TEST(IptablesRender, BadSourceRangeIsAnError) {
   }
 }
 
+TEST(IptablesRender, FamilySpellings) {
+  EXPECT_EQ(host_cidr("10.96.0.100", AddressFamily::kIpv4), "10.96.0.100/32");
+  EXPECT_EQ(host_cidr("fd00:96::100", AddressFamily::kIpv6), "fd00:96::100/128");
+  EXPECT_EQ(host_port("10.244.1.15", 8080, AddressFamily::kIpv4), "10.244.1.15:8080");
+  EXPECT_EQ(host_port("fd00:244::1:15", 8080, AddressFamily::kIpv6), "[fd00:244::1:15]:8080");
+  EXPECT_EQ(reject_target(AddressFamily::kIpv4), "-j REJECT");
+  EXPECT_EQ(reject_target(AddressFamily::kIpv6), "-j REJECT --reject-with icmp6-port-unreachable");
+  EXPECT_STREQ(restore_program(AddressFamily::kIpv6), "ip6tables-restore");
+  EXPECT_STREQ(iptables_program(AddressFamily::kIpv4), "iptables");
+  EXPECT_STREQ(family_label(AddressFamily::kIpv6), "IPv6");
+  EXPECT_EQ(cidr_family("192.0.2.0/24"), AddressFamily::kIpv4);
+  EXPECT_EQ(cidr_family("2001:db8::/32"), AddressFamily::kIpv6);
+  EXPECT_EQ(cidr_family("fd00::1/128"), AddressFamily::kIpv6);
+  EXPECT_EQ(cidr_family("::/0"), AddressFamily::kIpv6);
+  for (const char* bad : {"2001:db8::/129", "2001:db8::/032", "2001:db8::", "2001:db8::/", "2001:db8::/1a",
+                          "fe80::1%eth0/64", "[2001:db8::]/32", "2001:db8::/32 ", "10.0.0.0/33"})
+    EXPECT_FALSE(cidr_family(bad).has_value()) << bad;
+}
+
+TEST(IptablesRender, Ipv6RulesetOfAnIpv4TableHasOnlyTheBaseChains) {
+  const auto t = table_of({service("ns/a:http", "10.96.1.1", 80, {rs("10.1.0.1", 80)}),
+                           service("ns/e:http", "10.96.1.2", 80, {})});
+  Ruleset v6;
+  std::string err;
+  ASSERT_TRUE(build_ruleset(t, {}, AddressFamily::kIpv6, &v6, &err)) << err;
+  EXPECT_EQ(v6.family, AddressFamily::kIpv6);
+  EXPECT_EQ(v6.entries, 0u);
+  EXPECT_EQ(count_entries(t, AddressFamily::kIpv4), 2u);
+  EXPECT_EQ(count_entries(t, AddressFamily::kIpv6), 0u);
+  EXPECT_THAT(v6.names(Table::kNat), ElementsAre("VIPD-MARK-MASQ", "VIPD-POSTROUTING", "VIPD-SERVICES"));
+  EXPECT_TRUE(rules_of(v6, Table::kNat, "VIPD-SERVICES").empty());
+  EXPECT_TRUE(rules_of(v6, Table::kFilter, "VIPD-SERVICES").empty());
+  // The dry run of both families is the IPv4 text alone while there is no IPv6 entry.
+  const Ruleset v4 = build(t);
+  EXPECT_EQ(dry_run_text(v4, v6, {}), dry_run_text(v4, {}));
+  // The IPv6 text names ip6tables.
+  const std::string d6 = dry_run_text(v6, {});
+  EXPECT_THAT(d6, HasSubstr("full ip6tables-restore --noflush payload (0 IPv6 service entries"));
+  EXPECT_THAT(d6, HasSubstr("#   ip6tables -t nat -I PREROUTING 1 "));
+}
+
+TEST(IptablesRender, SourceRangesOfTheOtherFamilyAreLeftOut) {
+  auto lb = service("ns/web:http", "203.0.113.7", 80, {rs("10.1.0.1", 8080)});
+  lb.kind = ServiceKind::kLoadBalancer;
+  lb.source_ranges = {"2001:db8::/32", "192.0.2.0/24"};
+  const std::string h = chain_hash(entry_hash_input(lb));
+  EXPECT_THAT(rules_of(build(table_of({lb})), Table::kNat, "VIPD-FW-" + h),
+              ElementsAre(HasSubstr("-s 192.0.2.0/24 -j VIPD-SVC-" + h)));
+  // Only ranges of the other family: the restriction stays, nothing is let through.
+  lb.source_ranges = {"2001:db8::/32"};
+  const Ruleset r = build(table_of({lb}));
+  EXPECT_TRUE(rules_of(r, Table::kNat, "VIPD-FW-" + h).empty());
+  EXPECT_THAT(rules_of(r, Table::kFilter, "VIPD-FIREWALL"),
+              ElementsAre(HasSubstr("-d 203.0.113.7/32 -p tcp -m tcp --dport 80 -j DROP")));
+}
+
 TEST(IptablesRender, CommentsCannotBreakTheLine) {
   const auto t = table_of({service("ns/we\"ird\nname", "10.96.1.1", 80, {rs("10.1.0.1", 80)})});
   const std::string p = render_full(build(t), {}).text;
