@@ -95,12 +95,6 @@ EOF
 fi
 ip netns del "$probe"
 [ "$probe_rc" -eq 0 ] || skip_all "netfilter (nat, statistic, recent, conntrack, REJECT) not usable in a namespace: $(tr '\n' ' ' <<<"$probe_out")"
-if [ -n "$V6_SKIP" ]; then
-  export LAB_IPV6=0
-  for c in "${V6_CHECKS[@]}"; do skip "$c" "$V6_SKIP"; done
-else
-  export LAB_IPV6=1
-fi
 v6() { [ "$LAB_IPV6" = 1 ]; }
 
 require_vipd
@@ -131,8 +125,6 @@ start_vipd() { kernel_start_vipd iptables "$METHOD"; }
 wait_synced() { kernel_wait_synced; }
 
 # ---- lab, kernel forwarding in lb, vipd ------------------------------------------
-lab_up
-lab_kernel_lb
 kernel_seed_manifests
 
 # IPv6 Services (single-stack IPv6) and their EndpointSlice (addressType IPv6).
@@ -150,7 +142,7 @@ write_slice6() {
     for a in "$@"; do echo "  - {addresses: [\"$a\"], conditions: {ready: true}}"; done
   } >"$file"
 }
-if v6; then
+if [ -z "$V6_SKIP" ]; then
   cat >"$TMP/manifests/service6.yaml" <<'EOF_V6'
 apiVersion: v1
 kind: Service
@@ -175,7 +167,21 @@ spec:
   ports: [{name: http, port: 80, protocol: TCP}, {name: dns, port: 53, protocol: UDP}]
 EOF_V6
   write_slice6 "$TMP/manifests/endpointslice-db6.yaml" "${POD6[@]}"
+  # The IPv6 checks need a vipd whose sources turn these into IPv6 entries.
+  if ! "$VIPD" --dry-run --manifests-dir "$TMP/manifests" 2>/dev/null | grep -q '"vip":"fd00:96::100"'; then
+    V6_SKIP="this vipd's sources give no IPv6 ServiceTable entry for an IPv6 Service (IPv6 ignored)"
+    rm -f "$TMP/manifests/service6.yaml" "$TMP/manifests/endpointslice-db6.yaml"
+  fi
 fi
+if [ -n "$V6_SKIP" ]; then
+  export LAB_IPV6=0
+  for c in "${V6_CHECKS[@]}"; do skip "$c" "$V6_SKIP"; done
+else
+  export LAB_IPV6=1
+fi
+lab_up
+lab_kernel_lb
+
 
 start_vipd
 t0=$(date +%s%N)
