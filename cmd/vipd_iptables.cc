@@ -63,6 +63,7 @@ int run_iptables_mode(const config::Options& opt, cp::Source& source, const cp::
       "(inspect with: iptables-save -t nat | grep VIPD-)";
   mode.running_detail = io.render.masquerade_all ? "service traffic masqueraded" : "no masquerade";
   mode.stopping_detail = "iptables rules left in place";
+  mode.programs_ipv6 = true;  // ip6tables-restore, the same layout
   mode.backend_json = [&backend] { return backend_json(backend.stats()); };
   // iptables picks endpoints at random, whatever the scheduler says.
   mode.scheduler = [](const cp::VirtualService&) { return std::string("random"); };

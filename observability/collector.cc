@@ -219,7 +219,7 @@ class Builder {
 double d(uint64_t v) { return static_cast<double>(v); }
 double nonneg(int64_t v) { return v < 0 ? 0.0 : static_cast<double>(v); }
 
-std::string ip_port(Ipv4 ip, uint16_t port) { return ipv4_to_string(ip) + ":" + std::to_string(port); }
+std::string ip_port(const IpAddr& ip, uint16_t port) { return host_port(ip, port); }
 
 }  // namespace
 
@@ -267,14 +267,16 @@ std::vector<MetricFamily> MetricsCollector::Collect() const {
       };
 
       ServiceState& st = state_[key];
-      std::vector<std::pair<uint64_t, Totals>> now;
+      std::vector<std::pair<std::pair<IpAddr, uint16_t>, Totals>> now;
       now.reserve(svc.backends.size());
       Totals sum;
       double active = 0, inactive = 0;
       for (const auto& be : svc.backends) {
-        const dp::DestSnapshot ds = src_.dest(key, be.ip, be.port);
+        // The dataplanes count IPv4 destinations only (IPv6 is not forwarded yet).
+        const dp::DestSnapshot ds =
+            key.vip.is_v4() && be.ip.is_v4() ? src_.dest(key, be.ip.v4(), be.port) : dp::DestSnapshot{};
         const Totals t{ds.conns, ds.inpkts, ds.outpkts, ds.inbytes, ds.outbytes};
-        now.emplace_back((static_cast<uint64_t>(be.ip) << 16) | be.port, t);
+        now.emplace_back(std::make_pair(be.ip, be.port), t);
         sum.add(t);
         active += nonneg(ds.active);
         inactive += nonneg(ds.inactive);

@@ -18,8 +18,8 @@ namespace {
 std::string comment(const std::string& text) { return comment_match(text); }
 
 // The model's address type, in the two places the renderer looks at it.
-AddressFamily family_of([[maybe_unused]] const ServiceKey& k) { return AddressFamily::kIpv4; }
-std::string addr_text(Ipv4 a) { return ipv4_to_string(a); }
+AddressFamily family_of(const ServiceKey& k) { return k.vip.is_v6() ? AddressFamily::kIpv6 : AddressFamily::kIpv4; }
+std::string addr_text(const IpAddr& a) { return a.to_string(); }
 
 // "-d 10.96.0.100/32 -p tcp -m tcp --dport 8080" ("-d fd00:96::100/128 ..." for IPv6)
 std::string match_service(const ServiceKey& k) {

@@ -27,10 +27,10 @@ std::string hex(uint32_t m) {
 
 
 std::string key_text(const ServiceKey& k) {
-  return ipv4_to_string(k.vip) + " . " + ipt::protocol_lower(k.protocol) + " . " + std::to_string(k.port);
+  return k.vip.to_string() + " . " + ipt::protocol_lower(k.protocol) + " . " + std::to_string(k.port);
 }
 
-std::string endpoint_str(const RealServer& b) { return ipv4_to_string(b.ip) + ":" + std::to_string(b.port); }
+std::string endpoint_str(const RealServer& b) { return b.ip.to_string() + ":" + std::to_string(b.port); }
 
 const char* const kDeclKey = "type ipv4_addr . inet_proto . inet_service : verdict";
 
@@ -87,7 +87,7 @@ bool render_entry(const VirtualService& svc, const std::string& hash_input, cons
   const char* p = ipt::protocol_lower(svc.key.protocol);
   for (size_t i = 0; i < active.size(); ++i) {
     Chain sep{seps[i], {}};
-    sep.rules.push_back("ip saddr " + ipv4_to_string(active[i]->ip) + " jump mark-for-masquerade");
+    sep.rules.push_back("ip saddr " + active[i]->ip.to_string() + " jump mark-for-masquerade");
     if (timeout > 0) sep.rules.push_back("update @" + affs[i] + " { ip saddr }");
     sep.rules.push_back(std::string("meta l4proto ") + p + " dnat to " + endpoint_str(*active[i]) + " " +
                         comment(svc.name + " -> " + endpoint_str(*active[i])));
@@ -113,7 +113,7 @@ bool build_desired(const ServiceTable& table, const RenderOptions& opts, const D
   for (const auto& [key, svc] : table.services) {
     std::string input = ipt::entry_hash_input(svc);
     if (uses[input] > 1) input = ipt::entry_hash_input_extended(svc);
-    if (svc.kind == ServiceKind::kClusterIp) ++d.cluster_ips[ipv4_to_string(key.vip)];
+    if (svc.kind == ServiceKind::kClusterIp) ++d.cluster_ips[key.vip.to_string()];
     auto old = prev.entries.find(key);
     if (old != prev.entries.end() && old->second->hash_input == input && old->second->svc == svc) {
       d.entries.emplace_hint(d.entries.end(), key, old->second);

@@ -287,6 +287,41 @@ TEST(IptablesBackend, StaleIp6tablesChainsOfAnEarlierRunAreRemoved) {
   EXPECT_EQ(count_lines_with(f.calls(), "restore6"), 1u);
 }
 
+TEST(IptablesBackend, Ipv6EntriesGoThroughIp6tablesRestore) {
+  FakeIptables f;
+  IptablesBackend b(f.options());
+  ServiceTable t = seed(4);
+  VirtualService v6;
+  v6.key = {*IpAddr::parse("fd00:96::100"), 8080, Protocol::kTcp};
+  v6.name = "default/db6:http";
+  for (const char* a : {"fd00:244::1:15", "fd00:244::3:44"}) v6.backends.push_back({*IpAddr::parse(a), 8080, 1, false});
+  t.services[v6.key] = v6;
+  t.normalize();
+  std::string err;
+  // A partial sync asked for, but nothing applied yet: full for both families.
+  ASSERT_TRUE(apply(b, t, false, &err)) << err;
+  ASSERT_EQ(f.payloads(), 1);
+  ASSERT_EQ(f.payloads6(), 1);
+  EXPECT_THAT(f.payload(0), Not(HasSubstr("fd00:")));
+  const std::string p6 = f.payload6(0);
+  EXPECT_EQ(p6, b.last_payload6());
+  EXPECT_THAT(p6, HasSubstr("-d fd00:96::100/128 -p tcp -m tcp --dport 8080 -j VIPD-SVC-"));
+  EXPECT_THAT(p6, HasSubstr("-j DNAT --to-destination [fd00:244::3:44]:8080"));
+  EXPECT_THAT(p6, Not(HasSubstr("10.96.0.")));
+  EXPECT_EQ(count_lines_with(f.calls(), "ip6tables -w 5 -t "), 9u * 2);
+  EXPECT_TRUE(b.stats().ipv6_active);
+  EXPECT_GE(b.stats().ipv6_nat_chains, 6u);  // 3 base + SVC + 2 SEP
+  // Remove one IPv6 endpoint: only ip6tables-restore runs, and only for that change.
+  t.services[v6.key].backends.pop_back();
+  f.clear_calls();
+  ASSERT_TRUE(apply(b, t, false, &err)) << err;
+  EXPECT_EQ(f.calls(), "restore6 --noflush -w 5\n");
+  EXPECT_THAT(f.payload6(1), HasSubstr("-X VIPD-SEP-" + endpoint_hash("default/db6:http", "tcp", "[fd00:244::3:44]:8080") + "\n"));
+  EXPECT_THAT(f.payload6(1), Not(HasSubstr("*filter")));
+  EXPECT_EQ(b.stats().partial_syncs, 1u);
+  EXPECT_EQ(b.stats().ipv6_restores, 2u);
+}
+
 TEST(IptablesBackend, MissingToolsAndBadInputAreErrorsNotCrashes) {
   IptablesOptions o;
   o.restore_cmd = "/nonexistent/iptables-restore";
