@@ -229,10 +229,9 @@ int main(int argc, char** argv) {
   }
   cp::Source& source = *source_ptr;
   if (opt.dry_run) {
-    // iptables mode prints the iptables-restore payload it would apply.
+    // iptables mode prints the iptables-restore payload it would apply (then the ip6tables-restore one).
     if (opt.mode == config::Mode::kIptables)
-      return cp::dry_run(source, std::cout, std::cerr, 30000,
-                         ipv4_only(iptables_dry_run_printer(opt), "iptables mode"));
+      return cp::dry_run(source, std::cout, std::cerr, 30000, iptables_dry_run_printer(opt));
     // nftables mode prints the full-sync nft transaction (nft -c -f accepts it).
     if (opt.mode == config::Mode::kNftables)
       return cp::dry_run(source, std::cout, std::cerr, 30000,

@@ -179,6 +179,20 @@ std::vector<uint32_t> parse_addr_list(const std::string& option, const std::stri
   return out;
 }
 
+// Comma-separated IPv4 and IPv6 addresses, none twice.
+std::vector<cp::IpAddr> parse_ip_list(const std::string& option, const std::string& value) {
+  std::vector<cp::IpAddr> out;
+  for (const auto& item : split(value, ',')) {
+    if (item.empty()) fail(option, value, "expected comma-separated IPv4 or IPv6 addresses");
+    const auto a = cp::IpAddr::parse(item);
+    if (!a) fail(option, value, "address '" + item + "' is not an IPv4 or IPv6 address");
+    for (const cp::IpAddr& x : out)
+      if (x == *a) fail(option, value, "address " + item + " is listed twice");
+    out.push_back(*a);
+  }
+  return out;
+}
+
 void check_host_port(const std::string& option, const std::string& value) {
   const auto colon = value.rfind(':');
   if (colon == std::string::npos) fail(option, value, "expected HOST:PORT with an IPv4 host");
@@ -445,6 +459,17 @@ Setting addr_list(const char* name, std::vector<uint32_t> Options::*f, const cha
               "`A,B,...`");
 }
 
+Setting ip_list(const char* name, std::vector<cp::IpAddr> Options::*f, const char* help, const char* meaning) {
+  return with(other(name, "ADDRS", help, meaning,
+                    [name, f](Options& o, const std::string& v) { o.*f = parse_ip_list(name, v); },
+                    [f](const Options& o) {
+                      std::vector<std::string> words;
+                      for (const cp::IpAddr& a : o.*f) words.push_back(a.to_string());
+                      return join(words, ",");
+                    }),
+              "`A,B,...`");
+}
+
 Setting command_only(const char* name, const char* arg, const char* help, const char* meaning) {
   Setting s = other(name, arg, help, meaning, nullptr, nullptr);
   s.in_file = false;
@@ -707,9 +732,10 @@ const std::vector<Setting>& settings() {
     r.push_back(text("node-zone", "ZONE", &Options::node_zone,
         "this node's topology zone, for EndpointSlice zone hints",
         "This node's zone, for EndpointSlice topology hints."));
-    r.push_back(addr_list("node-ips", &Options::node_ips,
-        "comma-separated IPv4 addresses NodePort services are served on",
-        "IPv4 addresses NodePort services are served on."));
+    r.push_back(ip_list("node-ips", &Options::node_ips,
+        "comma-separated IPv4 and IPv6 addresses NodePort services are served on",
+        "IPv4 and IPv6 addresses NodePort services are served on (each family's NodePort entries use that "
+        "family's addresses)."));
     r.push_back(text("service-proxy-name", "NAME", &Options::service_proxy_name,
         "serve only services labelled service.kubernetes.io/service-proxy-name=NAME",
         "Serve only services labelled `service.kubernetes.io/service-proxy-name=NAME`."));

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "model/dataplane_settings.h"
+#include "model/ip_addr.h"
 #include "model/kinds.h"
 
 namespace vipd::config {
@@ -62,7 +63,7 @@ struct Options {
   uint32_t api_backoff_max_ms = 30000;      // --api-backoff-max-ms
   std::string node_name;                    // --node-name (traffic policy Local)
   std::string node_zone;                    // --node-zone (topology hints)
-  std::vector<uint32_t> node_ips;           // --node-ips (NodePort addresses)
+  std::vector<cp::IpAddr> node_ips;         // --node-ips (NodePort addresses, IPv4 and IPv6)
   std::string service_proxy_name;           // --service-proxy-name
   // The dpdk dataplane's settings (--eal-args, --main-lcore, --worker-lcores,
   // --conn-table-size, the timeouts, --mbufs, ...), handed to the dataplane as

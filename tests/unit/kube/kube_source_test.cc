@@ -407,7 +407,7 @@ TEST(KubeConfig, BuildOptionsReserveTheFullNatLocalAddresses) {
   opt.mode = config::Mode::kDpdk;
   opt.forward_method = config::ForwardMethod::kFnat;
   opt.fnat_local_addrs = {0x0a000064, 0x0a000065};
-  EXPECT_EQ(build_options(opt).reserved_addrs, opt.fnat_local_addrs);
+  EXPECT_EQ(build_options(opt).reserved_addrs, (std::vector<IpAddr>{0x0a000064u, 0x0a000065u}));
   opt.forward_method = config::ForwardMethod::kNat;
   EXPECT_TRUE(build_options(opt).reserved_addrs.empty());
   opt.forward_method = config::ForwardMethod::kFnat;
