@@ -14,13 +14,17 @@
 #   flood-rate-limited   a UDP flood to the port address beyond --exception-pps is
 #                        cut to about that rate (rate_limited counted in vipctl stats
 #                        and /metrics) while the VIP keeps answering (0 failed)
-#   tap-gone-after-kill  after kill -9 of vipd, vipd-0 and vipd-1 are gone
+#   announce-routes      (--announce-table 100) table 100 holds 10.96.0.100/32 dev vipd-0
+#                        (a service with ready endpoints), not 10.96.0.101 (none)
+#   announce-withdrawn   once the EndpointSlice is removed, 10.96.0.100 leaves table 100
+#   tap-gone-after-kill  after kill -9 of vipd, vipd-0 and vipd-1 are gone, and so
+#                        are the routes of table 100
 # Prints PASS/FAIL/SKIP lines (tests/integration/lib.sh); exit 77 when it cannot run.
 set -uo pipefail
 
 NAME="exception_test"
 CHECKS=(vipd-starts tap-created ping-kernel bgp-port-tcp vip-still-served flood-rate-limited
-        tap-gone-after-kill)
+        announce-routes announce-withdrawn tap-gone-after-kill)
 SKIP_HINT="run as root on a kernel with network namespaces, veth, bridge and /dev/net/tun"
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 require_netns bridge
@@ -44,7 +48,7 @@ EAL=$(sed -n 's/^[[:space:]]*eal-args[[:space:]]*=[[:space:]]*//p' "$CONF" | tai
 ip netns exec "${P}lb" "$VIPD" --config "$CONF" --forward-method fnat \
   --manifests-dir "$TMP/manifests" --admin-socket "$TMP/admin.sock" \
   --metrics-address "127.0.0.1:$METRICS_PORT" --health-address off \
-  --exception-path tap --exception-pps "$PPS" \
+  --exception-path tap --exception-pps "$PPS" --announce-table 100 \
   "--eal-args=$EAL --file-prefix ${P}vipd" </dev/null >"$TMP/vipd.log" 2>&1 &
 VIPD_PID=$!
 if wait_generation 1; then
@@ -152,6 +156,24 @@ else
   fail flood-rate-limited "want > 2000 sent, <= $allow passed, >= half rate_limited (also in /metrics), 0 failed VIP requests: sent ${flood:-?}, passed $passed, rate_limited $limited, metric '${metric}', http ${d:-ok}"
 fi
 
+# ---- VIP announcement: /32 routes in table 100 -----------------------------------------
+routes() { ip -n "${P}lb" -4 route show table 100 2>/dev/null | tr '\n' ';'; }
+r=$(routes)
+if grep -q '10\.96\.0\.100 dev vipd-0' <<<"$r" && ! grep -q '10\.96\.0\.101' <<<"$r"; then
+  pass announce-routes
+else
+  fail announce-routes "want 10.96.0.100 dev vipd-0 and not 10.96.0.101 in table 100: '$r'"
+fi
+gen=$(generation)
+rm -f "$TMP/manifests/endpointslice-db.yaml"
+wait_generation $(( ${gen:-0} + 1 )) 100
+r=$(routes)
+if ! grep -q '10\.96\.0\.100' <<<"$r"; then pass announce-withdrawn
+else fail announce-withdrawn "10.96.0.100 still in table 100 after its endpoints went: '$r'"; fi
+cp config/demo/manifests/endpointslice-db.yaml "$TMP/manifests/"
+wait_generation $(( ${gen:-0} + 2 )) 100
+note "table 100 with the endpoints back: $(routes)"
+
 # ---- kill -9: the interfaces go with the process ------------------------------------------
 kill -KILL "$VIPD_PID" 2>/dev/null
 { wait "$VIPD_PID"; } 2>/dev/null
@@ -162,4 +184,6 @@ for _ in $(seq 1 30); do
   [ -z "$left" ] && break
   sleep 0.1
 done
-if [ -z "$left" ]; then pass tap-gone-after-kill; else fail tap-gone-after-kill "still there 3 s after kill -9: $left"; fi
+r=$(routes)
+if [ -z "$left" ] && [ -z "$r" ]; then pass tap-gone-after-kill
+else fail tap-gone-after-kill "still there 3 s after kill -9: interfaces '$left', table 100 '$r'"; fi
