@@ -4,6 +4,7 @@
 
 #include "cmd/admin_docs.h"
 #include "common/log.h"
+#include "controlplane/sync/family_gate.h"
 #include "controlplane/sync/proxy_protocol_gate.h"
 #include "observability/admin_server.h"
 #include "observability/observability.h"
@@ -17,11 +18,11 @@ nlohmann::json kernel_services_json(const cp::SyncLoop& sync, const KernelMode& 
     for (const auto& [key, svc] : table->services) {
       nlohmann::json backends = nlohmann::json::array();
       for (const auto& b : svc.backends)
-        backends.push_back({{"ip", cp::ipv4_to_string(b.ip)}, {"port", b.port}, {"weight", b.weight},
+        backends.push_back({{"ip", b.ip.to_string()}, {"port", b.port}, {"weight", b.weight},
                             {"terminating", b.terminating}});
       if (mode.extra_backends) mode.extra_backends(key, svc, backends);
       services.push_back({{"name", svc.name}, {"protocol", cp::name(key.protocol)},
-                          {"vip", cp::ipv4_to_string(key.vip)}, {"port", key.port},
+                          {"vip", key.vip.to_string()}, {"port", key.port},
                           {"scheduler", mode.scheduler(svc)},
                           {"persistence_timeout_s", svc.persistence_timeout_s},
                           {"when_empty", cp::name(svc.when_empty)}, {"backends", backends}});
@@ -35,8 +36,10 @@ int run_kernel_mode(const config::Options& opt, cp::Source& source, cp::Backend&
                     const cp::SyncOptions& so, const KernelMode& mode, const std::atomic<bool>& stop) {
   if (::geteuid() != 0)
     log_warn("vipd: " + mode.name + " mode needs CAP_NET_ADMIN (normally root); syncs will fail until it has it");
+  // IPv6 entries are not programmed by the kernel modes yet: warn, skip them.
+  cp::FamilyGate family_gate(backend, mode.name + " mode");
   // The kernel cannot insert the PROXY protocol header: warn, program without it.
-  cp::ProxyProtocolGate gate(backend, mode.name + " mode");
+  cp::ProxyProtocolGate gate(family_gate, mode.name + " mode");
   cp::SyncLoop sync(source, gate, so);
   const char* fwd = cp::name(opt.forward_method);
 

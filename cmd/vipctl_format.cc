@@ -69,15 +69,18 @@ std::string rtrim(std::string s) {
   return s;
 }
 
-// "TCP  10.96.0.100:8080", as ipvsadm prints a service.
-std::string service_label(const json& svc) {
-  return pad_right(str(svc, "protocol"), 4) + " " + str(svc, "vip") + ":" +
-         std::to_string(u64(svc, "port"));
+// "10.96.0.100:8080", "[fd00::10]:8080" (an IPv6 address in brackets, as ipvsadm prints it).
+std::string addr_port(const std::string& addr, uint64_t port) {
+  const bool v6 = addr.find(':') != std::string::npos;
+  return (v6 ? "[" + addr + "]" : addr) + ":" + std::to_string(port);
 }
 
-std::string backend_label(const json& be) {
-  return str(be, "ip") + ":" + std::to_string(u64(be, "port"));
+// "TCP  10.96.0.100:8080", as ipvsadm prints a service.
+std::string service_label(const json& svc) {
+  return pad_right(str(svc, "protocol"), 4) + " " + addr_port(str(svc, "vip"), u64(svc, "port"));
 }
+
+std::string backend_label(const json& be) { return addr_port(str(be, "ip"), u64(be, "port")); }
 
 std::string title_line(const json& doc) {
   return "IP Virtual Server (vipd) generation " + std::to_string(u64(doc, "generation")) + ", " +

@@ -24,6 +24,7 @@
 #include "controlplane/kube/kube_source.h"
 #include "controlplane/kube/source_factory.h"
 #include "controlplane/sources/manifest_source.h"
+#include "controlplane/sync/family_gate.h"
 #include "controlplane/sync/proxy_protocol_gate.h"
 #include "controlplane/sync/sync_loop.h"
 #include "dataplane/runtime/dataplane.h"
@@ -66,6 +67,10 @@ nlohmann::json stats_json(const vipd::dp::Dataplane& dp) {
                        {"arp_requests", w.arp_requests},
                        {"proxy_headers", w.proxy_headers},
                        {"proxy_header_retransmits", w.proxy_header_retransmits},
+                       {"resteers", {{"rst", w.resteers[0]}, {"icmp", w.resteers[1]},
+                                     {"timeout", w.resteers[2]}, {"retransmit", w.resteers[3]}}},
+                       {"resteer_pool_full", w.resteer_pool_full},
+                       {"resteer_gave_up", w.resteer_gave_up},
                        {"conn_entries", w.conn_entries},
                        {"conn_capacity", w.conn_capacity},
                        {"drop_reasons", reasons}});
@@ -98,20 +103,20 @@ nlohmann::json services_json(const vipd::cp::SyncLoop& sync, const vipd::dp::Dat
       vipd::dp::DestSnapshot total;
       nlohmann::json backends = nlohmann::json::array();
       for (const auto& b : svc.backends) {
-        auto d = dp.dest(key, b.ip, b.port);
+        auto d = key.vip.is_v4() && b.ip.is_v4() ? dp.dest(key, b.ip.v4(), b.port) : vipd::dp::DestSnapshot{};
         total.conns += d.conns;
         total.inpkts += d.inpkts;
         total.outpkts += d.outpkts;
         total.inbytes += d.inbytes;
         total.outbytes += d.outbytes;
-        backends.push_back({{"ip", vipd::cp::ipv4_to_string(b.ip)}, {"port", b.port},
+        backends.push_back({{"ip", b.ip.to_string()}, {"port", b.port},
                             {"weight", b.weight}, {"terminating", b.terminating},
                             {"active_conns", std::max<int64_t>(d.active, 0)},
                             {"inactive_conns", std::max<int64_t>(d.inactive, 0)},
                             {"stats", stats(d)}});
       }
       services.push_back({{"name", svc.name}, {"protocol", vipd::cp::name(key.protocol)},
-                          {"vip", vipd::cp::ipv4_to_string(key.vip)}, {"port", key.port},
+                          {"vip", key.vip.to_string()}, {"port", key.port},
                           {"scheduler", vipd::cp::name(svc.scheduler)},
                           {"persistence_timeout_s", svc.persistence_timeout_s},
                           {"when_empty", vipd::cp::name(svc.when_empty)},
@@ -121,6 +126,18 @@ nlohmann::json services_json(const vipd::cp::SyncLoop& sync, const vipd::dp::Dat
   }
   return {{"generation", table ? table->generation : 0}, {"forward_method", fwd},
           {"services", services}};
+}
+
+// A mode's dry-run payload skips IPv6 entries as its syncs do (FamilyGate), and
+// says so on stderr.
+vipd::cp::DryRunPrinter ipv4_only(vipd::cp::DryRunPrinter print, std::string mode) {
+  return [print = std::move(print), mode = std::move(mode)](const vipd::cp::ServiceTable& t, std::ostream& out,
+                                                            std::ostream& err) {
+    vipd::cp::ServiceTable v4;
+    const vipd::cp::FamilySkip skip = vipd::cp::drop_ipv6(t, &v4);
+    if (skip.services || skip.backends) err << vipd::cp::ipv6_skip_warning(skip, mode) << "\n";
+    return print(v4, out, err);
+  };
 }
 
 }  // namespace
@@ -215,13 +232,16 @@ int main(int argc, char** argv) {
   if (opt.dry_run) {
     // iptables mode prints the iptables-restore payload it would apply.
     if (opt.mode == config::Mode::kIptables)
-      return cp::dry_run(source, std::cout, std::cerr, 30000, iptables_dry_run_printer(opt));
+      return cp::dry_run(source, std::cout, std::cerr, 30000,
+                         ipv4_only(iptables_dry_run_printer(opt), "iptables mode"));
     // nftables mode prints the full-sync nft transaction (nft -c -f accepts it).
     if (opt.mode == config::Mode::kNftables)
-      return cp::dry_run(source, std::cout, std::cerr, 30000, nftables_dry_run_printer(opt));
+      return cp::dry_run(source, std::cout, std::cerr, 30000,
+                         ipv4_only(nftables_dry_run_printer(opt), "nftables mode"));
     // ipvs mode prints the IPVS state (ipvsadm -Ln form), addresses and rules.
     if (opt.mode == config::Mode::kIpvs)
-      return cp::dry_run(source, std::cout, std::cerr, 30000, ipvs_dry_run_printer(opt));
+      return cp::dry_run(source, std::cout, std::cerr, 30000,
+                         ipv4_only(ipvs_dry_run_printer(opt), "ipvs mode"));
     return cp::dry_run(source, std::cout, std::cerr);
   }
   if (opt.mode == config::Mode::kIptables) {
@@ -287,9 +307,11 @@ int main(int argc, char** argv) {
   sigaction(SIGTERM, &sa, nullptr);
 
   cp::DpdkBackend dpdk_backend(*dataplane);
+  // The dpdk dataplane does not forward IPv6 yet: warn, skip IPv6 entries.
+  cp::FamilyGate family_gate(dpdk_backend, dc.fnat ? "dpdk fnat mode" : "dpdk nat mode");
   // Only full NAT can insert the PROXY protocol header (docs/scheduling.md).
-  cp::ProxyProtocolGate nat_gate(dpdk_backend, "dpdk nat mode");
-  cp::Backend& fwd_backend = dc.fnat ? static_cast<cp::Backend&>(dpdk_backend) : nat_gate;
+  cp::ProxyProtocolGate nat_gate(family_gate, "dpdk nat mode");
+  cp::Backend& fwd_backend = dc.fnat ? static_cast<cp::Backend&>(family_gate) : nat_gate;
   // VIP announcement (docs/gateway.md): routes follow each applied table.
   std::unique_ptr<cp::host::RouteAnnouncer> announcer;
   std::unique_ptr<cp::host::AnnouncingBackend> announcing;

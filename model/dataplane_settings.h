@@ -29,6 +29,11 @@ struct DataplaneSettings {
   uint32_t idle_sleep_us = 0;                 // --worker-idle-sleep-us (0 = busy poll)
   uint32_t mh_table_size = 65537;             // --mh-table-size (Maglev lookup table, a prime)
   bool expire_quiescent_template = true;      // --expire-quiescent-template
+  // Re-steering of TCP connections whose backend does not answer the SYN
+  // (docs/scheduling.md, "Re-steering").
+  uint32_t resteer_attempts = 3;              // --resteer-attempts (0 = off)
+  uint32_t resteer_timeout_ms = 200;          // --resteer-timeout-ms (0 = no timer)
+  uint32_t resteer_pool = 16384;              // --resteer-pool (saved SYNs per worker)
   // --port-ipv6 "ADDR,-,...": each port's IPv6 address, in --port order ("-"
   // or missing: none). Answered for NDP and ping only (docs/architecture.md "IPv6").
   std::vector<std::string> port_ipv6;

@@ -41,10 +41,12 @@ std::optional<AddressFamily> address_family(const std::string& s) {
 
 bool is_ipv6(const std::string& s) { return address_family(s) == AddressFamily::kIpv6; }
 
-std::string to_string(const ServiceKey& k) {
-  return std::string(name(k.protocol)) + " " + ipv4_to_string(k.vip) + ":" +
-         std::to_string(k.port);
+std::string host_port(const IpAddr& a, uint16_t port) {
+  if (a.is_v6()) return "[" + a.to_string() + "]:" + std::to_string(port);
+  return a.to_string() + ":" + std::to_string(port);
 }
+
+std::string to_string(const ServiceKey& k) { return std::string(name(k.protocol)) + " " + host_port(k.vip, k.port); }
 
 void ServiceTable::normalize() {
   for (auto& [key, svc] : services) {
@@ -86,7 +88,7 @@ std::string to_dry_run_json(const ServiceTable& t) {
     nlohmann::ordered_json backends = nlohmann::ordered_json::array();
     for (const auto& b : svc.backends) {
       nlohmann::ordered_json j;
-      j["ip"] = ipv4_to_string(b.ip);
+      j["ip"] = b.ip.to_string();
       j["port"] = b.port;
       j["weight"] = b.weight;
       j["terminating"] = b.terminating;
@@ -95,7 +97,7 @@ std::string to_dry_run_json(const ServiceTable& t) {
     nlohmann::ordered_json s;
     s["name"] = svc.name;
     s["protocol"] = name(key.protocol);
-    s["vip"] = ipv4_to_string(key.vip);
+    s["vip"] = key.vip.to_string();
     s["port"] = key.port;
     s["kind"] = name(svc.kind);
     s["scheduler"] = name(svc.scheduler);

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "model/ip_addr.h"
 #include "model/kinds.h"
 
 namespace vipd::cp {
@@ -20,24 +21,26 @@ std::string ipv4_to_string(Ipv4 a);
 std::optional<Ipv4> parse_ipv4(const std::string& s);  // strict dotted quad
 bool valid_ipv4_cidr(const std::string& s);             // strict "a.b.c.d/n", n 0..32
 
-// The family of an IP address literal. The table holds IPv4 only; the sources
-// recognise IPv6 addresses to skip them (or, for endpoints, to check them).
+// The family of an IP address literal.
 enum class AddressFamily : uint8_t { kIpv4, kIpv6 };
 // nullopt: not an IP address (inet_pton's strict forms: dotted quad, RFC 4291 text).
 std::optional<AddressFamily> address_family(const std::string& s);
 bool is_ipv6(const std::string& s);  // address_family(s) == kIpv6
 
 struct ServiceKey {
-  Ipv4 vip = 0;
+  IpAddr vip;  // IPv4 or IPv6; every IPv4 key sorts before every IPv6 key
   uint16_t port = 0;
   Protocol protocol = Protocol::kTcp;
   // Ordering: vip, port, protocol (the dry-run output order).
   auto operator<=>(const ServiceKey&) const = default;
 };
-std::string to_string(const ServiceKey& k);  // "TCP 10.96.0.100:8080"
+std::string to_string(const ServiceKey& k);  // "TCP 10.96.0.100:8080", "TCP [fd00::1]:8080"
+
+// "10.0.0.1:80", "[fd00::1]:80" (an address and a port, RFC 5952 section 6).
+std::string host_port(const IpAddr& a, uint16_t port);
 
 struct RealServer {
-  Ipv4 ip = 0;
+  IpAddr ip;  // the service's family (the sources never mix families in one entry)
   uint16_t port = 0;
   uint32_t weight = 1;       // 0 = quiesced: no new flows
   bool terminating = false;  // serving but terminating (graceful termination)
@@ -54,7 +57,7 @@ struct VirtualService {
   ProxyProtocol proxy_protocol = ProxyProtocol::kNone;  // dpdk full NAT, TCP only
   std::vector<RealServer> backends;    // sorted by (ip, port), unique
   // Client source ranges allowed to reach this entry (loadBalancerSourceRanges,
-  // "a.b.c.d/n", sorted, unique); empty = everyone. Carried for the dataplane;
+  // "a.b.c.d/n" or "x::/n" of the entry's family, sorted, unique); empty = everyone. Carried for the dataplane;
   // in the dry-run JSON only when non-empty.
   std::vector<std::string> source_ranges;
   bool operator==(const VirtualService&) const = default;

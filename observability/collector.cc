@@ -51,6 +51,9 @@ enum Fam : size_t {
   kWorkerArpRequests,
   kWorkerProxyHeaders,
   kWorkerProxyHeaderRetransmits,
+  kWorkerResteered,
+  kWorkerResteerPoolFull,
+  kWorkerResteerGaveUp,
   kConnTableEntries,
   kConnTableCapacity,
   kPortRx,
@@ -127,6 +130,13 @@ const std::vector<FamilyInfo> kFamilies = {
      "PROXY protocol headers sent to backends (full NAT), once per connection."},
     {"vipd_worker_proxy_header_retransmits_total", "counter", "worker",
      "PROXY protocol headers sent again with a retransmitted first client segment."},
+    {"vipd_worker_resteered_connections_total", "counter", "worker,reason",
+     "TCP connections sent to another backend before their handshake completed, by what the first one did "
+     "(rst, icmp, timeout, retransmit)."},
+    {"vipd_worker_resteer_pool_full_total", "counter", "worker",
+     "New TCP connections that found the worker's saved-SYN pool full and went without re-steering."},
+    {"vipd_worker_resteer_gave_up_total", "counter", "worker",
+     "Connections that failed to get through and had no re-steering attempt or backend left."},
     {"vipd_conn_table_entries", "gauge", "worker", "Entries in use in the worker's connection table."},
     {"vipd_conn_table_capacity", "gauge", "worker", "Capacity of the worker's connection table."},
     {"vipd_port_rx_packets_total", "counter", "port,device", "Packets received by the port (NIC statistics)."},
@@ -225,7 +235,7 @@ class Builder {
 double d(uint64_t v) { return static_cast<double>(v); }
 double nonneg(int64_t v) { return v < 0 ? 0.0 : static_cast<double>(v); }
 
-std::string ip_port(Ipv4 ip, uint16_t port) { return ipv4_to_string(ip) + ":" + std::to_string(port); }
+std::string ip_port(const IpAddr& ip, uint16_t port) { return host_port(ip, port); }
 
 }  // namespace
 
@@ -273,14 +283,16 @@ std::vector<MetricFamily> MetricsCollector::Collect() const {
       };
 
       ServiceState& st = state_[key];
-      std::vector<std::pair<uint64_t, Totals>> now;
+      std::vector<std::pair<std::pair<IpAddr, uint16_t>, Totals>> now;
       now.reserve(svc.backends.size());
       Totals sum;
       double active = 0, inactive = 0;
       for (const auto& be : svc.backends) {
-        const dp::DestSnapshot ds = src_.dest(key, be.ip, be.port);
+        // The dataplanes count IPv4 destinations only (IPv6 is not forwarded yet).
+        const dp::DestSnapshot ds =
+            key.vip.is_v4() && be.ip.is_v4() ? src_.dest(key, be.ip.v4(), be.port) : dp::DestSnapshot{};
         const Totals t{ds.conns, ds.inpkts, ds.outpkts, ds.inbytes, ds.outbytes};
-        now.emplace_back((static_cast<uint64_t>(be.ip) << 16) | be.port, t);
+        now.emplace_back(std::make_pair(be.ip, be.port), t);
         sum.add(t);
         active += nonneg(ds.active);
         inactive += nonneg(ds.inactive);
@@ -345,6 +357,10 @@ std::vector<MetricFamily> MetricsCollector::Collect() const {
     b.add(kWorkerArpRequests, wl, d(w.arp_requests));
     b.add(kWorkerProxyHeaders, wl, d(w.proxy_headers));
     b.add(kWorkerProxyHeaderRetransmits, wl, d(w.proxy_header_retransmits));
+    static constexpr const char* kReasons[] = {"rst", "icmp", "timeout", "retransmit"};
+    for (unsigned r = 0; r < 4; ++r) b.add(kWorkerResteered, {wl[0], {"reason", kReasons[r]}}, d(w.resteers[r]));
+    b.add(kWorkerResteerPoolFull, wl, d(w.resteer_pool_full));
+    b.add(kWorkerResteerGaveUp, wl, d(w.resteer_gave_up));
     b.add(kConnTableEntries, wl, d(w.conn_entries));
     b.add(kConnTableCapacity, wl, d(w.conn_capacity));
   }

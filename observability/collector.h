@@ -64,7 +64,7 @@ class MetricsCollector : public prometheus::Collectable {
   // counters of backends removed since the service appeared, so that the
   // service's counters never go down when a backend goes away.
   struct ServiceState {
-    std::vector<std::pair<uint64_t, Totals>> last;  // (ip << 16 | port), sorted
+    std::vector<std::pair<std::pair<IpAddr, uint16_t>, Totals>> last;  // by (ip, port), sorted
     Totals retired;
   };
 

@@ -637,6 +637,24 @@ const std::vector<Setting>& settings() {
         "net.ipv4.vs.expire_quiescent_template=1)",
         "Persistence templates pointing at a weight-0 (terminating) backend expire at once, as with kube-proxy's "
         "`net.ipv4.vs.expire_quiescent_template=1` (docs/scheduling.md)."));
+    r.push_back(number("resteer-attempts", "N", &DataplaneSettings::resteer_attempts, 0, 7,
+        "dpdk: times a TCP connection whose backend refuses or ignores the SYN is sent to another backend; "
+        "0 = off",
+        "dpdk mode: how many times a new TCP connection whose backend answers the SYN with an RST or an ICMP "
+        "unreachable, or does not answer it in `--resteer-timeout-ms`, is sent to another backend (never the "
+        "same one twice) before the client sees the failure; 0 turns re-steering off (docs/scheduling.md, "
+        "\"Re-steering\")."));
+    r.push_back(number("resteer-timeout-ms", "MS", &DataplaneSettings::resteer_timeout_ms, 0, 60000,
+        "dpdk: wait this long for a backend's SYN-ACK before re-steering; 0 = only on RST, ICMP or the client's "
+        "retransmission",
+        "dpdk mode: how long vipd waits for a backend's SYN-ACK before it sends the SYN to another backend; "
+        "keep it under the clients' first SYN retransmission (1 s). 0 = no timer: only an RST, an ICMP "
+        "unreachable or the client's retransmitted SYN re-steer (docs/scheduling.md, \"Re-steering\")."));
+    r.push_back(number("resteer-pool", "N", &DataplaneSettings::resteer_pool, 0, 16777216,
+        "dpdk: saved SYNs per worker for re-steering (connections waiting for their SYN-ACK); 0 = off",
+        "dpdk mode: SYNs each worker keeps for re-steering, one per connection waiting for its SYN-ACK (about "
+        "120 bytes each). New connections that find it full are counted (`vipd_worker_resteer_pool_full_total`) "
+        "and go without re-steering; 0 turns re-steering off."));
     r.push_back(number("conn-table-size", "N", &DataplaneSettings::conn_table_size, 1024, 67108864,
         "connection table entries per worker",
         "Connection table entries per worker (about 100 bytes each at the default size, full NAT or NAT: "

@@ -18,9 +18,10 @@ namespace vipd::cp::host {
 std::set<Ipv4> announced_vips(const ServiceTable& t, bool require_endpoints) {
   std::set<Ipv4> out;
   for (const auto& [key, svc] : t.services) {
+    if (!key.vip.is_v4()) continue;  // IPv6 VIPs are not served by the dataplane yet
     bool ok = !require_endpoints;
     for (const auto& b : svc.backends) ok = ok || b.weight > 0;
-    if (ok) out.insert(key.vip);
+    if (ok) out.insert(key.vip.v4());
   }
   return out;
 }

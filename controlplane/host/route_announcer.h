@@ -15,9 +15,9 @@
 
 namespace vipd::cp::host {
 
-// The VIP addresses to announce for a table: every service address, or with
-// require_endpoints only those with at least one service that has a backend
-// taking new flows (weight > 0).
+// The IPv4 VIP addresses to announce for a table: every service address, or
+// with require_endpoints only those with at least one service that has a
+// backend taking new flows (weight > 0). IPv6 entries are left out.
 std::set<Ipv4> announced_vips(const ServiceTable& t, bool require_endpoints);
 
 // The routes of one table and interface over rtnetlink (libnl-route-3).

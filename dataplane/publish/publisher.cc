@@ -47,6 +47,12 @@ void Publisher::vip_ref(uint32_t vip, int delta, Deferred& d) {
 }
 
 bool Publisher::upsert(const cp::VirtualService& vs, Deferred& d, std::string* error) {
+  // The fast path forwards IPv4 only; the daemon's FamilyGate drops IPv6 before here.
+  if (!vs.key.vip.is_v4() ||
+      std::any_of(vs.backends.begin(), vs.backends.end(), [](const cp::RealServer& b) { return !b.ip.is_v4(); })) {
+    *error = cp::to_string(vs.key) + ": IPv6 is not forwarded by the dpdk dataplane yet";
+    return false;
+  }
   auto it = recs_.find(vs.key);
   const bool fresh = it == recs_.end();
   if (!fresh && it->second.spec == vs) return true;
@@ -54,7 +60,7 @@ bool Publisher::upsert(const cp::VirtualService& vs, Deferred& d, std::string* e
   // this service are only released after the quiescent period.
   size_t needed = 0;
   for (const auto& b : vs.backends)
-    if (fresh || !it->second.slots.count({b.ip, b.port})) ++needed;
+    if (fresh || !it->second.slots.count({b.ip.v4(), b.port})) ++needed;
   if (needed > free_slots_.size()) {
     *error = "destination capacity exhausted (max-dests " + std::to_string(sh_.max_dests) + ") at " +
              cp::to_string(vs.key);
@@ -103,11 +109,11 @@ bool Publisher::upsert(const cp::VirtualService& vs, Deferred& d, std::string* e
   if (fresh) {
     r.id = free_ids_.back();
     free_ids_.pop_back();
-    vip_ref(vs.key.vip, +1, d);
+    vip_ref(vs.key.vip.v4(), +1, d);
   }
   std::map<std::pair<uint32_t, uint16_t>, uint32_t> slots;
   obj->id = r.id;
-  obj->vip = vs.key.vip;
+  obj->vip = vs.key.vip.v4();
   obj->port = vs.key.port;
   obj->proto = static_cast<uint8_t>(vs.key.protocol);
   obj->sched = sched;
@@ -119,7 +125,7 @@ bool Publisher::upsert(const cp::VirtualService& vs, Deferred& d, std::string* e
   uint32_t weighted = 0;
   for (size_t i = 0; i < n; ++i) {
     const cp::RealServer& b = vs.backends[i];
-    const std::pair<uint32_t, uint16_t> id{b.ip, b.port};
+    const std::pair<uint32_t, uint16_t> id{b.ip.v4(), b.port};
     uint32_t slot;
     auto old = r.slots.find(id);
     if (old != r.slots.end()) {
@@ -131,7 +137,7 @@ bool Publisher::upsert(const cp::VirtualService& vs, Deferred& d, std::string* e
     }
     slots[id] = slot;
     DestRef& dr = obj->dests[i];
-    dr.ip = b.ip;
+    dr.ip = b.ip.v4();
     dr.port = b.port;
     dr.weight = b.weight;
     dr.slot = slot;
@@ -165,7 +171,7 @@ bool Publisher::upsert(const cp::VirtualService& vs, Deferred& d, std::string* e
   // Destinations that disappeared: expire their connections after quiescence.
   for (auto& [id, slot] : r.slots) d.dead_slots.push_back(slot);
   r.slots = std::move(slots);
-  const VipKey key{vs.key.vip, vs.key.port, static_cast<uint8_t>(vs.key.protocol), 0};
+  const VipKey key{vs.key.vip.v4(), vs.key.port, static_cast<uint8_t>(vs.key.protocol), 0};
   if (rte_hash_add_key_data(sh_.vip_table, &key, obj) < 0) {
     // Only a new key can fail (an existing key is updated in place): undo the
     // record. Its slots and id were never published, so they are free at once.
@@ -174,7 +180,7 @@ bool Publisher::upsert(const cp::VirtualService& vs, Deferred& d, std::string* e
     if (fresh) {
       for (auto& [id, slot] : r.slots) free_slots_.push_front(slot);
       free_ids_.push_back(r.id);
-      vip_ref(vs.key.vip, -1, d);
+      vip_ref(vs.key.vip.v4(), -1, d);
       recs_.erase(vs.key);
     }
     return false;
@@ -189,13 +195,13 @@ void Publisher::remove(const cp::ServiceKey& k, Deferred& d) {
   auto it = recs_.find(k);
   if (it == recs_.end()) return;
   Rec& r = it->second;
-  const VipKey key{k.vip, k.port, static_cast<uint8_t>(k.protocol), 0};
+  const VipKey key{k.vip.v4(), k.port, static_cast<uint8_t>(k.protocol), 0};
   int32_t pos = rte_hash_del_key(sh_.vip_table, &key);
   if (pos >= 0) d.vip_positions.push_back(pos);
   d.objs.push_back(r.obj);
   for (auto& [id, slot] : r.slots) d.dead_slots.push_back(slot);
   d.ids.push_back(r.id);
-  vip_ref(k.vip, -1, d);
+  vip_ref(k.vip.v4(), -1, d);
   recs_.erase(it);
 }
 

@@ -267,6 +267,8 @@ bool DpdkDataplane::init(std::string* error) {
   sh_.t_last_ack = 30 * sh_.tsc_hz;
   sh_.mh_table_size = cfg_.mh_table_size;
   sh_.expire_quiescent_template = cfg_.expire_quiescent_template;
+  sh_.resteer_attempts = cfg_.resteer_pool ? cfg_.resteer_attempts : 0;
+  sh_.t_resteer = uint64_t{cfg_.resteer_timeout_ms} * sh_.tsc_hz / 1000;
   sh_.arp_retry = sh_.tsc_hz / 5;  // 200 ms
   sh_.arp_give_up = sh_.tsc_hz;    // 1 s
   sh_.idle_sleep_us = cfg_.idle_sleep_us;
@@ -303,6 +305,10 @@ bool DpdkDataplane::init(std::string* error) {
     // (proxy_pool_full) while the others go on.
     const uint32_t pcap = sh_.forward == Forward::kFnat ? std::max<uint32_t>(cfg_.conn_table_size / 4, 1024) : 0;
     if (!w->proxy.init("vipd_" + std::to_string(i), pcap, sock, error)) return false;
+    // Re-steering: the SYNs of the connections waiting for their SYN-ACK
+    // (about 120 bytes each); past that, new connections go without.
+    if (!w->syn.init("vipd_" + std::to_string(i), sh_.resteer_attempts ? cfg_.resteer_pool : 0, sock, error))
+      return false;
     w->sched = static_cast<SchedState*>(rte_zmalloc("vipd_sched", sizeof(SchedState) * cfg_.max_services, 64));
     w->dest_counters = static_cast<DestCounters*>(rte_zmalloc("vipd_dctr", sizeof(DestCounters) * cfg_.max_dests, 64));
     if (!w->sched || !w->dest_counters) {
@@ -396,6 +402,9 @@ std::vector<WorkerSnapshot> DpdkDataplane::workers() const {
     s.arp_requests = ld(c.arp_requests);
     s.proxy_headers = ld(c.proxy_headers);
     s.proxy_header_retransmits = ld(c.proxy_header_retransmits);
+    for (unsigned r = 0; r < kNumResteerReasons; ++r) s.resteers[r] = ld(c.resteers[r]);
+    s.resteer_pool_full = ld(c.resteer_pool_full);
+    s.resteer_gave_up = ld(c.resteer_gave_up);
     s.conn_entries = w->conns.size();
     s.conn_capacity = w->conns.capacity();
     for (unsigned r = 0; r < kNumDropReasons; ++r) {

@@ -38,6 +38,8 @@ struct WorkerSnapshot {
   uint64_t redirects_out = 0, redirects_in = 0, polls = 0, busy_polls = 0;
   uint64_t rst_sent = 0, icmp_unreach_sent = 0, arp_replies = 0, arp_requests = 0;
   uint64_t proxy_headers = 0, proxy_header_retransmits = 0;  // PROXY protocol (full NAT)
+  uint64_t resteers[4] = {};  // re-steered connections by reason (rst, icmp, timeout, retransmit)
+  uint64_t resteer_pool_full = 0, resteer_gave_up = 0;
   uint32_t conn_entries = 0, conn_capacity = 0;
   std::vector<std::pair<std::string, uint64_t>> drop_reasons;  // all reasons, fixed order
 };

@@ -52,7 +52,7 @@ std::string endpoint_hash(std::string_view service_port_name, std::string_view p
 const char* protocol_lower(Protocol p) { return p == Protocol::kUdp ? "udp" : "tcp"; }
 
 std::string entry_hash_input_extended(const VirtualService& svc) {
-  return svc.name + protocol_lower(svc.key.protocol) + "|" + name(svc.kind) + "|" + ipv4_to_string(svc.key.vip) +
+  return svc.name + protocol_lower(svc.key.protocol) + "|" + name(svc.kind) + "|" + svc.key.vip.to_string() +
          ":" + std::to_string(svc.key.port);
 }
 

@@ -20,7 +20,7 @@ std::string comment(const std::string& text) { return comment_match(text); }
 // "-d 10.96.0.100/32 -p tcp -m tcp --dport 8080"
 std::string match_service(const ServiceKey& k) {
   const char* p = protocol_lower(k.protocol);
-  return "-d " + ipv4_to_string(k.vip) + "/32 -p " + p + " -m " + p + " --dport " + std::to_string(k.port);
+  return "-d " + k.vip.to_string() + "/32 -p " + p + " -m " + p + " --dport " + std::to_string(k.port);
 }
 
 const char* kind_label(ServiceKind kind) {
@@ -33,7 +33,7 @@ const char* kind_label(ServiceKind kind) {
   return name(kind);
 }
 
-std::string endpoint_str(const RealServer& b) { return ipv4_to_string(b.ip) + ":" + std::to_string(b.port); }
+std::string endpoint_str(const RealServer& b) { return b.ip.to_string() + ":" + std::to_string(b.port); }
 
 std::string probability(size_t remaining) {
   char buf[32];
@@ -160,7 +160,7 @@ bool build_ruleset(const ServiceTable& table, const RenderOptions& opts, Ruleset
 
       const char* p = protocol_lower(key.protocol);
       Chain sep{sep_names[i], {}};
-      sep.rules.push_back(comment(svc.name) + " -s " + ipv4_to_string(active[i]->ip) + "/32 -j " + kMarkMasqChain);
+      sep.rules.push_back(comment(svc.name) + " -s " + active[i]->ip.to_string() + "/32 -j " + kMarkMasqChain);
       sep.rules.push_back(comment(svc.name) +
                           (affinity ? " -m recent --name " + sep_names[i] + " --set" : std::string()) + " -p " + p +
                           " -m " + p + " -j DNAT --to-destination " + endpoint_str(*active[i]));

@@ -230,7 +230,7 @@ bool IpvsBackend::full_sync(std::string* error) {
   for (const IpvsServiceState& s : dump) {
     const ServiceKey& k = s.service.key;
     // vipd's: VIP on the dummy interface, wanted now, or programmed by this run.
-    if (!bound_.count(k.vip) && !desired_.services.count(k) && !kstate_.count(k)) {
+    if (!bound_.count(k.vip.v4()) && !desired_.services.count(k) && !kstate_.count(k)) {
       ++foreign;
       continue;
     }

@@ -30,7 +30,7 @@ bool plain_cidr(const std::string& s) {
 
 std::string match(const ServiceKey& k) {
   const std::string p = lower(name(k.protocol));
-  return "-d " + ipv4_to_string(k.vip) + "/32 -p " + p + " -m " + p + " --dport " + std::to_string(k.port);
+  return "-d " + k.vip.to_string() + "/32 -p " + p + " -m " + p + " --dport " + std::to_string(k.port);
 }
 
 std::string pad(std::string s, size_t n) {
@@ -64,7 +64,7 @@ DesiredService to_desired(const VirtualService& vs) {
   for (const RealServer& b : vs.backends) {
     if (b.weight == 0) continue;  // quiesced / terminating: drained like a removed one
     IpvsDest dest;
-    dest.ip = b.ip;
+    dest.ip = b.ip.v4();
     dest.port = b.port;
     dest.weight = b.weight;
     dest.fwd_method = kFwdMasq;
@@ -79,7 +79,7 @@ Desired build_desired(const ServiceTable& t) {
   Desired d;
   for (const auto& [key, vs] : t.services) {
     d.services.emplace(key, to_desired(vs));
-    if (binds_vip(vs)) d.vips.insert(key.vip);
+    if (binds_vip(vs)) d.vips.insert(key.vip.v4());
   }
   return d;
 }
@@ -138,7 +138,7 @@ std::vector<IpvsJump> ipvs_jumps() {
 std::string ipvsadm_text(const Desired& d) {
   std::string s = "Prot LocalAddress:Port Scheduler Flags\n  -> RemoteAddress:Port           Forward Weight\n";
   for (const auto& [key, svc] : d.services) {
-    s += pad(name(key.protocol), 5) + dest_to_string(key.vip, key.port) + " " + svc.service.scheduler;
+    s += pad(name(key.protocol), 5) + dest_to_string(key.vip.v4(), key.port) + " " + svc.service.scheduler;
     if (svc.service.flags & kFlagPersistent) s += " persistent " + std::to_string(svc.service.timeout_s);
     s += "\n";
     for (const IpvsDest& dst : svc.dests)

@@ -103,7 +103,9 @@ int parse_service(nlmsghdr* nlh, IpvsServiceState* out) {
   if (!get_u16(t[IPVS_SVC_ATTR_PROTOCOL], &proto) || !get_u16(t[IPVS_SVC_ATTR_PORT], &port_be)) return -1;
   if (proto != IPPROTO_TCP && proto != IPPROTO_UDP) return 0;
   IpvsService& s = out->service;
-  if (!get_ipv4(t[IPVS_SVC_ATTR_ADDR], &s.key.vip)) return -1;
+  Ipv4 vip = 0;
+  if (!get_ipv4(t[IPVS_SVC_ATTR_ADDR], &vip)) return -1;
+  s.key.vip = vip;
   s.key.port = ntohs(port_be);
   s.key.protocol = proto == IPPROTO_TCP ? Protocol::kTcp : Protocol::kUdp;
   s.scheduler = get_string(t[IPVS_SVC_ATTR_SCHED_NAME]);
@@ -141,7 +143,7 @@ bool parse_dest(nlmsghdr* nlh, IpvsDest* d) {
 bool put_service(nl_msg* m, const IpvsService& s, bool full) {
   nlattr* nest = nla_nest_start(m, IPVS_CMD_ATTR_SERVICE);
   if (!nest) return false;
-  const uint32_t addr = htonl(s.key.vip);
+  const uint32_t addr = htonl(s.key.vip.v4());
   int r = nla_put_u16(m, IPVS_SVC_ATTR_AF, AF_INET);
   r |= nla_put_u16(m, IPVS_SVC_ATTR_PROTOCOL, s.key.protocol == Protocol::kTcp ? IPPROTO_TCP : IPPROTO_UDP);
   r |= nla_put(m, IPVS_SVC_ATTR_ADDR, sizeof addr, &addr);

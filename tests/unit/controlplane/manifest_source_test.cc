@@ -45,7 +45,7 @@ std::string db_backends(const LoadResult& r) {
   for (const auto& [k, s] : r.table.services) {
     if (s.name != "default/db:http") continue;
     std::string out;
-    for (const auto& b : s.backends) out += (out.empty() ? "" : ",") + ipv4_to_string(b.ip);
+    for (const auto& b : s.backends) out += (out.empty() ? "" : ",") + b.ip.to_string();
     return out;
   }
   return "none";

@@ -128,5 +128,29 @@ TEST(ServiceTable, DryRunJson) {
             R"("backends":[{"ip":"10.244.1.15","port":8080,"weight":1,"terminating":false}]}]})");
 }
 
+TEST(ServiceTable, DryRunJsonIpv6AfterIpv4) {
+  ServiceTable t;
+  VirtualService v6;
+  v6.key = {*IpAddr::parse("FD00:0:0:0::10"), 80, Protocol::kTcp};
+  v6.name = "default/web:http";
+  v6.backends = {{*IpAddr::parse("fd00:10:244:2::7"), 8080, 1, false},
+                 {*IpAddr::parse("fd00:10:244:1::5"), 8080, 1, false}};
+  v6.source_ranges = {"2001:db8::/32"};
+  put(t, v6);
+  put(t, vs("10.96.0.100", 80, Protocol::kTcp, "default/web:http", {{ip("10.244.1.5"), 8080, 1, false}}));
+  t.normalize();
+  EXPECT_EQ(to_dry_run_json(t),
+            R"({"services":[{"name":"default/web:http","protocol":"TCP","vip":"10.96.0.100","port":80,)"
+            R"("kind":"ClusterIP","scheduler":"rr","persistence_timeout_s":0,"when_empty":"reject","proxy_protocol":"",)"
+            R"("backends":[{"ip":"10.244.1.5","port":8080,"weight":1,"terminating":false}]},)"
+            R"({"name":"default/web:http","protocol":"TCP","vip":"fd00::10","port":80,)"
+            R"("kind":"ClusterIP","scheduler":"rr","persistence_timeout_s":0,"when_empty":"reject","proxy_protocol":"",)"
+            R"("source_ranges":["2001:db8::/32"],)"
+            R"("backends":[{"ip":"fd00:10:244:1::5","port":8080,"weight":1,"terminating":false},)"
+            R"({"ip":"fd00:10:244:2::7","port":8080,"weight":1,"terminating":false}]}]})");
+  EXPECT_EQ(to_string(v6.key), "TCP [fd00::10]:80");
+  EXPECT_EQ(host_port(IpAddr(0x0a000001u), 53), "10.0.0.1:53");
+}
+
 }  // namespace
 }  // namespace vipd::cp

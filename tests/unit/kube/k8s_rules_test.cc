@@ -23,7 +23,7 @@ std::vector<std::string> entries(const std::string& yaml, const BuildOptions& o)
     std::string s = std::string(name(v.kind)) + " " + to_string(k) + " " + name(v.when_empty) + " [";
     for (size_t i = 0; i < v.backends.size(); ++i) {
       const auto& b = v.backends[i];
-      s += (i ? " " : "") + ipv4_to_string(b.ip) + ":" + std::to_string(b.port) + "/" +
+      s += (i ? " " : "") + b.ip.to_string() + ":" + std::to_string(b.port) + "/" +
            std::to_string(b.weight) + (b.terminating ? "t" : "");
     }
     s += "]";

@@ -191,7 +191,7 @@ class KubeSourceTest : public ::testing::Test {
   static size_t backends_of(const LoadResult& r, const char* vip) {
     const ServiceTable& t = r.delta ? *r.current : r.table;
     for (const auto& [k, v] : t.services)
-      if (ipv4_to_string(k.vip) == vip) return v.backends.size();
+      if (k.vip.to_string() == vip) return v.backends.size();
     return 999;
   }
   static bool has(const LoadResult& r, const char* vip) { return backends_of(r, vip) != 999; }

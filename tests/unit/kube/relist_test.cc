@@ -108,7 +108,7 @@ Services fresh_build(const FakeApi& api, const k8s::BuildOptions& opts) {
 
 std::string describe(const VirtualService& vs) {
   std::string s = std::to_string(vs.backends.size()) + " backend(s)";
-  for (const auto& b : vs.backends) s += " " + ipv4_to_string(b.ip) + ":" + std::to_string(b.port);
+  for (const auto& b : vs.backends) s += " " + b.ip.to_string() + ":" + std::to_string(b.port);
   return s;
 }
 

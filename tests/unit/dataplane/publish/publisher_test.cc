@@ -397,7 +397,7 @@ TEST_F(PublisherTest, ReplacingBackendWhenNoSlotIsFree) {
     // Accepted: then every published destination must own a distinct, valid slot.
     std::set<uint32_t> slots;
     for (const auto& [k, v] : t2.services) {
-      const Service* s = find_service(sh(), k.vip, k.port, 6);
+      const Service* s = find_service(sh(), k.vip.v4(), k.port, 6);
       if (!s) std::_Exit(3);
       for (uint32_t i = 0; i < s->n_dests; ++i) {
         if (s->dests[i].slot >= 4 || !slots.insert(s->dests[i].slot).second) {
