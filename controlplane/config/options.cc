@@ -934,6 +934,9 @@ std::optional<Options> parse(int argc, const char* const argv[], std::ostream& o
       fail("forward-method", "fnat", "needs --fnat-local-addrs (or use --forward-method nat)");
     if (o.announce_table && o.dataplane.exception_path != ExceptionPath::kTap)
       fail("announce-table", std::to_string(o.announce_table), "needs --exception-path tap (the routes are on its interface)");
+    if (o.announce_table && !o.user.empty())
+      fail("announce-table", std::to_string(o.announce_table),
+           "cannot be used with --user: routes change on every sync and need CAP_NET_ADMIN");
     if (o.dataplane.exception_ifnames.size() > o.ports.size())
       fail("exception-ifnames", join(o.dataplane.exception_ifnames, ","), "lists more names than there are ports");
   }

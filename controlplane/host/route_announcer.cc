@@ -71,7 +71,7 @@ bool RouteAnnouncer::route_op(Ipv4 vip, bool add, std::string* error) {
   return true;
 }
 
-bool RouteAnnouncer::sync(const std::set<Ipv4>& want, std::string* error) {
+bool RouteAnnouncer::sync(const std::set<Ipv4>& want, std::string* error, bool refresh) {
   std::vector<Ipv4> gone;
   for (Ipv4 v : have_)
     if (!want.count(v)) gone.push_back(v);
@@ -80,7 +80,7 @@ bool RouteAnnouncer::sync(const std::set<Ipv4>& want, std::string* error) {
     have_.erase(v);
   }
   for (Ipv4 v : want) {
-    if (have_.count(v)) continue;
+    if (have_.count(v) && !refresh) continue;
     if (!route_op(v, true, error)) return false;
     have_.insert(v);
   }

@@ -27,8 +27,10 @@ class RouteAnnouncer {
   ~RouteAnnouncer() = default;
 
   // Adds the routes of `want` that are missing and deletes the others vipd
-  // added. False + *error (what failed); the routes that were changed stay so.
-  bool sync(const std::set<Ipv4>& want, std::string* error);
+  // added; `refresh` (a full sync) writes every route of `want` again, so one
+  // deleted behind vipd's back comes back. False + *error (what failed); the
+  // routes that were changed stay so.
+  bool sync(const std::set<Ipv4>& want, std::string* error, bool refresh = false);
   // Deletes every route vipd added.
   bool withdraw_all(std::string* error) { return sync({}, error); }
 
@@ -53,7 +55,7 @@ class AnnouncingBackend final : public Backend {
   const char* name() const override { return inner_.name(); }
   bool apply(const ServiceTable& next, const TableDiff& diff, bool full, std::string* error) override {
     if (!inner_.apply(next, diff, full, error)) return false;
-    return ann_.sync(announced_vips(next, require_endpoints_), error);
+    return ann_.sync(announced_vips(next, require_endpoints_), error, full);
   }
   uint32_t tick_interval_ms() const override { return inner_.tick_interval_ms(); }
   bool tick(std::string* error) override { return inner_.tick(error); }

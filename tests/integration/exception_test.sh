@@ -17,6 +17,7 @@
 #   announce-routes      (--announce-table 100) table 100 holds 10.96.0.100/32 dev vipd-0
 #                        (a service with ready endpoints), not 10.96.0.101 (none)
 #   announce-withdrawn   once the EndpointSlice is removed, 10.96.0.100 leaves table 100
+#   announce-back        and comes back with it
 #   tap-gone-after-kill  after kill -9 of vipd, vipd-0 and vipd-1 are gone, and so
 #                        are the routes of table 100
 # Prints PASS/FAIL/SKIP lines (tests/integration/lib.sh); exit 77 when it cannot run.
@@ -24,7 +25,7 @@ set -uo pipefail
 
 NAME="exception_test"
 CHECKS=(vipd-starts tap-created ping-kernel bgp-port-tcp vip-still-served flood-rate-limited
-        announce-routes announce-withdrawn tap-gone-after-kill)
+        announce-routes announce-withdrawn announce-back tap-gone-after-kill)
 SKIP_HINT="run as root on a kernel with network namespaces, veth, bridge and /dev/net/tun"
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 require_netns bridge
@@ -172,7 +173,9 @@ if ! grep -q '10\.96\.0\.100' <<<"$r"; then pass announce-withdrawn
 else fail announce-withdrawn "10.96.0.100 still in table 100 after its endpoints went: '$r'"; fi
 cp config/demo/manifests/endpointslice-db.yaml "$TMP/manifests/"
 wait_generation $(( ${gen:-0} + 2 )) 100
-note "table 100 with the endpoints back: $(routes)"
+r=$(routes)
+if grep -q '10\.96\.0\.100 dev vipd-0' <<<"$r"; then pass announce-back
+else fail announce-back "10.96.0.100 not back in table 100 with its endpoints: '$r'"; fi
 
 # ---- kill -9: the interfaces go with the process ------------------------------------------
 kill -KILL "$VIPD_PID" 2>/dev/null
