@@ -47,24 +47,22 @@ bool SynPool::init(const std::string& name, uint32_t capacity, int socket, std::
   return true;
 }
 
-void syn_save(SynMem& s, const uint8_t* f, const Parsed& p) noexcept {
-  const uint8_t* ip = f + p.l3_off;
+void syn_save(SynMem& s, const uint8_t* f, size_t room, const Parsed& p) noexcept {
   const uint8_t* tcp = f + p.l4_off;
-  s.isn = rd32(tcp + 4);
-  s.window = rd16(tcp + 14);
-  s.tos = ip[1];
+  s.tcp_len = static_cast<uint8_t>((tcp[12] >> 4) * 4u);  // parse_frame: 20 <= doff <= l4_len
+  s.tos = f[p.l3_off + 1];
   s.ttl = p.ttl;
-  size_t doff = (tcp[12] >> 4) * 4u;  // parse_frame checked 20 <= doff <= l4_len
-  size_t n = doff > 20 ? doff - 20 : 0;
-  if (n > kTcpOptsMax) n = kTcpOptsMax;
-  s.opts_len = static_cast<uint8_t>(n & ~size_t{3});
-  std::memcpy(s.opts, tcp + 20, s.opts_len);
+  // A fixed-size copy where the buffer has the bytes (nearly always: the
+  // tailroom); only tcp_len of them count.
+  if (p.l4_off + kTcpHdrMax <= room) std::memcpy(s.tcp, tcp, kTcpHdrMax);
+  else std::memcpy(s.tcp, tcp, s.tcp_len);
+  s.isn = rd32(tcp + 4);
 }
 
 size_t syn_build(uint8_t* f, const SynMem& s, uint32_t src, uint16_t sport, uint32_t dst, uint16_t dport) noexcept {
   wr16(f + 12, kEtherTypeIpv4);
   uint8_t* ip = f + kEthLen;
-  const size_t tcp_len = 20 + size_t{s.opts_len};
+  const size_t tcp_len = s.tcp_len;
   const uint16_t total = static_cast<uint16_t>(20 + tcp_len);
   ip[0] = 0x45;
   ip[1] = s.tos;
@@ -78,16 +76,10 @@ size_t syn_build(uint8_t* f, const SynMem& s, uint32_t src, uint16_t sport, uint
   wr32(ip + 16, dst);
   put_raw16(ip + 10, ipv4_header_checksum(ip, 20));
   uint8_t* tcp = ip + 20;
+  std::memcpy(tcp, s.tcp, tcp_len);
   wr16(tcp, sport);
   wr16(tcp + 2, dport);
-  wr32(tcp + 4, s.isn);
-  wr32(tcp + 8, 0);
-  tcp[12] = static_cast<uint8_t>((tcp_len / 4) << 4);
-  tcp[13] = kTcpSyn;
-  wr16(tcp + 14, s.window);
   wr16(tcp + 16, 0);
-  wr16(tcp + 18, 0);
-  std::memcpy(tcp + 20, s.opts, s.opts_len);
   put_raw16(tcp + 16, l4_checksum(raw32(ip + 12), raw32(ip + 16), kProtoTcp, tcp, tcp_len, 16));
   return kEthLen + total;
 }

@@ -32,8 +32,8 @@ namespace vipd::dp {
 
 // Most re-steers of one connection (backends tried: 1 + this).
 constexpr uint32_t kResteerMax = 7;
-// TCP options a SYN carries at most.
-constexpr size_t kTcpOptsMax = 40;
+// A TCP header with its options, at most.
+constexpr size_t kTcpHdrMax = 60;
 
 enum ResteerReason : uint8_t { kResteerRst, kResteerIcmp, kResteerTimeout, kResteerRetransmit, kNumResteerReasons };
 const char* resteer_reason_name(unsigned r) noexcept;
@@ -44,13 +44,14 @@ struct SynMem {
   uint64_t deadline;  // TSC: re-steer when no SYN-ACK came by then (0 = no timer)
   uint32_t prev, next;  // deadline list (handles, 0 = none), oldest first
   uint32_t isn;         // the client's SYN's seq
-  uint16_t window;
-  uint8_t opts_len;  // bytes of opts (a multiple of 4)
-  uint8_t n_tried;   // backends the SYN went to (tried[0 .. n_tried))
-  uint8_t tos, ttl;  // of the client's SYN as received
-  uint8_t linked;    // on the deadline list
-  uint8_t pad;
-  uint8_t opts[kTcpOptsMax];
+  uint8_t tcp_len;      // bytes of tcp: the header with its options
+  uint8_t n_tried;      // backends the SYN went to (tried[0 .. n_tried))
+  uint8_t tos, ttl;     // of the client's SYN as received
+  uint8_t linked;       // on the deadline list
+  // The client's TCP header as received (ports and checksum rewritten when
+  // it is sent again; seq, flags, window and options kept). Copied whole:
+  // one fixed-size copy is cheaper than parsing it on every new connection.
+  uint8_t tcp[kTcpHdrMax];
   uint32_t tried[kResteerMax + 1];  // their destination slots
 };
 
@@ -69,11 +70,7 @@ class SynPool {
   uint32_t alloc() noexcept {
     if (!n_free_) return 0;
     const uint32_t h = free_[--n_free_] + 1;
-    SynMem& s = slots_[h - 1];
-    s.prev = s.next = 0;
-    s.linked = 0;
-    s.n_tried = 0;
-    s.deadline = 0;
+    slots_[h - 1].linked = 0;  // the rest: syn_save and arm
     return h;
   }
   void release(uint32_t h) noexcept {
@@ -84,8 +81,8 @@ class SynPool {
   SynMem& at(uint32_t h) noexcept { return slots_[h - 1]; }
   // Puts h at the end of the deadline list with this deadline.
   void arm(uint32_t h, uint64_t deadline) noexcept {
-    unlink(h);
     SynMem& s = at(h);
+    if (s.linked) unlink(h);
     s.deadline = deadline;
     s.prev = tail_;
     s.next = 0;
@@ -115,12 +112,14 @@ class SynPool {
   uint32_t head_ = 0, tail_ = 0;
 };
 
-// Fills a new SynMem from the client's SYN (a TCP frame parsed into p).
-void syn_save(SynMem& s, const uint8_t* frame, const Parsed& p) noexcept;
+// Fills a new SynMem from the client's SYN (a TCP frame parsed into p, in a
+// buffer with `room` bytes from `frame` on: data and tailroom).
+void syn_save(SynMem& s, const uint8_t* frame, size_t room, const Parsed& p) noexcept;
 // Writes the saved SYN as src:sport -> dst:dport into `frame` (room for
-// kEthLen + 60 + kTcpOptsMax bytes; the Ethernet addresses are left for
+// kEthLen + 20 + kTcpHdrMax bytes; the Ethernet addresses are left for
 // the output stage): IPv4 (DF, TTL one less than received, checksum) and
-// TCP (seq = ISN, the saved window and options, checksum). Returns its length.
+// the client's TCP header (seq, flags, window, options; new ports and
+// checksum). Returns its length.
 size_t syn_build(uint8_t* frame, const SynMem& s, uint32_t src, uint16_t sport, uint32_t dst,
                  uint16_t dport) noexcept;
 

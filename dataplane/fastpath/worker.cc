@@ -273,13 +273,13 @@ inline uint64_t timeout_for(const Shared& sh, ConnState s) {
 }
 
 // Re-steering (resteer.h; defined at the end of this file).
-bool syn_waiting(Worker& w, Conn& c, rte_mbuf* m, const Parsed& p, bool from_client);
-bool icmp_resteer(Worker& w, rte_mbuf* m, const uint8_t* f, const Parsed& p, const IcmpQuote& q);
+[[gnu::noinline]] bool syn_waiting(Worker& w, Conn& c, rte_mbuf* m, const Parsed& p, bool from_client);
+[[gnu::noinline]] bool icmp_resteer(Worker& w, rte_mbuf* m, const uint8_t* f, const Parsed& p, const IcmpQuote& q);
 
 // Follows the connection's state with a packet of it. False when the packet
 // was consumed (an answer to the SYN that re-steered the connection:
 // syn_waiting); the caller then leaves it and the entry alone.
-inline bool track(Worker& w, Conn& c, rte_mbuf* m, const Parsed& p, bool from_client) {
+[[gnu::always_inline]] inline bool track(Worker& w, Conn& c, rte_mbuf* m, const Parsed& p, bool from_client) {
   const uint8_t flags = p.tcp_flags;
   // Most packets: an established TCP flow stays so unless FIN or RST.
   if (c.state == ConnState::kEstablished && !(flags & (kTcpFin | kTcpRst))) {
@@ -412,11 +412,11 @@ uint32_t proxy_open(Worker& w, const uint8_t* f, const Parsed& p, const Service&
 // Re-steering (resteer.h): keeps a new connection's SYN (before its rewrite)
 // and starts its timer. The pool empty: counted, and the connection goes
 // without re-steering.
-[[gnu::noinline]] void syn_open(Worker& w, const uint8_t* f, const Parsed& p, Conn& c) {
+[[gnu::noinline]] void syn_open(Worker& w, const uint8_t* f, size_t room, const Parsed& p, Conn& c) {
   const uint32_t h = w.syn.alloc();
   if (!h) return bump(w.counters.resteer_pool_full);
   SynMem& s = w.syn.at(h);
-  syn_save(s, f, p);
+  syn_save(s, f, room, p);
   s.conn = &c;
   s.tried[0] = c.dest_slot;
   s.n_tried = 1;
@@ -500,7 +500,7 @@ void new_flow(Worker& w, rte_mbuf* m, const Parsed& p, const Service& svc, uint3
   c->expires = w.now + timeout_for(sh, c->state);
   // Re-steering: the SYN is kept until the backend answers it.
   if (sh.resteer_attempts && syn && p.proto == kProtoTcp && svc.n_weighted > 1) [[unlikely]]
-    syn_open(w, rte_pktmbuf_mtod(m, const uint8_t*), p, *c);
+    syn_open(w, rte_pktmbuf_mtod(m, const uint8_t*), rte_pktmbuf_data_len(m) + rte_pktmbuf_tailroom(m), p, *c);
   if (svc.persistence_s) {
     if (!tmpl) tmpl = w.tmpls.insert(tkey);  // full: no affinity for this flow, counted below
     if (tmpl) {
@@ -811,12 +811,18 @@ bool resteer_conn(Worker& w, Conn& c, ResteerReason why) {
 }
 
 // Sends the saved SYN to the connection's (new) destination. `m`: a packet
-// to reuse, or nullptr. Without an mbuf nothing is sent: the timer (or the
-// client's retransmission) sends it later.
+// to reuse, or nullptr. Without an mbuf (the pool empty: timer only) nothing
+// is sent: the next timer or the client's retransmission sends it.
 void send_saved_syn(Worker& w, Conn& c, rte_mbuf* m) {
-  if (m) rte_pktmbuf_free(m);  // the answer that re-steered: a fresh, plain buffer instead
-  m = rte_pktmbuf_alloc(w.pool);
-  if (!m) return;
+  // The answer that re-steered becomes the SYN when it is one plain
+  // buffer of its own; otherwise a fresh one.
+  if (m && m->nb_segs == 1 && RTE_MBUF_DIRECT(m) && rte_mbuf_refcnt_read(m) == 1) {
+    rte_pktmbuf_reset(m);
+  } else {
+    if (m) rte_pktmbuf_free(m);
+    m = rte_pktmbuf_alloc(w.pool);
+    if (!m) return;
+  }
   const size_t len = syn_build(rte_pktmbuf_mtod(m, uint8_t*), w.syn.at(c.syn), c.laddr, c.lport, c.daddr, c.dport);
   m->data_len = static_cast<uint16_t>(len);
   m->pkt_len = static_cast<uint32_t>(len);
@@ -830,7 +836,8 @@ void send_saved_syn(Worker& w, Conn& c, rte_mbuf* m) {
 
 namespace {
 
-// A TCP packet of a connection waiting for its SYN-ACK (track, c.syn set).
+// A TCP packet of a connection waiting for its SYN-ACK (track, c.syn set;
+// out of line: the established path stays as small as without it).
 // From the backend: the SYN-ACK ends the wait; an RST answering the SYN
 // re-steers the connection (the RST is consumed: false). From the client: a
 // retransmitted SYN re-steers, and goes itself to the new destination.

@@ -306,7 +306,7 @@ bool DpdkDataplane::init(std::string* error) {
     const uint32_t pcap = sh_.forward == Forward::kFnat ? std::max<uint32_t>(cfg_.conn_table_size / 4, 1024) : 0;
     if (!w->proxy.init("vipd_" + std::to_string(i), pcap, sock, error)) return false;
     // Re-steering: the SYNs of the connections waiting for their SYN-ACK
-    // (about 120 bytes each); past that, new connections go without.
+    // (about 130 bytes each); past that, new connections go without.
     if (!w->syn.init("vipd_" + std::to_string(i), sh_.resteer_attempts ? cfg_.resteer_pool : 0, sock, error))
       return false;
     w->sched = static_cast<SchedState*>(rte_zmalloc("vipd_sched", sizeof(SchedState) * cfg_.max_services, 64));
