@@ -7,7 +7,8 @@
 # tap, and from the client namespace:
 #   tap-created          vipd-0 / vipd-1 exist with their ports' MACs and addresses
 #   ping-kernel          ping of the port address 10.0.0.1 is answered by the kernel
-#                        through vipd-0 (its to_kernel and from_kernel counters move)
+#                        through vipd-0 (its to_kernel and from_kernel counters move;
+#                        `vipctl stats` shows its line)
 #   bgp-port-tcp         a TCP connection to 10.0.0.1:179 (a listener bound in ${P}lb
 #                        on the tap's address) exchanges bytes both ways
 #   vip-still-served     seed-like HTTP requests to the VIP: 0 failed
@@ -83,11 +84,13 @@ if [ -z "$d" ]; then pass tap-created; else fail tap-created "$d"; fi
 read -r to0 from0 _ <<<"$(exc 0)"
 r=$(client ping 10.0.0.1 --count 3 --timeout 1)
 read -r to1 from1 _ <<<"$(exc 0)"
-note "ping: $r; vipd-0 to_kernel $to0 -> $to1, from_kernel $from0 -> $from1"
-if [ "$(json_field "$r" received)" = 3 ] && [ $((to1 - to0)) -ge 3 ] && [ $((from1 - from0)) -ge 3 ]; then
+line=$(vipctl stats 2>/dev/null | grep '^Exception path vipd-0: to kernel')
+note "ping: $r; vipd-0 to_kernel $to0 -> $to1, from_kernel $from0 -> $from1; vipctl stats: $line"
+if [ "$(json_field "$r" received)" = 3 ] && [ $((to1 - to0)) -ge 3 ] && [ $((from1 - from0)) -ge 3 ] &&
+   [ -n "$line" ]; then
   pass ping-kernel
 else
-  fail ping-kernel "want 3 replies and >= 3 frames each way through vipd-0: $r, to_kernel +$((to1 - to0)), from_kernel +$((from1 - from0))"
+  fail ping-kernel "want 3 replies, >= 3 frames each way through vipd-0 and its line in vipctl stats: $r, to_kernel +$((to1 - to0)), from_kernel +$((from1 - from0)), line '$line'"
 fi
 
 # ---- TCP 179 to a kernel listener on the tap's address ---------------------------------
