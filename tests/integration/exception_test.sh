@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# usage: tests/integration/exception_test.sh
+# usage: tests/integration/exception_test.sh [1w|2w]
+# variants: 1w 2w
 # timeout: 300
 #
 # The kernel exception path of dpdk mode (docs/gateway.md): vipd (fnat, one
-# worker, af_packet ports) in the lab's ${P}lb namespace with --exception-path
-# tap, and from the client namespace:
+# worker, or with 2w two workers sharing a CPU so that frames for the kernel
+# come from both; af_packet ports) in the lab's ${P}lb namespace with
+# --exception-path tap, and from the client namespace:
 #   tap-created          vipd-0 / vipd-1 exist with their ports' MACs and addresses
 #   ping-kernel          ping of the port address 10.0.0.1 is answered by the kernel
 #                        through vipd-0 (its to_kernel and from_kernel counters move;
@@ -24,7 +26,12 @@
 # Prints PASS/FAIL/SKIP lines (tests/integration/lib.sh); exit 77 when it cannot run.
 set -uo pipefail
 
-NAME="exception_test"
+VARIANT=${1:-1w}
+case $VARIANT in
+  1w|2w) ;;
+  *) echo "usage: tests/integration/exception_test.sh [1w|2w]" >&2; exit 2 ;;
+esac
+NAME="exception_test($VARIANT)"
 CHECKS=(vipd-starts tap-created ping-kernel bgp-port-tcp vip-still-served flood-rate-limited
         announce-routes announce-withdrawn announce-back tap-gone-after-kill)
 SKIP_HINT="run as root on a kernel with network namespaces, veth, bridge and /dev/net/tun"
@@ -33,7 +40,7 @@ require_netns bridge
 require_vipd
 [ -c /dev/net/tun ] || skip_all "no /dev/net/tun: DPDK's net_tap cannot create the exception interfaces"
 
-export LAB_PREFIX="vx$$-"
+export LAB_PREFIX="vx${VARIANT:0:1}$$-"
 P=$LAB_PREFIX
 TMP=$(mktemp -d /tmp/vipd-exception.XXXXXX)
 CONF=config/demo/vipd.conf
@@ -47,11 +54,16 @@ lab_up
 mkdir -p "$TMP/manifests"
 cp config/demo/manifests/*.yaml "$TMP/manifests/"
 EAL=$(sed -n 's/^[[:space:]]*eal-args[[:space:]]*=[[:space:]]*//p' "$CONF" | tail -n 1)
+VARGS=()
+if [ "$VARIANT" = 2w ]; then
+  EAL="$EAL --lcores 0@0,1@1,2@1"   # two workers, both on CPU 1
+  VARGS+=(--worker-lcores 1,2)
+fi
 ip netns exec "${P}lb" "$VIPD" --config "$CONF" --forward-method fnat \
   --manifests-dir "$TMP/manifests" --admin-socket "$TMP/admin.sock" \
   --metrics-address "127.0.0.1:$METRICS_PORT" --health-address off \
   --exception-path tap --exception-pps "$PPS" --announce-table 100 \
-  "--eal-args=$EAL --file-prefix ${P}vipd" </dev/null >"$TMP/vipd.log" 2>&1 &
+  "--eal-args=$EAL --file-prefix ${P}vipd" "${VARGS[@]}" </dev/null >"$TMP/vipd.log" 2>&1 &
 VIPD_PID=$!
 if wait_generation 1; then
   pass vipd-starts
