@@ -575,6 +575,18 @@ const std::vector<Setting>& settings() {
         "Frames per second the exception path passes to the kernel, all ports together (a token bucket "
         "holding a tenth of a second's worth, at least 32); the rest are dropped and counted "
         "(`vipd_exception_drops_total{reason=\"rate_limited\"}`)."));
+    r.push_back(number("announce-table", "N", &Options::announce_table, 0, 4294967295u,
+        "dpdk mode, with --exception-path tap: routing table for the announced VIPs (/32 routes); 0 = off",
+        "dpdk mode, needs `--exception-path tap`: vipd puts each announced VIP as a /32 route on the first "
+        "port's exception interface into this routing table, for a routing daemon to export over BGP "
+        "(docs/gateway.md, \"Announcing VIPs\"). 0: nothing is announced. Not 253-255 (the kernel's "
+        "default, main and local tables).", [](uint64_t n) -> const char* {
+          return n >= 253 && n <= 255 ? "253, 254 and 255 are the kernel's default, main and local tables" : nullptr;
+        }));
+    r.push_back(boolean("announce-require-endpoints", &Options::announce_require_endpoints, false,
+        "announce a VIP only while one of its services has a backend taking new flows",
+        "With `--announce-table`: a VIP address is announced only while at least one of its services has a "
+        "backend taking new flows (ready, weight > 0); `false`: every VIP address of the applied table."));
     r.push_back(number("main-lcore", "N", &DataplaneSettings::main_lcore, 0, kMaxLcore,
         "DPDK main (control) lcore", "DPDK main (control) lcore."));
     r.push_back(with(other("worker-lcores", "LIST", "DPDK worker lcores, e.g. 1,2 or 1-3 or 1-3,6",
@@ -946,6 +958,11 @@ std::optional<Options> parse(int argc, const char* const argv[], std::ostream& o
     if (o.ports.empty()) fail_missing("port", "at least one port is required in dpdk mode (or use --dry-run)");
     if (o.forward_method == ForwardMethod::kFnat && o.fnat_local_addrs.empty())
       fail("forward-method", "fnat", "needs --fnat-local-addrs (or use --forward-method nat)");
+    if (o.announce_table && o.dataplane.exception_path != ExceptionPath::kTap)
+      fail("announce-table", std::to_string(o.announce_table), "needs --exception-path tap (the routes are on its interface)");
+    if (o.announce_table && !o.user.empty())
+      fail("announce-table", std::to_string(o.announce_table),
+           "cannot be used with --user: routes change on every sync and need CAP_NET_ADMIN");
     if (o.dataplane.exception_ifnames.size() > o.ports.size())
       fail("exception-ifnames", join(o.dataplane.exception_ifnames, ","), "lists more names than there are ports");
   }

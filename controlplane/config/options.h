@@ -36,6 +36,10 @@ struct Options {
   Mode mode = Mode::kDpdk;                // --mode
   bool dry_run = false;                   // --dry-run
   std::string ipvs_interface = "vipd-ipvs0";  // --ipvs-interface (ipvs mode's dummy interface)
+  // dpdk mode, with --exception-path tap: VIPs announced as /32 routes in this
+  // routing table (0 = off) on the first exception interface (docs/gateway.md).
+  uint32_t announce_table = 0;             // --announce-table
+  bool announce_require_endpoints = true;  // --announce-require-endpoints
   std::vector<PortConfig> ports;          // --port (repeatable)
   ForwardMethod forward_method = ForwardMethod::kFnat;  // --forward-method fnat|nat
   std::vector<uint32_t> fnat_local_addrs;  // --fnat-local-addrs "a,b,c" (required for fnat)

@@ -178,6 +178,23 @@ TEST(VipctlFormat, StatsResteered) {
             "Drops by reason: none (all reasons zero)\n");
 }
 
+TEST(VipctlFormat, StatsExceptionPath) {
+  json doc = json::parse(R"({"workers":[
+    {"lcore":1,"rx":5,"tx":5,"drops":0,"new_flows":1,"active_flows":1,"redirects":0,"drop_reasons":{}}],
+    "ports":[{"port_id":0,"device":"net_af_packet0,iface=c0",
+              "exception":{"interface":"vipd-0","to_kernel":12,"from_kernel":11,"rate_limited":3,
+                           "kernel_full":0,"from_kernel_full":1}},
+             {"port_id":1,"device":"net_af_packet1,iface=p0"}]})");
+  EXPECT_EQ(format_stats(doc),
+            "Lcore  RX  TX  Drops  NewFlows  ActiveFlows  Redirects\n"
+            "1       5   5      0         1            1          0\n"
+            "\n"
+            "Exception path vipd-0: to kernel 12, from kernel 11; dropped: rate limited 3, kernel full 0, "
+            "from-kernel queue full 1\n"
+            "\n"
+            "Drops by reason: none (all reasons zero)\n");
+}
+
 TEST(VipctlFormat, StatsAllDropsZero) {
   json doc = json::parse(R"({"workers":[
     {"lcore":3,"rx":5,"tx":5,"drops":0,"new_flows":1,"active_flows":1,"redirects":0,
