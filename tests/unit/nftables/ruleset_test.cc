@@ -12,6 +12,11 @@
 #include <set>
 #include <sstream>
 
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+
 #include "controlplane/backends/iptables/chain_names.h"
 
 namespace vipd::cp::nft {
@@ -631,6 +636,71 @@ TEST(NftDelta6, RemovingIpv6EntriesRetiresTheirObjectsInTheIp6Table) {
   EXPECT_THAT(tx.text, HasSubstr("delete set ip6 vipd aff-"));
   EXPECT_THAT(tx.text, HasSubstr("delete chain ip vipd sep-OLD0\n"));
   EXPECT_TRUE(tx.retired_chains.empty());
+}
+
+// The dual-stack transactions in a real kernel: `nft -f` in a private network
+// namespace (unshare -n; nothing outside it changes), the full sync then an
+// IPv6 partial sync, and what `nft list table ip6 vipd` shows. Needs root and
+// nft; SKIPs with the reason otherwise.
+std::string run_shell(const std::string& cmd, int* rc) {
+  std::string out;
+  FILE* f = ::popen(cmd.c_str(), "r");
+  if (!f) {
+    *rc = -1;
+    return out;
+  }
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) out.append(buf, n);
+  *rc = ::pclose(f);
+  return out;
+}
+
+TEST(NftKernel6, DualStackTransactionsLoadInAPrivateNetns) {
+  if (::geteuid() != 0) GTEST_SKIP() << "SKIP: needs root for a private network namespace and nf_tables";
+  int rc = 0;
+  run_shell("command -v nft >/dev/null && command -v unshare >/dev/null", &rc);
+  if (rc != 0) GTEST_SKIP() << "SKIP: nft or unshare not installed";
+  run_shell("unshare -n nft list tables >/dev/null 2>&1", &rc);
+  if (rc != 0) GTEST_SKIP() << "SKIP: no nf_tables in a new network namespace here";
+  for (const bool nat : {false, true}) {
+    const RenderOptions o = nat ? nat_mode() : RenderOptions{};
+    const ServiceTable t = dual_stack();
+    const Desired a = desired(t, o);
+    auto t2 = t;
+    for (auto& [k, v] : t2.services)
+      if (v.name == "default/db6:http") v.backends.push_back({ip6("fd00:244::9"), 8080, 1, false});
+      else if (v.name == "default/aff:http") v.backends.pop_back();
+    t2.normalize();
+    Desired b;
+    std::string err;
+    ASSERT_TRUE(build_desired(t2, o, a, &b, nullptr, &err)) << err;
+    const Transaction full = render_full(a, o), delta = render_delta(a, b);
+    char dir[] = "/tmp/nft6-test-XXXXXX";
+    ASSERT_NE(::mkdtemp(dir), nullptr);
+    const std::string d = dir;
+    for (const auto& [name, text] : {std::pair<std::string, std::string>{"full", full.text}, {"delta", delta.text}}) {
+      FILE* f = std::fopen((d + "/" + name).c_str(), "w");
+      ASSERT_NE(f, nullptr);
+      std::fwrite(text.data(), 1, text.size(), f);
+      std::fclose(f);
+    }
+    const std::string out = run_shell("unshare -n sh -c 'nft -f " + d + "/full && nft -f " + d +
+                                          "/delta && nft list table ip6 vipd && echo ---ip && nft list table ip vipd' 2>&1",
+                                      &rc);
+    run_shell("rm -rf " + d, &rc);
+    if (std::getenv("VIPD_NFT6_SHOW")) std::fputs(out.c_str(), stderr);
+    ASSERT_EQ(out.find("Error"), std::string::npos) << (nat ? "nat" : "fnat") << ": " << out;
+    const std::string v6 = out.substr(0, out.find("---ip"));
+    const std::string v4 = out.substr(out.find("---ip") == std::string::npos ? out.size() : out.find("---ip"));
+    EXPECT_THAT(v6, HasSubstr("table ip6 vipd {")) << out;
+    EXPECT_THAT(v6, HasSubstr("fd00:244::9")) << out;                       // the delta's new endpoint
+    EXPECT_THAT(v6, HasSubstr("fd00:10::40 . tcp . 80 : goto reject-chain")) << out;
+    EXPECT_THAT(v6, HasSubstr("type ipv6_addr")) << out;
+    EXPECT_THAT(v6, HasSubstr("fd00:aa::/32")) << out;
+    EXPECT_THAT(v6, Not(HasSubstr("10.96."))) << out;
+    EXPECT_THAT(v4, HasSubstr("10.96.0.100 . tcp . 8080")) << out;
+    EXPECT_THAT(v4, Not(HasSubstr("fd00:"))) << out;
+  }
 }
 
 }  // namespace
