@@ -236,7 +236,7 @@ int main(int argc, char** argv) {
     // nftables mode prints the full-sync nft transaction (nft -c -f accepts it).
     if (opt.mode == config::Mode::kNftables)
       return cp::dry_run(source, std::cout, std::cerr, 30000,
-                         ipv4_only(nftables_dry_run_printer(opt), "nftables mode"));
+                         nftables_dry_run_printer(opt));
     // ipvs mode prints the IPVS state (ipvsadm -Ln form), addresses and rules.
     if (opt.mode == config::Mode::kIpvs)
       return cp::dry_run(source, std::cout, std::cerr, 30000,
