@@ -175,6 +175,8 @@ bool BenchDataplane::init(const DpOptions& o, std::string* err) {
   sh.arp_retry = sh.tsc_hz / 5;
   sh.arp_give_up = sh.tsc_hz;
   sh.idle_sleep_us = defaults.idle_sleep_us;
+  sh.resteer_attempts = defaults.resteer_attempts;  // re-steering on, as the daemon's default
+  sh.t_resteer = uint64_t{defaults.resteer_timeout_ms} * sh.tsc_hz / 1000;
 
   create_vip_tables(sh, "bench_", std::max<uint32_t>(o.max_services, 64), sock);
   sh.qsbr = static_cast<rte_rcu_qsbr*>(rte_zmalloc("bench_qsbr", rte_rcu_qsbr_get_memsize(1), RTE_CACHE_LINE_SIZE));
@@ -208,6 +210,7 @@ bool BenchDataplane::init(const DpOptions& o, std::string* err) {
   w->pool = pool;
   int64_t h0 = dpdk_heap_used();
   if (!w->conns.init("bench_conns", o.conn_capacity, sock, err, sh.local_addrs, sh.n_local_addrs)) return false;
+  if (!w->syn.init("bench_syn", defaults.resteer_pool, sock, err)) return false;
   conn_table_bytes = dpdk_heap_used() - h0;
   h0 = dpdk_heap_used();
   w->sched = static_cast<SchedState*>(rte_zmalloc("bench_sched", sizeof(SchedState) * o.max_services, 64));

@@ -101,6 +101,7 @@ int run_ipt(const Args& a) {
   // The sync statistics both backends report, under the iptables names.
   struct Last {
     double restore_ms = 0;
+    double render_ms = 0;  // nftables: build_desired + the transaction's text (iptables: not reported)
     uint64_t bytes = 0, chains_written = 0, chains = 0, full = 0, partial = 0, failures = 0;
   };
   std::unique_ptr<cp::Backend> owned;
@@ -110,15 +111,15 @@ int run_ipt(const Args& a) {
     owned.reset(nb);
     last = [nb] {
       const auto s = nb->stats();
-      return Last{s.last_transaction_ms, s.transaction_bytes, s.chains_written, s.chains, s.full_syncs,
-                  s.partial_syncs, s.failures};
+      return Last{s.last_transaction_ms, s.last_render_ms, s.transaction_bytes, s.chains_written, s.chains,
+                  s.full_syncs, s.partial_syncs, s.failures};
     };
   } else {
     auto* ib = new cp::ipt::IptablesBackend(o);
     owned.reset(ib);
     last = [ib] {
       const auto s = ib->stats();
-      return Last{s.last_restore_ms, s.payload_bytes, s.chains_written, s.nat_chains, s.full_syncs,
+      return Last{s.last_restore_ms, 0, s.payload_bytes, s.chains_written, s.nat_chains, s.full_syncs,
                   s.partial_syncs, s.failures};
     };
   }
@@ -162,7 +163,7 @@ int run_ipt(const Args& a) {
 
   Rng rng(0x1b7);
   uint32_t next_ip = kDestBase + services * eps + 1;
-  std::vector<double> part_ms, part_restore_ms;
+  std::vector<double> part_ms, part_restore_ms, part_render_ms;
   uint64_t part_bytes = 0, part_chains = 0;
   for (unsigned c = 0; c < changes; ++c) {
     cp::ServiceTable next = table;
@@ -181,12 +182,14 @@ int run_ipt(const Args& a) {
     part_ms.push_back(ms_since(t0));
     st = last();
     part_restore_ms.push_back(st.restore_ms);
+    part_render_ms.push_back(st.render_ms);
     part_bytes += st.bytes;
     part_chains += st.chains_written;
     table = std::move(next);
   }
   add_dist(j, "partial", part_ms);
   j.num("partial_restore_p50_ms", median(part_restore_ms));
+  if (backend == "nftables") j.num("partial_render_p50_ms", median(part_render_ms));
   j.integer("partial_payload_bytes", changes ? static_cast<int64_t>(part_bytes / changes) : 0);
   j.integer("partial_chains_written", changes ? static_cast<int64_t>(part_chains / changes) : 0);
   st = last();

@@ -12,7 +12,11 @@
 // polls (rx of kRxBurst = 64 -> pipeline -> tx burst), which consume exactly the
 // fresh frames while the forwarded ones queue up behind them; the generator
 // then takes the forwarded frames back and rewrites them. The I/O-only
-// baseline times the same polls with rx burst -> tx burst and nothing else.
+// baseline times the same polls with rx burst -> tx burst and nothing else;
+// the l3fwd baseline with what DPDK's l3fwd does to each packet in between
+// (bench/l3fwd.h: parse Ethernet/IPv4, rewrite the MACs, TTL - 1 with an
+// incremental checksum update), so the pipeline can be read against a loop
+// that touches the packet too.
 //
 // Phases (each timed with rdtsc around the polls only):
 //   fill      one SYN (or UDP datagram) per flow until F flows exist
@@ -22,6 +26,7 @@
 //   newconn   every packet a SYN of a new flow, on top of the F flows; new
 //             flows are expired (untimed) between rounds
 //   baseline  rx burst -> tx burst on the same port and frames
+//   l3fwd     rx burst -> l3fwd_frame() on each -> tx burst, the same frames
 //
 // Under valgrind --tool=callgrind --collect-atstart=no, collection is
 // toggled around the timed polls only and one dump is written per phase
@@ -41,6 +46,7 @@
 #include <vector>
 
 #include "bench/bench_util.h"
+#include "bench/l3fwd.h"
 #include "dataplane/fastpath/packet.h"
 
 #if __has_include(<valgrind/callgrind.h>)
@@ -64,6 +70,8 @@ constexpr unsigned kChunk = 256;          // fresh frames per timed chunk
 constexpr unsigned kPolls = kChunk / dp::kRxBurst;
 constexpr uint16_t kFrameLen = 60;        // 64-byte frames on the wire, less FCS
 constexpr uint16_t kFlowsPerIp = 60000;   // client ports 1024.. per client address
+
+enum class Poll { kPipeline, kIo, kL3fwd };
 
 struct Flow {
   uint32_t src;
@@ -168,6 +176,27 @@ class Bench {
     for (uint16_t i = s; i < n; ++i) rte_pktmbuf_free(pkts[i]);
   }
 
+  // The l3fwd baseline: rx burst -> l3fwd_frame() on each frame -> tx burst
+  // (next hop: the generator's MAC; a frame not forwarded is freed).
+  inline void poll_l3fwd() {
+    rte_mbuf* pkts[dp::kRxBurst];
+    const uint16_t n = rte_eth_rx_burst(d_.port_id, 0, pkts, dp::kRxBurst);
+    uint16_t k = 0;
+    for (uint16_t i = 0; i < n; ++i) {
+      rte_mbuf* m = pkts[i];
+      if (l3fwd_frame(rte_pktmbuf_mtod(m, uint8_t*), m->data_len, kPeerMac, d_.sh.ports[0].mac) ==
+          L3fwdVerdict::kForward) {
+        pkts[k++] = m;
+      } else {
+        rte_pktmbuf_free(m);
+        ++l3fwd_drops;
+      }
+    }
+    const uint16_t s = rte_eth_tx_burst(d_.port_id, 0, pkts, k);
+    for (uint16_t i = s; i < k; ++i) rte_pktmbuf_free(pkts[i]);
+  }
+  uint64_t l3fwd_drops = 0;
+
   // Takes every frame out of the ring (untimed) into spare_.
   void drain() {
     rte_mbuf* b[kBurst];
@@ -190,7 +219,7 @@ class Bench {
   // Runs one chunk: `gen(i)` gives flow and flags of frame i. Returns the
   // TSC cycles of the timed polls.
   template <typename Gen>
-  uint64_t chunk(bool io_only, Gen&& gen) {
+  uint64_t chunk(Poll mode, Gen&& gen) {
     rte_mbuf* fresh[kChunk];
     for (unsigned i = 0; i < kChunk; ++i) {
       rte_mbuf* m = take();
@@ -206,8 +235,10 @@ class Bench {
     while (put < kChunk) put += rte_eth_tx_burst(d_.port_id, 0, fresh + put, kChunk - put);
     if (RUNNING_ON_VALGRIND) CALLGRIND_TOGGLE_COLLECT;
     const uint64_t t0 = rte_rdtsc();
-    if (io_only) {
+    if (mode == Poll::kIo) {
       for (unsigned k = 0; k < kPolls; ++k) poll_io();
+    } else if (mode == Poll::kL3fwd) {
+      for (unsigned k = 0; k < kPolls; ++k) poll_l3fwd();
     } else {
       for (unsigned k = 0; k < kPolls; ++k) poll_once();
     }
@@ -305,7 +336,7 @@ int run_pipeline(const Args& a) {
   const uint8_t proto = proto_s == "udp" ? dp::kProtoUdp : dp::kProtoTcp;
   const auto fwd = cp::parse_forward_method(a.str("fwd", "fnat")).value_or(cp::ForwardMethod::kFnat);
   const bool fnat = fwd == cp::ForwardMethod::kFnat;
-  const std::string phases = a.str("phases", "fill,est,reply,newconn,baseline");
+  const std::string phases = a.str("phases", "fill,est,reply,newconn,baseline,l3fwd");
   auto want = [&](const char* p) { return phases.find(p) != std::string::npos; };
 
   EalOptions eo;
@@ -391,7 +422,7 @@ int run_pipeline(const Args& a) {
     const uint8_t first = proto == dp::kProtoTcp ? dp::kTcpSyn : 0;
     for (int pass = 0; pass < 2; ++pass) {
       uint32_t g = 0;
-      while (g < round) wb.chunk(false, [&](unsigned) { return std::pair{wb.new_flow(g++), first}; });
+      while (g < round) wb.chunk(Poll::kPipeline, [&](unsigned) { return std::pair{wb.new_flow(g++), first}; });
       wb.expire_new_flows(1000);  // no other flows exist yet: expire them all
     }
     j.integer("warmup_flows", round);
@@ -404,7 +435,7 @@ int run_pipeline(const Args& a) {
     uint32_t next = 0;
     if (RUNNING_ON_VALGRIND) CALLGRIND_ZERO_STATS;
     while (next < flows) {
-      r.cycles += r.add(b.chunk(false, [&](unsigned) {
+      r.cycles += r.add(b.chunk(Poll::kPipeline, [&](unsigned) {
         uint32_t f = next < flows ? next++ : b.rng_pick(flows);
         return std::pair{b.established_flow(f), first_flags};
       }), ns_per_cycle);
@@ -427,7 +458,7 @@ int run_pipeline(const Args& a) {
   if (proto == dp::kProtoTcp) {
     uint32_t next = 0;
     while (next < flows)
-      b.chunk(false, [&](unsigned) {
+      b.chunk(Poll::kPipeline, [&](unsigned) {
         uint32_t f = next < flows ? next++ : b.rng_pick(flows);
         return std::pair{b.established_flow(f), uint8_t(dp::kTcpAck)};
       });
@@ -443,7 +474,7 @@ int run_pipeline(const Args& a) {
     for (unsigned rep = 0; rep < reps; ++rep) {
       uint64_t cyc = 0, n = 0;
       while (n < packets) {
-        cyc += r.add(b.chunk(false, [&](unsigned) { return std::pair{b.established_flow(b.rng_pick(flows)), est_flags}; }), ns_per_cycle);
+        cyc += r.add(b.chunk(Poll::kPipeline, [&](unsigned) { return std::pair{b.established_flow(b.rng_pick(flows)), est_flags}; }), ns_per_cycle);
         n += kChunk;
       }
       r.cycles += cyc;
@@ -477,7 +508,7 @@ int run_pipeline(const Args& a) {
     for (unsigned rep = 0; rep < reps; ++rep) {
       uint64_t cyc = 0, n = 0;
       while (n < packets) {
-        cyc += r.add(b.chunk(false, [&](unsigned) { return std::pair{rev[b.rng_pick(flows)], est_flags}; }), ns_per_cycle);
+        cyc += r.add(b.chunk(Poll::kPipeline, [&](unsigned) { return std::pair{rev[b.rng_pick(flows)], est_flags}; }), ns_per_cycle);
         n += kChunk;
       }
       r.cycles += cyc;
@@ -502,7 +533,7 @@ int run_pipeline(const Args& a) {
       while (n < nc_packets) {
         uint32_t g = 0;
         while (g < round && n < nc_packets) {
-          cyc += r.add(b.chunk(false, [&](unsigned) { return std::pair{b.new_flow(g++), first_flags}; }), ns_per_cycle);
+          cyc += r.add(b.chunk(Poll::kPipeline, [&](unsigned) { return std::pair{b.new_flow(g++), first_flags}; }), ns_per_cycle);
           n += kChunk;
         }
         if (proto == dp::kProtoTcp) {
@@ -532,7 +563,7 @@ int run_pipeline(const Args& a) {
     for (unsigned rep = 0; rep < reps; ++rep) {
       uint64_t cyc = 0, n = 0;
       while (n < packets) {
-        cyc += r.add(b.chunk(true, [&](unsigned) { return std::pair{b.established_flow(b.rng_pick(flows)), est_flags}; }), ns_per_cycle);
+        cyc += r.add(b.chunk(Poll::kIo, [&](unsigned) { return std::pair{b.established_flow(b.rng_pick(flows)), est_flags}; }), ns_per_cycle);
         n += kChunk;
       }
       r.cycles += cyc;
@@ -541,6 +572,26 @@ int run_pipeline(const Args& a) {
     }
     if (RUNNING_ON_VALGRIND) CALLGRIND_DUMP_STATS_AT("baseline");
     add_phase(j, "baseline", r);
+  }
+
+  // ---- l3fwd: the same frames, what DPDK's l3fwd does to each ----
+  if (want("l3fwd")) {
+    PhaseResult r;
+    const uint64_t dr0 = b.l3fwd_drops;
+    if (RUNNING_ON_VALGRIND) CALLGRIND_ZERO_STATS;
+    for (unsigned rep = 0; rep < reps; ++rep) {
+      uint64_t cyc = 0, n = 0;
+      while (n < packets) {
+        cyc += r.add(b.chunk(Poll::kL3fwd, [&](unsigned) { return std::pair{b.established_flow(b.rng_pick(flows)), est_flags}; }), ns_per_cycle);
+        n += kChunk;
+      }
+      r.cycles += cyc;
+      r.packets += n;
+      r.ns_per_pkt.push_back(static_cast<double>(cyc) * ns_per_cycle / static_cast<double>(n));
+    }
+    if (RUNNING_ON_VALGRIND) CALLGRIND_DUMP_STATS_AT("l3fwd");
+    r.drops = b.l3fwd_drops - dr0;
+    add_phase(j, "l3fwd", r);
   }
 
   // ---- memory ----

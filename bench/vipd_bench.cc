@@ -1,7 +1,7 @@
 // vipd_bench: the benchmark programs of docs/benchmarks.md.
 //   vipd_bench pipeline [--services N] [--flows N] [--packets N] [--reps N]
 //                       [--proto tcp|udp] [--fwd fnat|nat] [--backends N]
-//                       [--phases fill,est,reply,newconn,baseline] [--no-prefault]
+//                       [--phases fill,est,reply,newconn,baseline,l3fwd] [--no-prefault]
 //                       [--no-warmup] [--hugepages | --huge-dir DIR] [--mem MB]
 //   vipd_bench cp [--services N] [--endpoints N] [--changes N]
 //                 [--worker running|offline] [--hugepages] [--mem MB]

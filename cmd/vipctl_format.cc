@@ -267,6 +267,8 @@ std::string format_stats(const json& doc) {
   rows.push_back({"Lcore", "RX", "TX", "Drops", "NewFlows", "ActiveFlows", "Redirects"});
   std::vector<uint64_t> totals(std::size(kCols), 0);
   std::map<std::string, uint64_t> reasons;
+  std::map<std::string, uint64_t> resteers;  // re-steered connections by reason
+  uint64_t resteer_gave_up = 0, resteer_pool_full = 0;
   for (const auto& w : workers) {
     std::vector<std::string> row{std::to_string(u64(w, "lcore"))};
     for (size_t i = 0; i < std::size(kCols); ++i) {
@@ -279,6 +281,12 @@ std::string format_stats(const json& doc) {
     if (dr.is_object()) {
       for (auto it = dr.begin(); it != dr.end(); ++it) reasons[it.key()] += as_u64(it.value());
     }
+    const json& rs = field(w, "resteers");
+    if (rs.is_object()) {
+      for (auto it = rs.begin(); it != rs.end(); ++it) resteers[it.key()] += as_u64(it.value());
+    }
+    resteer_gave_up += u64(w, "resteer_gave_up");
+    resteer_pool_full += u64(w, "resteer_pool_full");
   }
   if (workers.size() > 1) {
     std::vector<std::string> row{"total"};
@@ -286,6 +294,13 @@ std::string format_stats(const json& doc) {
     rows.push_back(std::move(row));
   }
   std::string out = table(rows);
+  uint64_t n_resteered = 0;
+  for (const auto& [name, n] : resteers) n_resteered += n;
+  if (n_resteered || resteer_gave_up || resteer_pool_full) {
+    out += "\nRe-steered connections:";
+    for (const auto& [name, n] : resteers) out += " " + name + " " + std::to_string(n);
+    out += "; gave up " + std::to_string(resteer_gave_up) + ", pool full " + std::to_string(resteer_pool_full) + "\n";
+  }
 
   std::vector<std::pair<std::string, uint64_t>> nonzero;
   for (const auto& [name, n] : reasons) {

@@ -28,6 +28,7 @@
 #include "controlplane/sync/proxy_protocol_gate.h"
 #include "controlplane/sync/sync_loop.h"
 #include "dataplane/runtime/dataplane.h"
+#include "controlplane/host/iface_addr.h"
 
 namespace {
 
@@ -65,15 +66,24 @@ nlohmann::json stats_json(const vipd::dp::Dataplane& dp) {
                        {"arp_requests", w.arp_requests},
                        {"proxy_headers", w.proxy_headers},
                        {"proxy_header_retransmits", w.proxy_header_retransmits},
+                       {"resteers", {{"rst", w.resteers[0]}, {"icmp", w.resteers[1]},
+                                     {"timeout", w.resteers[2]}, {"retransmit", w.resteers[3]}}},
+                       {"resteer_pool_full", w.resteer_pool_full},
+                       {"resteer_gave_up", w.resteer_gave_up},
                        {"conn_entries", w.conn_entries},
                        {"conn_capacity", w.conn_capacity},
                        {"drop_reasons", reasons}});
   }
   nlohmann::json ports = nlohmann::json::array();
   for (const auto& p : dp.ports()) {
-    ports.push_back({{"port_id", p.port_id}, {"device", p.device}, {"mac", p.mac},
-                     {"ipackets", p.ipackets}, {"opackets", p.opackets}, {"ierrors", p.ierrors},
-                     {"oerrors", p.oerrors}, {"imissed", p.imissed}});
+    nlohmann::json j = {{"port_id", p.port_id}, {"device", p.device}, {"mac", p.mac},
+                        {"ipackets", p.ipackets}, {"opackets", p.opackets}, {"ierrors", p.ierrors},
+                        {"oerrors", p.oerrors}, {"imissed", p.imissed}};
+    if (!p.exception_ifname.empty())
+      j["exception"] = {{"interface", p.exception_ifname}, {"to_kernel", p.exc_to_kernel},
+                        {"from_kernel", p.exc_from_kernel}, {"rate_limited", p.exc_rate_limited},
+                        {"kernel_full", p.exc_kernel_full}, {"from_kernel_full", p.exc_from_kernel_full}};
+    ports.push_back(std::move(j));
   }
   return {{"workers", workers}, {"ports", ports}, {"neighbors", dp.neighbor_entries()}};
 }
@@ -275,6 +285,16 @@ int main(int argc, char** argv) {
     log_error(err);
     return 1;
   }
+  // Exception path (docs/gateway.md): each tap interface gets its port's address.
+  for (const auto& p : dataplane->ports()) {
+    if (p.exception_ifname.empty()) continue;
+    if (!cp::host::add_iface_address(p.exception_ifname, p.ip, p.prefix_len, &err)) {
+      log_error(err);
+      return 1;
+    }
+    log_info("vipd: exception path: " + p.exception_ifname + " has " + cp::ipv4_to_string(p.ip) + "/" +
+             std::to_string(p.prefix_len) + " and mac " + p.mac);
+  }
   if (!dataplane->start(&err)) {
     log_error(err);
     return 1;
@@ -320,6 +340,7 @@ int main(int argc, char** argv) {
     j["config"]["workers"] = opt.dataplane.worker_lcores;
     j["config"]["ports"] = opt.ports.size();
     j["config"]["conn_table_size"] = opt.dataplane.conn_table_size;
+    j["config"]["exception_path"] = opt.dataplane.exception_path == vipd::ExceptionPath::kTap ? "tap" : "none";
     return j;
   });
   if (!admin.start(&err)) {

@@ -13,6 +13,9 @@
 
 namespace vipd {
 
+// --exception-path: how the kernel reaches the data network (docs/gateway.md).
+enum class ExceptionPath : uint8_t { kNone, kTap };
+
 struct DataplaneSettings {
   std::vector<std::string> eal_args;          // --eal-args (split on whitespace)
   unsigned main_lcore = 0;                    // --main-lcore
@@ -26,9 +29,20 @@ struct DataplaneSettings {
   uint32_t idle_sleep_us = 0;                 // --worker-idle-sleep-us (0 = busy poll)
   uint32_t mh_table_size = 65537;             // --mh-table-size (Maglev lookup table, a prime)
   bool expire_quiescent_template = true;      // --expire-quiescent-template
+  // Re-steering of TCP connections whose backend does not answer the SYN
+  // (docs/scheduling.md, "Re-steering").
+  uint32_t resteer_attempts = 3;              // --resteer-attempts (0 = off)
+  uint32_t resteer_timeout_ms = 200;          // --resteer-timeout-ms (0 = no timer)
+  uint32_t resteer_pool = 16384;              // --resteer-pool (saved SYNs per worker)
   // --port-ipv6 "ADDR,-,...": each port's IPv6 address, in --port order ("-"
   // or missing: none). Answered for NDP and ping only (docs/architecture.md "IPv6").
   std::vector<std::string> port_ipv6;
+  // Kernel exception path (docs/gateway.md): one kernel interface per port
+  // carrying its MAC and address; what the kernel must see goes there, rate
+  // limited to exception_pps packets per second (all ports together).
+  ExceptionPath exception_path = ExceptionPath::kNone;  // --exception-path
+  std::vector<std::string> exception_ifnames;  // --exception-ifnames, per port; missing: vipd-<index>
+  uint32_t exception_pps = 10000;              // --exception-pps
   // Not options (fixed sizes; the benchmarks change them).
   uint32_t max_services = 65536;
   uint32_t max_dests = 262144;

@@ -51,6 +51,9 @@ enum Fam : size_t {
   kWorkerArpRequests,
   kWorkerProxyHeaders,
   kWorkerProxyHeaderRetransmits,
+  kWorkerResteered,
+  kWorkerResteerPoolFull,
+  kWorkerResteerGaveUp,
   kConnTableEntries,
   kConnTableCapacity,
   kPortRx,
@@ -58,6 +61,8 @@ enum Fam : size_t {
   kPortRxErrors,
   kPortTxErrors,
   kPortRxMissed,
+  kExceptionPackets,
+  kExceptionDrops,
   kNeighborEntries,
   kServices,
   kBackends,
@@ -125,6 +130,13 @@ const std::vector<FamilyInfo> kFamilies = {
      "PROXY protocol headers sent to backends (full NAT), once per connection."},
     {"vipd_worker_proxy_header_retransmits_total", "counter", "worker",
      "PROXY protocol headers sent again with a retransmitted first client segment."},
+    {"vipd_worker_resteered_connections_total", "counter", "worker,reason",
+     "TCP connections sent to another backend before their handshake completed, by what the first one did "
+     "(rst, icmp, timeout, retransmit)."},
+    {"vipd_worker_resteer_pool_full_total", "counter", "worker",
+     "New TCP connections that found the worker's saved-SYN pool full and went without re-steering."},
+    {"vipd_worker_resteer_gave_up_total", "counter", "worker",
+     "Connections that failed to get through and had no re-steering attempt or backend left."},
     {"vipd_conn_table_entries", "gauge", "worker", "Entries in use in the worker's connection table."},
     {"vipd_conn_table_capacity", "gauge", "worker", "Capacity of the worker's connection table."},
     {"vipd_port_rx_packets_total", "counter", "port,device", "Packets received by the port (NIC statistics)."},
@@ -133,6 +145,10 @@ const std::vector<FamilyInfo> kFamilies = {
     {"vipd_port_tx_errors_total", "counter", "port,device", "Failed transmissions (NIC statistics)."},
     {"vipd_port_rx_missed_packets_total", "counter", "port,device",
      "Packets dropped by the NIC because no receive buffer was free."},
+    {"vipd_exception_packets_total", "counter", "port,device,interface,direction",
+     "Frames through the port's kernel exception interface (direction to_kernel or from_kernel)."},
+    {"vipd_exception_drops_total", "counter", "port,device,interface,reason",
+     "Frames the exception path dropped (rate_limited, kernel_full, from_kernel_full)."},
     {"vipd_neighbor_entries", "gauge", "", "Entries in the ARP cache."},
     {"vipd_services", "gauge", "", "Virtual services in the applied table."},
     {"vipd_backends", "gauge", "", "Backends (service, backend pairs) in the applied table."},
@@ -341,6 +357,10 @@ std::vector<MetricFamily> MetricsCollector::Collect() const {
     b.add(kWorkerArpRequests, wl, d(w.arp_requests));
     b.add(kWorkerProxyHeaders, wl, d(w.proxy_headers));
     b.add(kWorkerProxyHeaderRetransmits, wl, d(w.proxy_header_retransmits));
+    static constexpr const char* kReasons[] = {"rst", "icmp", "timeout", "retransmit"};
+    for (unsigned r = 0; r < 4; ++r) b.add(kWorkerResteered, {wl[0], {"reason", kReasons[r]}}, d(w.resteers[r]));
+    b.add(kWorkerResteerPoolFull, wl, d(w.resteer_pool_full));
+    b.add(kWorkerResteerGaveUp, wl, d(w.resteer_gave_up));
     b.add(kConnTableEntries, wl, d(w.conn_entries));
     b.add(kConnTableCapacity, wl, d(w.conn_capacity));
   }
@@ -351,6 +371,18 @@ std::vector<MetricFamily> MetricsCollector::Collect() const {
     b.add(kPortRxErrors, pl, d(p.ierrors));
     b.add(kPortTxErrors, pl, d(p.oerrors));
     b.add(kPortRxMissed, pl, d(p.imissed));
+    if (p.exception_ifname.empty()) continue;
+    const Labels el = {pl[0], pl[1], {"interface", p.exception_ifname}};
+    auto with = [&](const char* k, const char* v) {
+      Labels l = el;
+      l.push_back({k, v});
+      return l;
+    };
+    b.add(kExceptionPackets, with("direction", "to_kernel"), d(p.exc_to_kernel));
+    b.add(kExceptionPackets, with("direction", "from_kernel"), d(p.exc_from_kernel));
+    b.add(kExceptionDrops, with("reason", "rate_limited"), d(p.exc_rate_limited));
+    b.add(kExceptionDrops, with("reason", "kernel_full"), d(p.exc_kernel_full));
+    b.add(kExceptionDrops, with("reason", "from_kernel_full"), d(p.exc_from_kernel_full));
   }
   b.add(kNeighborEntries, {}, d(src_.neighbor_entries()));
 

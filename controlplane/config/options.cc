@@ -544,6 +544,37 @@ const std::vector<Setting>& settings() {
           o.dataplane.port_ipv6 = std::move(out);
         },
         [](const Options& o) { return join(o.dataplane.port_ipv6, ","); }), "string"));
+    r.push_back(choice<ExceptionPath>("exception-path", "KIND", &DataplaneSettings::exception_path,
+        {{"none", ExceptionPath::kNone}, {"tap", ExceptionPath::kTap}},
+        "dpdk mode: kernel interface per port for the gateway's own traffic (BGP, BFD, ping): none or tap",
+        "dpdk mode: `tap` gives each port a kernel interface (DPDK `net_tap`) with the port's MAC and address, "
+        "so that the kernel and its daemons (BGP, BFD, ssh) can use the data network; frames for the port's "
+        "own address that are not VIP traffic go there, rate limited by `--exception-pps`, and what the kernel "
+        "sends leaves through the port. The interface exists as long as vipd runs. `none`: vipd answers ARP "
+        "and ping for the port address and drops the rest (`local_unhandled`). See [gateway.md](gateway.md)."));
+    r.push_back(with(other("exception-ifnames", "LIST",
+        "names of the exception interfaces, in --port order, comma-separated ('-' = vipd-<index>)",
+        "Names of the kernel interfaces of `--exception-path`, in `port` order, comma-separated; `-` (or a "
+        "missing entry): `vipd-<index>` (`vipd-0` for the first port).",
+        [](Options& o, const std::string& v) {
+          std::vector<std::string> out;
+          for (const auto& item : split(v, ',')) {
+            const std::string n = trim(item);
+            if (n != "-")
+              if (const char* problem = interface_name(n)) fail("exception-ifnames", v, problem);
+            if (n != "-" && std::find(out.begin(), out.end(), n) != out.end())
+              fail("exception-ifnames", v, "'" + n + "' is given twice");
+            out.push_back(n);
+          }
+          o.dataplane.exception_ifnames = std::move(out);
+        },
+        [](const Options& o) { return join(o.dataplane.exception_ifnames, ","); }), "string",
+        "vipd-0,vipd-1,..."));
+    r.push_back(number("exception-pps", "N", &DataplaneSettings::exception_pps, 1, 10000000,
+        "frames per second the exception path passes to the kernel (all ports); the rest are counted drops",
+        "Frames per second the exception path passes to the kernel, all ports together (a token bucket "
+        "holding a tenth of a second's worth, at least 32); the rest are dropped and counted "
+        "(`vipd_exception_drops_total{reason=\"rate_limited\"}`)."));
     r.push_back(number("main-lcore", "N", &DataplaneSettings::main_lcore, 0, kMaxLcore,
         "DPDK main (control) lcore", "DPDK main (control) lcore."));
     r.push_back(with(other("worker-lcores", "LIST", "DPDK worker lcores, e.g. 1,2 or 1-3 or 1-3,6",
@@ -619,6 +650,24 @@ const std::vector<Setting>& settings() {
         "net.ipv4.vs.expire_quiescent_template=1)",
         "Persistence templates pointing at a weight-0 (terminating) backend expire at once, as with kube-proxy's "
         "`net.ipv4.vs.expire_quiescent_template=1` (docs/scheduling.md)."));
+    r.push_back(number("resteer-attempts", "N", &DataplaneSettings::resteer_attempts, 0, 7,
+        "dpdk: times a TCP connection whose backend refuses or ignores the SYN is sent to another backend; "
+        "0 = off",
+        "dpdk mode: how many times a new TCP connection whose backend answers the SYN with an RST or an ICMP "
+        "unreachable, or does not answer it in `--resteer-timeout-ms`, is sent to another backend (never the "
+        "same one twice) before the client sees the failure; 0 turns re-steering off (docs/scheduling.md, "
+        "\"Re-steering\")."));
+    r.push_back(number("resteer-timeout-ms", "MS", &DataplaneSettings::resteer_timeout_ms, 0, 60000,
+        "dpdk: wait this long for a backend's SYN-ACK before re-steering; 0 = only on RST, ICMP or the client's "
+        "retransmission",
+        "dpdk mode: how long vipd waits for a backend's SYN-ACK before it sends the SYN to another backend; "
+        "keep it under the clients' first SYN retransmission (1 s). 0 = no timer: only an RST, an ICMP "
+        "unreachable or the client's retransmitted SYN re-steer (docs/scheduling.md, \"Re-steering\")."));
+    r.push_back(number("resteer-pool", "N", &DataplaneSettings::resteer_pool, 0, 16777216,
+        "dpdk: saved SYNs per worker for re-steering (connections waiting for their SYN-ACK); 0 = off",
+        "dpdk mode: SYNs each worker keeps for re-steering, one per connection waiting for its SYN-ACK (about "
+        "130 bytes each). New connections that find it full are counted (`vipd_worker_resteer_pool_full_total`) "
+        "and go without re-steering; 0 turns re-steering off."));
     r.push_back(number("conn-table-size", "N", &DataplaneSettings::conn_table_size, 1024, 67108864,
         "connection table entries per worker",
         "Connection table entries per worker (about 100 bytes each at the default size, full NAT or NAT: "
@@ -897,6 +946,8 @@ std::optional<Options> parse(int argc, const char* const argv[], std::ostream& o
     if (o.ports.empty()) fail_missing("port", "at least one port is required in dpdk mode (or use --dry-run)");
     if (o.forward_method == ForwardMethod::kFnat && o.fnat_local_addrs.empty())
       fail("forward-method", "fnat", "needs --fnat-local-addrs (or use --forward-method nat)");
+    if (o.dataplane.exception_ifnames.size() > o.ports.size())
+      fail("exception-ifnames", join(o.dataplane.exception_ifnames, ","), "lists more names than there are ports");
   }
   return o;
 }

@@ -364,4 +364,25 @@ void ConnTable::remove(Conn* c) noexcept {
   --used_;
 }
 
+bool ConnTable::move_reply(Conn* c, uint32_t daddr, uint16_t dport) noexcept {
+  if (c->in_use != kSlotConn) return false;
+  const FlowKey old_rev = make_key(c->daddr, c->dport, c->laddr, c->lport, c->proto);
+  const FlowKey new_rev = make_key(daddr, dport, c->laddr, c->lport, c->proto);
+  if (port_slot(old_rev)) {  // full NAT: the port index finds it, reply_matches checks the rest
+    c->daddr = daddr;
+    c->dport = dport;
+    return true;
+  }
+  const uint32_t ho = conn_hash(old_rev), hn = conn_hash(new_rev);
+  if (find(new_rev, hn) >= 0) return false;  // another connection's reply key
+  const uint32_t idx = static_cast<uint32_t>(c - entries_);
+  if (!add_key(hn, (idx << 1) | 1)) return false;
+  del_key(ho, (idx << 1) | 1);
+  c->daddr = daddr;
+  c->dport = dport;
+  log_change(ho);
+  log_change(hn);
+  return true;
+}
+
 }  // namespace vipd::dp

@@ -99,8 +99,11 @@ struct alignas(64) Conn {
   // line a packet reads anyway, so a connection without a header pays one
   // predictable branch and no memory.
   uint32_t proxy;
+  // Re-steering state (SynPool handle, resteer.h; 0 = none): held from the
+  // client's SYN until the backend's SYN-ACK, in the same line.
+  uint32_t syn;
 };
-static_assert(offsetof(Conn, proxy) + sizeof(uint32_t) == 52 && sizeof(Conn) == 64, "52 bytes in one 64-byte line");
+static_assert(offsetof(Conn, syn) + sizeof(uint32_t) == 56 && sizeof(Conn) == 64, "56 bytes in one 64-byte line");
 static_assert(offsetof(Conn, caddr) == offsetof(FlowKey, src) && offsetof(Conn, vaddr) == offsetof(FlowKey, dst) &&
                   offsetof(Conn, cport) == offsetof(FlowKey, sport) &&
                   offsetof(Conn, vport) == offsetof(FlowKey, dport) && offsetof(Conn, proto) == offsetof(FlowKey, proto),
@@ -201,6 +204,13 @@ class ConnTable {
 
   // Removes both keys and frees the entry.
   void remove(Conn* c) noexcept;
+
+  // Points the connection at another destination (re-steering, resteer.h):
+  // its reply key becomes daddr:dport -> laddr:lport, the entry stays where
+  // it is. Full NAT: only the entry changes (the port index finds replies by
+  // local address and port). False, nothing changed, when the new reply key
+  // is another connection's or no slot can be made for it.
+  bool move_reply(Conn* c, uint32_t daddr, uint16_t dport) noexcept;
 
   // Visits up to `budget` entries from where the last sweep stopped (slots()
   // of them, free or not); removes each connection for which expire(Conn&)

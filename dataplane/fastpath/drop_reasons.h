@@ -41,7 +41,8 @@ namespace vipd::dp {
   X(kIpv6NoService, "ipv6_no_service")       /* IPv6 not forwarded yet */     \
   X(kNdpInvalid, "ndp_invalid")              /* NS/NA failing RFC 4861 7.1 */ \
   X(kNdpIgnored, "ndp_ignored")              /* not for us, RS/RA/redirect */ \
-  X(kIcmp6BadChecksum, "icmp6_bad_checksum") /* to a port address */
+  X(kIcmp6BadChecksum, "icmp6_bad_checksum") /* to a port address */     \
+  X(kExceptionQueueFull, "exception_queue_full") /* kernel path ring full */
 
 enum DropReason : uint8_t {
 #define VIPD_X(e, s) e,

@@ -123,6 +123,13 @@ struct alignas(64) WorkerCounters {
   std::atomic<uint64_t> template_full;  // persistence template table full
   std::atomic<uint64_t> proxy_headers;              // PROXY protocol headers sent (first time)
   std::atomic<uint64_t> proxy_header_retransmits;   // ... sent again (first segment retransmitted)
+  // Re-steering (resteer.h): connections sent to another backend, by
+  // reason (ResteerReason order: rst, icmp, timeout, retransmit); new ones
+  // that found the SYN pool empty (no re-steering for them); ones that ran
+  // out of attempts or of backends (went on as without re-steering).
+  std::atomic<uint64_t> resteers[4];
+  std::atomic<uint64_t> resteer_pool_full;
+  std::atomic<uint64_t> resteer_gave_up;
   std::atomic<uint64_t> drops[kNumDropReasons];
 };
 

@@ -138,6 +138,15 @@ void send_port_unreachable(Worker& w, rte_mbuf* m, const Parsed& p) {
   reply_same_port(w, m, len);
 }
 
+// Kernel exception path (docs/gateway.md): hands a frame for the port's own
+// address to the exception thread, which rate-limits it and writes it to
+// the port's kernel interface. Off (no ring): counted as `off`.
+[[gnu::noinline]] void to_kernel(Worker& w, rte_mbuf* m, DropReason off) {
+  rte_ring* r = w.sh->exc_to_kernel;
+  if (!r) return drop(w, m, off);
+  if (rte_ring_mp_enqueue(r, m) != 0) drop(w, m, kExceptionQueueFull);
+}
+
 void handle_arp(Worker& w, rte_mbuf* m) {
   Shared& sh = *w.sh;
   w.nh_valid = false;  // what it learns must count from the next packet on
@@ -165,6 +174,9 @@ void handle_arp(Worker& w, rte_mbuf* m) {
     return;
   }
   if (a.op == 2) {  // a reply: consumed by the learning above
+    // ...and, for the port's own address, passed on to the kernel, which
+    // resolves its own next hops (vipd answers requests itself).
+    if (w.sh->exc_to_kernel && a.tpa == p.ip) return to_kernel(w, m, kArpIgnored);
     rte_pktmbuf_free(m);
     return;
   }
@@ -260,14 +272,31 @@ inline uint64_t timeout_for(const Shared& sh, ConnState s) {
   }
 }
 
-inline void track(Worker& w, Conn& c, uint8_t flags, bool from_client) {
+// Re-steering (resteer.h; defined at the end of this file).
+[[gnu::noinline]] bool syn_waiting(Worker& w, Conn& c, rte_mbuf* m, const Parsed& p, bool from_client);
+[[gnu::noinline]] bool icmp_resteer(Worker& w, rte_mbuf* m, const uint8_t* f, const Parsed& p, const IcmpQuote& q);
+
+// Follows the connection's state with a packet of it. False when the packet
+// was consumed (an answer to the SYN that re-steered the connection:
+// syn_waiting); the caller then leaves it and the entry alone.
+[[gnu::always_inline]] inline bool track(Worker& w, Conn& c, rte_mbuf* m, const Parsed& p, bool from_client) {
+  const uint8_t flags = p.tcp_flags;
   // Most packets: an established TCP flow stays so unless FIN or RST.
   if (c.state == ConnState::kEstablished && !(flags & (kTcpFin | kTcpRst))) {
     c.expires = w.now + w.sh->t_est;
-    return;
+    return true;
+  }
+  // Waiting for the SYN-ACK (re-steering): never an established packet.
+  if (c.syn) [[unlikely]] {
+    if (!syn_waiting(w, c, m, p, from_client)) return false;
   }
   if (c.proto == kProtoTcp) set_state(w, c, tcp_next_state(c.state, flags, from_client));
   c.expires = w.now + timeout_for(*w.sh, c.state);
+  if (c.syn && c.state != ConnState::kSynRecv) [[unlikely]] {  // closed before its SYN-ACK
+    w.syn.release(c.syn);
+    c.syn = 0;
+  }
+  return true;
 }
 
 // Keeps the persistence template of a connection alive while it carries
@@ -293,6 +322,7 @@ void release(Worker& w, Conn& c) noexcept {
     fp.ports[fp.top++] = c.lport;
   }
   w.proxy.release(c.proxy);
+  w.syn.release(c.syn);
   w.counters.active_flows.store(w.counters.active_flows.load(std::memory_order_relaxed) - 1,
                                 std::memory_order_relaxed);
 }
@@ -379,6 +409,21 @@ uint32_t proxy_open(Worker& w, const uint8_t* f, const Parsed& p, const Service&
   return h;
 }
 
+// Re-steering (resteer.h): keeps a new connection's SYN (before its rewrite)
+// and starts its timer. The pool empty: counted, and the connection goes
+// without re-steering.
+[[gnu::noinline]] void syn_open(Worker& w, const uint8_t* f, size_t room, const Parsed& p, Conn& c) {
+  const uint32_t h = w.syn.alloc();
+  if (!h) return bump(w.counters.resteer_pool_full);
+  SynMem& s = w.syn.at(h);
+  syn_save(s, f, room, p);
+  s.conn = &c;
+  s.tried[0] = c.dest_slot;
+  s.n_tried = 1;
+  c.syn = h;
+  if (w.sh->t_resteer) w.syn.arm(h, w.now + w.sh->t_resteer);
+}
+
 // sig: conn_hash of the packet's flow key; fwd_absent: that key was just
 // looked up and is in no connection.
 void new_flow(Worker& w, rte_mbuf* m, const Parsed& p, const Service& svc, uint32_t sig, bool fwd_absent) {
@@ -453,6 +498,9 @@ void new_flow(Worker& w, rte_mbuf* m, const Parsed& p, const Service& svc, uint3
              : syn              ? ConnState::kSynRecv
                                 : tcp_next_state(ConnState::kNone, p.tcp_flags, true);
   c->expires = w.now + timeout_for(sh, c->state);
+  // Re-steering: the SYN is kept until the backend answers it.
+  if (sh.resteer_attempts && syn && p.proto == kProtoTcp && svc.n_weighted > 1) [[unlikely]]
+    syn_open(w, rte_pktmbuf_mtod(m, const uint8_t*), rte_pktmbuf_data_len(m) + rte_pktmbuf_tailroom(m), p, *c);
   if (svc.persistence_s) {
     if (!tmpl) tmpl = w.tmpls.insert(tkey);  // full: no affinity for this flow, counted below
     if (tmpl) {
@@ -508,7 +556,7 @@ bool from_client(Worker& w, rte_mbuf* m, const PktInfo& pi) {
   if (alive && !(syn && tcp_state_closing(c->state))) {
     // An established flow: the entry says where it goes. Its Service is read
     // only to refresh a persistence template.
-    track(w, *c, p.tcp_flags, true);
+    track(w, *c, m, p, true);  // a client packet is never consumed
     if (c->tmpl) {
       const Service* svc = service_of(w, pi);
       if (svc && svc->persistence_s) refresh_template(w, *c, svc->persistence_s);
@@ -554,7 +602,7 @@ void from_dest(Worker& w, rte_mbuf* m, const PktInfo& pi) {
     expire_conn(w, c);
     return drop(w, m, kDestExpired);
   }
-  track(w, *c, p.tcp_flags, false);
+  if (!track(w, *c, m, p, false)) return;
   DestCounters& dc = w.dest_counters[c->dest_slot];
   dc.outpkts++;
   dc.outbytes += p.ip_total_len;
@@ -606,6 +654,7 @@ void process_one(Worker& w, rte_mbuf* m, const PktInfo& pi, bool from_ring) {
       if (!from_ring && redirect(w, m, flow_owner(p.dst, p.dport, sh.n_workers))) return;
       return from_dest(w, m, pi);
     }
+    if (sh.exc_to_kernel && is_port_ip(sh, p.dst)) return to_kernel(w, m, kLocalUnhandled);
     if (is_vip_addr(sh, p.dst)) return drop(w, m, kVipNoPort);
     if (is_port_ip(sh, p.dst)) return drop(w, m, kLocalUnhandled);
     return drop(w, m, kNoService);
@@ -615,10 +664,16 @@ void process_one(Worker& w, rte_mbuf* m, const PktInfo& pi, bool from_ring) {
       IcmpQuote q;
       DropReason r = parse_icmp_quote(sh, f, p, &q);
       if (r == kIcmpOk && !from_ring && redirect(w, m, icmp_quote_owner(sh, q))) return;
+      if (r == kIcmpOk && icmp_resteer(w, m, f, p, q)) [[unlikely]] return;
       uint32_t to = 0;
       if (r == kIcmpOk) r = translate_icmp_error(w, f, p, q, m->port, &to);
-      return r == kIcmpOk ? output(w, m, to) : drop(w, m, r);
+      if (r == kIcmpOk) return output(w, m, to);
+      // Quoting none of vipd's flows: maybe one of the kernel's own.
+      if (sh.exc_to_kernel && is_port_ip(sh, p.dst)) return to_kernel(w, m, r);
+      return drop(w, m, r);
     }
+    // With the exception path, the kernel answers for the port's own address.
+    if (sh.exc_to_kernel && is_port_ip(sh, p.dst)) return to_kernel(w, m, kLocalUnhandled);
     if (is_port_ip(sh, p.dst) || is_vip_addr(sh, p.dst) || local_addr_index(sh, p.dst) >= 0) {
       if (make_icmp_echo_reply(f, p)) return reply_same_port(w, m, len);
       return drop(w, m, kLocalUnhandled);
@@ -670,6 +725,19 @@ void flush_tx(Worker& w) noexcept {
   }
 }
 
+void send_from_kernel(Worker& w) noexcept {
+  rte_mbuf* pkts[kBurst];
+  const unsigned n = rte_ring_sc_dequeue_burst(w.sh->exc_from_kernel, reinterpret_cast<void**>(pkts), kBurst, nullptr);
+  for (unsigned i = 0; i < n; ++i) {
+    rte_mbuf* m = pkts[i];
+    if (m->port >= w.sh->n_ports) {  // set by the exception thread: cannot happen
+      drop(w, m, kNoRoute);
+      continue;
+    }
+    tx_enqueue(w, m->port, m);
+  }
+}
+
 void service_pending(Worker& w) noexcept {
   Shared& sh = *w.sh;
   uint32_t keep = 0;
@@ -689,6 +757,144 @@ void service_pending(Worker& w) noexcept {
     }
   }
   w.n_pending = keep;
+}
+
+// ---- Re-steering (resteer.h) ----
+
+namespace {
+
+inline void syn_forget(Worker& w, Conn& c) {
+  w.syn.release(c.syn);
+  c.syn = 0;
+}
+
+// Moves a connection waiting for its SYN-ACK (SYN_RECV, c.syn) to the next
+// destination that did not get its SYN yet: the entry, the destinations'
+// counts, its persistence template, the timer. False when none is left or
+// the attempts are spent: the connection then goes on as without
+// re-steering (its SYN memory freed).
+bool resteer_conn(Worker& w, Conn& c, ResteerReason why) {
+  SynMem& s = w.syn.at(c.syn);
+  const Shared& sh = *w.sh;
+  const VipKey key{c.vaddr, c.vport, c.proto, 0};
+  void* data = nullptr;
+  const Service* svc = nullptr;
+  if (rte_hash_lookup_with_hash_data(sh.vip_table, &key, vip_hash(key), &data) >= 0)
+    svc = static_cast<const Service*>(data);
+  int32_t idx = -1;
+  if (svc && s.n_tried <= sh.resteer_attempts && s.n_tried <= kResteerMax)
+    idx = sched_next(*svc, w.sched[svc->id], SchedCtx{w.dest_counters, c.caddr, c.vaddr}, s.tried, s.n_tried);
+  if (idx >= 0 && !w.conns.move_reply(&c, svc->dests[idx].ip, svc->dests[idx].port)) idx = -1;
+  if (idx < 0) {
+    bump(w.counters.resteer_gave_up);
+    syn_forget(w, c);
+    return false;
+  }
+  const DestRef& d = svc->dests[idx];
+  s.tried[s.n_tried++] = d.slot;
+  --w.dest_counters[c.dest_slot].inactive;  // SYN_RECV: counted inactive
+  DestCounters& dc = w.dest_counters[d.slot];
+  ++dc.conns;
+  ++dc.inactive;
+  c.dest_slot = d.slot;
+  c.dest_gen = d.gen;
+  if (c.tmpl) {  // persistence follows the backend that answers
+    Template* t = w.tmpls.at(c.tmpl - 1);
+    if (t && t->in_use && t->key.client == c.caddr && t->key.vip == c.vaddr && t->key.port == c.vport) {
+      t->dest_slot = d.slot;
+      t->dest_gen = d.gen;
+    }
+  }
+  if (sh.t_resteer) w.syn.arm(c.syn, w.now + sh.t_resteer);
+  bump(w.counters.resteers[why]);
+  return true;
+}
+
+// Sends the saved SYN to the connection's (new) destination. `m`: a packet
+// to reuse, or nullptr. Without an mbuf (the pool empty: timer only) nothing
+// is sent: the next timer or the client's retransmission sends it.
+void send_saved_syn(Worker& w, Conn& c, rte_mbuf* m) {
+  // The answer that re-steered becomes the SYN when it is one plain
+  // buffer of its own; otherwise a fresh one.
+  if (m && m->nb_segs == 1 && RTE_MBUF_DIRECT(m) && rte_mbuf_refcnt_read(m) == 1) {
+    rte_pktmbuf_reset(m);
+  } else {
+    if (m) rte_pktmbuf_free(m);
+    m = rte_pktmbuf_alloc(w.pool);
+    if (!m) return;
+  }
+  const size_t len = syn_build(rte_pktmbuf_mtod(m, uint8_t*), w.syn.at(c.syn), c.laddr, c.lport, c.daddr, c.dport);
+  m->data_len = static_cast<uint16_t>(len);
+  m->pkt_len = static_cast<uint32_t>(len);
+  DestCounters& dc = w.dest_counters[c.dest_slot];
+  dc.inpkts++;
+  dc.inbytes += len - kEthLen;
+  output(w, m, c.daddr);
+}
+
+}  // namespace
+
+namespace {
+
+// A TCP packet of a connection waiting for its SYN-ACK (track, c.syn set;
+// out of line: the established path stays as small as without it).
+// From the backend: the SYN-ACK ends the wait; an RST answering the SYN
+// re-steers the connection (the RST is consumed: false). From the client: a
+// retransmitted SYN re-steers, and goes itself to the new destination.
+bool syn_waiting(Worker& w, Conn& c, rte_mbuf* m, const Parsed& p, bool from_client) {
+  if (c.state != ConnState::kSynRecv) return true;
+  SynMem& s = w.syn.at(c.syn);
+  const uint8_t* l4 = rte_pktmbuf_mtod(m, const uint8_t*) + p.l4_off;
+  if (from_client) {
+    if ((p.tcp_flags & (kTcpSyn | kTcpAck | kTcpRst | kTcpFin)) == kTcpSyn && bytes::rd32(l4 + 4) == s.isn)
+      resteer_conn(w, c, kResteerRetransmit);
+    return true;
+  }
+  switch (syn_answer(s, p.tcp_flags, bytes::rd32(l4 + 8))) {
+    case SynAnswer::kSynAck:
+      syn_forget(w, c);  // it got through
+      return true;
+    case SynAnswer::kRst:
+      if (!resteer_conn(w, c, kResteerRst)) return true;  // passed on, as without re-steering
+      send_saved_syn(w, c, m);
+      return false;
+    default:
+      return true;
+  }
+}
+
+// An ICMP destination unreachable from the destination side quoting the SYN
+// of a connection waiting for its SYN-ACK: re-steered, the error consumed
+// (true). Anything else: false, translated as usual.
+bool icmp_resteer(Worker& w, rte_mbuf* m, const uint8_t* f, const Parsed& p, const IcmpQuote& q) {
+  if (!w.sh->resteer_attempts || !q.to_client || q.proto != kProtoTcp || q.l4_quoted < 8) return false;
+  if ((p.dport >> 8) != 3 || (p.dport & 0xff) == 4) return false;  // not "fragmentation needed"
+  bool reply = false;
+  Conn* c = w.conns.lookup(make_key(q.dst, q.dport, q.src, q.sport, q.proto), &reply);
+  if (!c || !reply || !c->syn || c->state != ConnState::kSynRecv) return false;
+  if (c->daddr != q.dst || c->dport != q.dport || c->laddr != q.src || c->lport != q.sport) return false;
+  if (bytes::rd32(f + q.l4_off + 4) != w.syn.at(c->syn).isn) return false;
+  if (!resteer_conn(w, *c, kResteerIcmp)) return false;
+  send_saved_syn(w, *c, m);
+  return true;
+}
+
+}  // namespace
+
+void resteer_timers(Worker& w, uint32_t budget) noexcept {
+  for (uint32_t n = 0; n < budget; ++n) {
+    const uint32_t h = w.syn.head();
+    if (!h) return;
+    SynMem& s = w.syn.at(h);
+    if (s.deadline > w.now) return;
+    Conn& c = *s.conn;
+    w.syn.unlink(h);
+    if (c.state != ConnState::kSynRecv) {
+      syn_forget(w, c);
+      continue;
+    }
+    if (resteer_conn(w, c, kResteerTimeout)) send_saved_syn(w, c, nullptr);
+  }
 }
 
 }  // namespace vipd::dp

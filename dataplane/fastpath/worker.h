@@ -13,6 +13,7 @@
 #include "dataplane/fastpath/conn_table.h"
 #include "dataplane/fastpath/neighbor.h"
 #include "dataplane/fastpath/proxy_proto.h"
+#include "dataplane/fastpath/resteer.h"
 #include "dataplane/fastpath/templates.h"
 #include "dataplane/fastpath/tables.h"
 #include "dataplane/sched/sched.h"
@@ -69,8 +70,20 @@ struct Shared {
   uint64_t t_time_wait = 0, t_close_wait = 0, t_last_ack = 0;  // TSC
   uint32_t mh_table_size = 65537;
   bool expire_quiescent_template = true;
+  // Re-steering (resteer.h): how many times a TCP connection whose backend
+  // did not answer its SYN may be sent to another one (0 = never), and how
+  // long vipd waits for the SYN-ACK before it does (TSC; 0 = no timer, only
+  // RST, ICMP and the client's retransmission re-steer).
+  uint32_t resteer_attempts = 0;
+  uint64_t t_resteer = 0;
   uint64_t arp_retry = 0, arp_give_up = 0;                           // TSC
   uint32_t idle_sleep_us = 0;
+  // Kernel exception path (docs/gateway.md); both nullptr when it is off.
+  // to_kernel: frames for the kernel (workers enqueue, MP; the exception
+  // thread dequeues). from_kernel: frames the kernel sent, mbuf->port set to
+  // the port index (the exception thread enqueues; worker 0 sends them).
+  rte_ring* exc_to_kernel = nullptr;
+  rte_ring* exc_from_kernel = nullptr;
   std::atomic<bool> stop{false};
 };
 
@@ -152,6 +165,7 @@ struct Worker {
   ConnTable conns;
   TemplateTable tmpls;  // persistence templates
   ProxyPool proxy;      // PROXY protocol state of the connections that send a header
+  SynPool syn;          // saved SYNs of the connections waiting for their SYN-ACK (re-steering)
   SchedState* sched = nullptr;          // [max_services]
   DestCounters* dest_counters = nullptr;  // [max_dests]
   FnatPool fnat[kMaxLocalAddrs];
@@ -199,6 +213,12 @@ void process_burst(Worker& w, rte_mbuf** pkts, uint16_t n, bool from_ring) noexc
 // Sends what is buffered; retries and expires packets waiting for ARP.
 void flush_tx(Worker& w) noexcept;
 void service_pending(Worker& w) noexcept;
+// Re-steers the connections whose backend did not answer their SYN in time
+// (resteer.h); at most `budget` of them per call.
+void resteer_timers(Worker& w, uint32_t budget) noexcept;
+// Worker 0, when the exception path is on: queues what the kernel sent for
+// tx on the ports (Shared::exc_from_kernel). Once per poll, not per packet.
+void send_from_kernel(Worker& w) noexcept;
 // Answers a pending explain query, if any.
 void serve_mailbox(Worker& w) noexcept;
 // Visits up to `budget` of the connection table's entries (ConnTable::

@@ -132,7 +132,9 @@ int worker_main(void* arg) {
       }
     }
     if (w.n_pending) service_pending(w);
+    if (w.index == 0 && sh.exc_from_kernel) send_from_kernel(w);
     serve_mailbox(w);
+    if (w.syn.head()) resteer_timers(w, 64);
     flush_tx(w);
     sweep_conns_paced(w);
     w.tmpls.sweep(w.now, 16);

@@ -20,6 +20,7 @@
 #include "common/log.h"
 #include "dataplane/fastpath/worker.h"
 #include "dataplane/publish/publisher.h"
+#include "dataplane/runtime/exception_path.h"
 
 namespace vipd::dp {
 namespace {
@@ -82,6 +83,7 @@ class DpdkDataplane final : public Dataplane {
   rte_mempool* pool_ = nullptr;
   std::vector<std::unique_ptr<Worker>> workers_;
   std::unique_ptr<Publisher> pub_;
+  std::unique_ptr<ExceptionRelay> exc_;  // --exception-path tap; null when off
   std::vector<DestSnapshot> dest_base_;  // per slot, guarded by mu_
   mutable std::mutex mu_;
   mutable std::mutex explain_mu_;  // one explain query at a time
@@ -113,6 +115,12 @@ bool DpdkDataplane::init_eal(std::string* error) {
     } else {
       args.push_back("--vdev");
       args.push_back(vdev_with_queues(p.device, static_cast<unsigned>(cfg_.worker_lcores.size())));
+    }
+  }
+  if (cfg_.exception_path == vipd::ExceptionPath::kTap) {
+    for (const auto& v : ExceptionRelay::eal_vdevs(cfg_.exception_ifnames, cfg_.ports.size())) {
+      args.push_back("--vdev");
+      args.push_back(v);
     }
   }
   if (!any_pci && !has_arg(cfg_.eal_args, {"--no-pci", "-a", "--allow", "-b", "--block"}))
@@ -259,6 +267,8 @@ bool DpdkDataplane::init(std::string* error) {
   sh_.t_last_ack = 30 * sh_.tsc_hz;
   sh_.mh_table_size = cfg_.mh_table_size;
   sh_.expire_quiescent_template = cfg_.expire_quiescent_template;
+  sh_.resteer_attempts = cfg_.resteer_pool ? cfg_.resteer_attempts : 0;
+  sh_.t_resteer = uint64_t{cfg_.resteer_timeout_ms} * sh_.tsc_hz / 1000;
   sh_.arp_retry = sh_.tsc_hz / 5;  // 200 ms
   sh_.arp_give_up = sh_.tsc_hz;    // 1 s
   sh_.idle_sleep_us = cfg_.idle_sleep_us;
@@ -295,6 +305,10 @@ bool DpdkDataplane::init(std::string* error) {
     // (proxy_pool_full) while the others go on.
     const uint32_t pcap = sh_.forward == Forward::kFnat ? std::max<uint32_t>(cfg_.conn_table_size / 4, 1024) : 0;
     if (!w->proxy.init("vipd_" + std::to_string(i), pcap, sock, error)) return false;
+    // Re-steering: the SYNs of the connections waiting for their SYN-ACK
+    // (about 130 bytes each); past that, new connections go without.
+    if (!w->syn.init("vipd_" + std::to_string(i), sh_.resteer_attempts ? cfg_.resteer_pool : 0, sock, error))
+      return false;
     w->sched = static_cast<SchedState*>(rte_zmalloc("vipd_sched", sizeof(SchedState) * cfg_.max_services, 64));
     w->dest_counters = static_cast<DestCounters*>(rte_zmalloc("vipd_dctr", sizeof(DestCounters) * cfg_.max_dests, 64));
     if (!w->sched || !w->dest_counters) {
@@ -325,6 +339,10 @@ bool DpdkDataplane::init(std::string* error) {
   for (size_t i = 0; i < cfg_.ports.size(); ++i)
     if (!init_port(i, error)) return false;
   sh_.n_ports = static_cast<uint16_t>(cfg_.ports.size());
+  if (cfg_.exception_path == vipd::ExceptionPath::kTap) {
+    exc_ = std::make_unique<ExceptionRelay>();
+    if (!exc_->init(sh_, pool_, cfg_.exception_ifnames, cfg_.exception_pps, error)) return false;
+  }
   pub_ = std::make_unique<Publisher>(sh_);
   // A freed slot's cumulative counts become its baseline: the destination that
   // reuses the slot starts from zero (apply() holds mu_, as dest() does).
@@ -343,6 +361,7 @@ bool DpdkDataplane::start(std::string* error) {
     log_info("dpdk: worker " + std::to_string(w->index) + " running on lcore " + std::to_string(w->lcore));
   }
   started_ = true;
+  if (exc_) exc_->start();
   return true;
 }
 
@@ -351,6 +370,7 @@ void DpdkDataplane::stop() {
   stopped_ = true;
   sh_.stop.store(true);
   if (started_) rte_eal_mp_wait_lcore();
+  exc_.reset();  // after the workers: they enqueue to its rings
   if (!eal_) return;
   for (uint16_t i = 0; i < sh_.n_ports; ++i) {
     rte_eth_dev_stop(sh_.ports[i].port_id);
@@ -382,6 +402,9 @@ std::vector<WorkerSnapshot> DpdkDataplane::workers() const {
     s.arp_requests = ld(c.arp_requests);
     s.proxy_headers = ld(c.proxy_headers);
     s.proxy_header_retransmits = ld(c.proxy_header_retransmits);
+    for (unsigned r = 0; r < kNumResteerReasons; ++r) s.resteers[r] = ld(c.resteers[r]);
+    s.resteer_pool_full = ld(c.resteer_pool_full);
+    s.resteer_gave_up = ld(c.resteer_gave_up);
     s.conn_entries = w->conns.size();
     s.conn_capacity = w->conns.capacity();
     for (unsigned r = 0; r < kNumDropReasons; ++r) {
@@ -401,6 +424,8 @@ std::vector<PortSnapshot> DpdkDataplane::ports() const {
     p.device = cfg_.ports[i].device;
     p.port_id = sh_.ports[i].port_id;
     p.mac = mac_str(sh_.ports[i].mac);
+    p.ip = cfg_.ports[i].ip;
+    p.prefix_len = cfg_.ports[i].prefix_len;
     rte_eth_stats st{};
     if (rte_eth_stats_get(p.port_id, &st) == 0) {
       p.ipackets = st.ipackets;
@@ -408,6 +433,16 @@ std::vector<PortSnapshot> DpdkDataplane::ports() const {
       p.ierrors = st.ierrors;
       p.oerrors = st.oerrors;
       p.imissed = st.imissed;
+    }
+    if (exc_ && i < exc_->ports().size()) {
+      const ExceptionRelay::Port& e = *exc_->ports()[i];
+      auto ld = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
+      p.exception_ifname = e.ifname;
+      p.exc_to_kernel = ld(e.counters.to_kernel);
+      p.exc_from_kernel = ld(e.counters.from_kernel);
+      p.exc_rate_limited = ld(e.counters.rate_limited);
+      p.exc_kernel_full = ld(e.counters.kernel_full);
+      p.exc_from_kernel_full = ld(e.counters.from_kernel_full);
     }
     out.push_back(p);
   }

@@ -38,6 +38,8 @@ struct WorkerSnapshot {
   uint64_t redirects_out = 0, redirects_in = 0, polls = 0, busy_polls = 0;
   uint64_t rst_sent = 0, icmp_unreach_sent = 0, arp_replies = 0, arp_requests = 0;
   uint64_t proxy_headers = 0, proxy_header_retransmits = 0;  // PROXY protocol (full NAT)
+  uint64_t resteers[4] = {};  // re-steered connections by reason (rst, icmp, timeout, retransmit)
+  uint64_t resteer_pool_full = 0, resteer_gave_up = 0;
   uint32_t conn_entries = 0, conn_capacity = 0;
   std::vector<std::pair<std::string, uint64_t>> drop_reasons;  // all reasons, fixed order
 };
@@ -52,6 +54,16 @@ struct PortSnapshot {
   uint16_t port_id = 0;
   std::string mac;
   uint64_t ipackets = 0, opackets = 0, ierrors = 0, oerrors = 0, imissed = 0;
+  // Kernel exception path (docs/gateway.md); exception_ifname empty: off.
+  // Frames dropped because a worker found the ring to the kernel full are the
+  // workers' drop reason exception_queue_full.
+  std::string exception_ifname;
+  uint64_t exc_to_kernel = 0, exc_from_kernel = 0;  // frames written to / read from the interface
+  uint64_t exc_rate_limited = 0;       // to the kernel, over --exception-pps
+  uint64_t exc_kernel_full = 0;        // to the kernel, refused by the tap
+  uint64_t exc_from_kernel_full = 0;   // from the kernel, ring to the port full
+  uint32_t ip = 0;                     // the port's address (host order) and prefix
+  uint8_t prefix_len = 0;
 };
 
 // What the dataplane would do with a packet (vipctl explain). Computed by the

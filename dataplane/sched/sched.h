@@ -49,6 +49,16 @@ inline uint32_t addr_hash(uint32_t a) noexcept {
   return h;
 }
 
+// Re-steering (fastpath/resteer.h): the destination to try next for a new
+// connection whose SYN already went to the destinations whose slots are
+// tried[0 .. n_tried), or -1 when every destination with a weight above 0
+// was tried. sh, dh and mh walk the service's own lookup table in an order
+// drawn from the key alone (the source address, dh: the destination), so
+// that every gateway with the same table re-steers a flow the same way; the
+// other schedulers pick as for a new connection, skipping what was tried.
+int32_t sched_next(const Service& svc, SchedState& st, const SchedCtx& ctx, const uint32_t* tried,
+                   uint32_t n_tried) noexcept;
+
 inline int32_t sched_pick(const Service& svc, SchedState& st, const SchedCtx& ctx = SchedCtx{}) noexcept {
   if (st.svc != &svc) {
     st = SchedState{};

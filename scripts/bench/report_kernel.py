@@ -44,7 +44,8 @@ def ipt_section(ipt, table, fmt, n_human):
         if r.get("full_from"):
             notes.append(f"\\* {n_human(r['services'])} {ver}, full sync: {r['full_from']}.")
             full += " \\*"
-        rt = r["full_p50_ms"] / r["partial_p50_ms"] if r.get("partial_p50_ms") and not r.get("full_from") else None
+        rt = (r["full_p50_ms"] / r["partial_p50_ms"]
+              if r.get("partial_p50_ms") and r.get("full_p50_ms") and not r.get("full_from") else None)
         rows.append([ver, n_human(r["services"]), fmt(r.get("nat_chains")),
                      " / ".join(fmt(x) for x in r["initial_ms_runs"]) if r.get("initial_ms_runs") else fmt(r.get("initial_ms")),
                      full, fmt(r.get("full_restore_p50_ms")) + (" \\*" if r.get("full_from") else ""),
@@ -56,13 +57,15 @@ def ipt_section(ipt, table, fmt, n_human):
     if added:
         r = added[0]
         out += ["", f"{r.get('iptables', r.get('variant'))} rows: `{r['command']}`, measured {r.get('measured', '?')}, "
-                f"load average {r.get('load', '?')} (CPU contention inflates them; two initial times are two runs)." + (" " + " ".join(notes) if notes else "")]
+                f"load average {r.get('load', '?')} (CPU contention inflates them"
+                + ("; two initial times are two runs" if any(x.get("initial_ms_runs") for x in ipt) else "") + ")."
+                + (" " + " ".join(notes) if notes else "")]
     elif notes:
         out += ["", " ".join(notes)]
     out.append("")
     for v in sorted({r.get("variant", "") for r in ipt}, key=lambda v: order.get(v, 3)):
         ok = sorted([r for r in ipt if r.get("variant", "") == v and not r.get("failed") and r.get("partial_p50_ms")
-                     and not r.get("full_from")], key=lambda r: r["services"])
+                     and r.get("full_p50_ms") and not r.get("full_from")], key=lambda r: r["services"])
         if len(ok) < 2:
             continue
         lo, hi = ok[0], ok[-1]
@@ -73,7 +76,10 @@ def ipt_section(ipt, table, fmt, n_human):
                    f"{fmt(hi['partial_p50_ms'], 2)} ms).")
     out += ["", "A partial payload is about a kilobyte at any size (`partial_payload_bytes`), yet a partial sync grows "
             "with the table: `iptables-restore` re-reads and rewrites the whole table per transaction, and an nf_tables "
-            "commit with jump or goto rules validates the whole table graph."]
+            "commit with jump, goto, vmap or dnat rules validates every chain the hooks reach (vipd's nftables fnat "
+            "layout has one chain per service for that reason, docs/modes.md). An nftables initial or full sync grows "
+            "about quadratically: the kernel names each service's anonymous endpoint map by scanning every set of the "
+            "table (*Single observations*)."]
     return "\n".join(out)
 
 

@@ -34,7 +34,7 @@
 //    every mbuf back in the pool; after expiring all connections the
 //    connection table is empty, active_flows is 0 and no PROXY protocol
 //    entry is in use (services 10.96.0.100:8443 and 10.96.0.102:8444 send
-//    the header).
+//    the header), nor any saved SYN (re-steering).
 #include <rte_cycles.h>
 #include <rte_eal.h>
 #include <rte_errno.h>
@@ -178,6 +178,7 @@ void build_setup(Setup& s, Forward fwd, uint32_t conn_capacity) {
   sh.local_addrs[0] = kLocal;
   sh.local_addrs[1] = kLocal2;
   sh.mh_table_size = 251;
+  sh.resteer_attempts = 3;
   for (uint32_t i = 0; i < kWorkers; ++i) {
     auto w = std::make_unique<Worker>();
     w->index = i;
@@ -187,6 +188,11 @@ void build_setup(Setup& s, Forward fwd, uint32_t conn_capacity) {
     if (!w->tmpls.init(uniq("fztmpl_"), 1024, 0, &err)) fail("tmpls", err);
     // A small PROXY protocol pool: proxy_pool_full is reachable.
     if (!w->proxy.init(uniq("fzproxy_"), 4, 0, &err)) fail("proxy pool", err);
+    // Re-steering on, with a small pool (resteer_pool_full reachable) and no
+    // timer calls (resteer_timers sends SYNs no input frame accounts for):
+    // RSTs, ICMP errors and retransmitted SYNs of connections waiting for
+    // their SYN-ACK re-steer them, one frame in, one out.
+    if (!w->syn.init(uniq("fzsyn_"), 4, 0, &err)) fail("syn pool", err);
     w->sched = static_cast<SchedState*>(rte_zmalloc("fz_sched", sizeof(SchedState) * sh.max_services, 64));
     w->dest_counters = static_cast<DestCounters*>(rte_zmalloc("fz_dctr", sizeof(DestCounters) * sh.max_dests, 64));
     if (!w->sched || !w->dest_counters) fail("rte_zmalloc");
@@ -441,6 +447,7 @@ void reset(Setup& s) {
     CHECK(w->conns.size() == 0, "connections left after expiring all: " + std::to_string(w->conns.size()));
     CHECK(w->tmpls.size() == 0, "templates left after expiring all");
     CHECK(w->proxy.in_use() == 0, "PROXY protocol entries left after expiring all");
+    CHECK(w->syn.in_use() == 0 && w->syn.head() == 0, "saved SYNs left after expiring all");
     CHECK(w->counters.active_flows.load() == 0,
           "active_flows after expiring all: " + std::to_string(int64_t(w->counters.active_flows.load())));
     for (uint32_t d = 0; d < s.sh().max_dests; ++d)

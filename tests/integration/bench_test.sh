@@ -17,8 +17,9 @@
 #   suite-runs     bench.sh exits 0, every benchmark left its result line,
 #                  run.log names no failed run
 #   pipeline       benchmark 1: every case forwarded all of its packets (0
-#                  drops in every phase), held every flow in its connection
-#                  table, and measured every phase
+#                  drops in every phase, the l3fwd baseline's included), held
+#                  every flow in its connection table, and measured every phase
+#                  and both baselines (I/O-only, l3fwd)
 #   memfloor       the memory floor: every shape measured, the established
 #                  packet read as 4 lines in 3 levels
 #   control-plane, control-plane-sync, control-plane-decode
@@ -26,8 +27,8 @@
 #                  (both with a polling worker and offline), the list decoded
 #   memory         benchmark 4: the connection table really holds the flows,
 #                  and RSS grew while they were added (the pages are touched)
-#   callgrind      benchmark 5: instruction counts per packet for each phase
-#                  (skipped, loudly, without valgrind: scripts/bootstrap.sh
+#   callgrind      benchmark 5: instruction counts per packet for each phase,
+#                  I/O-only < l3fwd baseline < established (skipped, loudly, without valgrind: scripts/bootstrap.sh
 #                  installs it)
 #   report         report.py renders every section from these results, and
 #                  the two pipeline plots when gnuplot is installed
@@ -152,6 +153,8 @@ for r in rows:
         want(r.get(ph + "_drops") == 0, "%s: %s_drops %s" % (c, ph, r.get(ph + "_drops")))
         want((r.get(ph + "_ns") or 0) > 0 and (r.get(ph + "_packets") or 0) > 0, "%s: no %s measurement" % (c, ph))
     want((r.get("baseline_ns") or 0) > 0, "%s: no I/O-only baseline" % c)
+    want((r.get("l3fwd_ns") or 0) > 0 and (r.get("l3fwd_packets") or 0) > 0, "%s: no l3fwd baseline" % c)
+    want(r.get("l3fwd_drops") == 0, "%s: the l3fwd baseline dropped %s frames" % (c, r.get("l3fwd_drops")))
     want(r.get("conn_entries") == r.get("flows"), "%s: %s entries in the connection table" % (c, r.get("conn_entries")))
 '
 check memfloor memfloor.jsonl '
@@ -187,9 +190,11 @@ if command -v valgrind >/dev/null 2>&1; then
 pk = [r for r in rows if r.get("bench") != "cp"]
 want(len(pk) == 1 and len(rows) == 2, "%d pipeline and %d cp rows" % (len(pk), len(rows) - len(pk)))
 for r in pk:
-    for ph in ("est", "reply", "newconn", "baseline"):
+    for ph in ("est", "reply", "newconn", "baseline", "l3fwd"):
         want(0 < (r.get(ph + "_ir_per_pkt") or 0) < 1e6, "%s: %s instructions per packet" % (ph, r.get(ph + "_ir_per_pkt")))
     want(r.get("baseline_ir_per_pkt", 0) < r.get("est_ir_per_pkt", 0), "the I/O-only baseline costs more than forwarding")
+    want(r.get("baseline_ir_per_pkt", 0) < r.get("l3fwd_ir_per_pkt", 0) < r.get("est_ir_per_pkt", 0),
+         "not I/O-only < l3fwd < established: %s / %s / %s instructions" % (r.get("baseline_ir_per_pkt"), r.get("l3fwd_ir_per_pkt"), r.get("est_ir_per_pkt")))
 '
 else
   skip callgrind "valgrind not installed (scripts/bootstrap.sh installs it)"
@@ -199,7 +204,7 @@ fi
 if "$PYTHON" scripts/bench/report.py "$OUT" "$TMP/doc.md" "$TMP/img" >"$TMP/report.log" 2>&1; then
   lacks=()
   for s in "Report for vipd " "## Platform" "## Configuration" "## Results summary" "### Design targets" \
-           "## 1. Dataplane pipeline" "### The memory floor" "one line of a packed 16 MiB region" \
+           "## 1. Dataplane pipeline" "### Baselines: I/O only and l3fwd" "ratio to l3fwd" "### The memory floor" "one line of a packed 16 MiB region" \
            "## 2. Control plane" "### 2b." "## 3." "## 4." "## 5." "## Measured changes" "## How to reproduce" \
            "## Published numbers"; do
     grep -qF -- "$s" "$TMP/doc.md" || lacks+=("$s")

@@ -9,7 +9,8 @@
 # answer "refused". All nft commands run inside the lb namespace.
 #
 # Checks: the seed scenario (VIP 10.96.0.100:8080 -> 4 pods, spread; pod4 removed
-# while requests run: none fails, pod4 never reached again, its chain deleted,
+# while requests run: none fails, pod4 never reached again, its chain deleted
+# (nat; fnat renders the compact form: no endpoint chains, endpoint-layout),
 # and the change was a partial sync), the dry-run transaction accepted by
 # `nft -c -f` and equal to what the kernel holds, no endpoints -> refused (TCP,
 # UDP), another port of a ClusterIP -> refused, UDP, sessionAffinity ClientIP,
@@ -27,7 +28,7 @@ case $METHOD in
 esac
 NAME="nftables_test($METHOD)"
 
-CHECKS=(vipd-starts mode-reported dry-run-accepted http-four-pods masquerade change-applied one-change-partial
+CHECKS=(vipd-starts mode-reported dry-run-accepted http-four-pods masquerade endpoint-layout change-applied one-change-partial
         removal-no-failures removed-pod-never-reached stale-chain-retired no-endpoints-refused
         udp-no-endpoints-refused other-port-refused udp-roundtrip affinity restart-no-stale vipctl-list
         vipctl-stats healthz vipd-alive)
@@ -141,8 +142,17 @@ want_peer=$([ "$METHOD" = fnat ] && echo 10.244.0.1 || echo 10.0.0.2)
 if [ "$peers" = "$want_peer " ]; then pass masquerade; else fail masquerade "pods saw peers '${peers:-none}'; want only $want_peer ($METHOD)"; fi
 
 # ---- remove pod4 while requests run ----------------------------------------------
+# fnat renders the compact form (db's service chain DNATs through a numgen map
+# of its endpoints, no endpoint chains); nat has one chain per endpoint (hairpin
+# marking). A rule that sends db:http to pod4, in either form:
+DB_POD4='10\.244\.3\.44(:| \. )8080 .*comment "default/db:http'
 sep4=$(table_now | chain_with 'dnat to 10.244.3.44:8080 comment "default/db:http')
 note "db's endpoint chain for pod4 before the change: ${sep4:-none}"
+if [ "$METHOD" = fnat ]; then
+  if [ -z "$sep4" ] && table_now | grep -qE "$DB_POD4"; then pass endpoint-layout
+  else fail endpoint-layout "fnat: want db's pod4 in its service chain's map, no endpoint chain (found '${sep4:-none}')"; fi
+elif [ -n "$sep4" ]; then pass endpoint-layout
+else fail endpoint-layout "nat: want an endpoint chain that DNATs db:http to pod4"; fi
 st=$(status_json)
 gen_before=$(generation_of "$st")
 partial_before=$(nft_stat "$st" partial_syncs)
@@ -160,21 +170,22 @@ for _ in $(seq 1 1000); do   # bounded: ~10 s
   sleep 0.01
 done
 now=$(table_now)
-if [ -n "$gen_after" ] && ! grep -q 'dnat to 10.244.3.44:8080 comment "default/db:http' <<<"$now"; then
+if [ -n "$gen_after" ] && ! grep -qE "$DB_POD4" <<<"$now"; then
   pass change-applied
   note "generation $gen_before -> $gen_after, visible after $(( ($(date +%s%N) - t_mv) / 1000000 )) ms"
 else
   fail change-applied "generation '${gen_before:-?}' -> '${gen_after:-none}'; db still DNATs to pod4: $(grep -c 'db:http -> 10.244.3.44' <<<"$now")"
 fi
-# One partial sync: db's http and dns service chains rewritten, pod4's two
-# endpoint chains flushed and retired (deleted in bulk later, or by a full sync).
+# One partial sync: db's http and dns service chains rewritten, and (nat) pod4's
+# two endpoint chains flushed and retired (deleted in bulk later, or by a full sync).
+want_ret=$([ "$METHOD" = fnat ] && echo 0 || echo 2)
 st=$(status_json)
 p_after=$(nft_stat "$st" partial_syncs); cw=$(nft_stat "$st" chains_written); cret=$(nft_stat "$st" chains_retired)
 fulls=$(nft_stat "$st" full_syncs)
-if [ -n "$p_after" ] && [ "$p_after" -gt "${partial_before:-0}" ] && [ "$fulls" = 1 ] && [ "$cw" = 2 ] && [ "$cret" = 2 ]; then
+if [ -n "$p_after" ] && [ "$p_after" -gt "${partial_before:-0}" ] && [ "$fulls" = 1 ] && [ "$cw" = 2 ] && [ "$cret" = "$want_ret" ]; then
   pass one-change-partial
 else
-  fail one-change-partial "partial syncs ${partial_before:-?} -> ${p_after:-?}, full $fulls, last: $cw chains written, $cret retired (want 2 and 2)"
+  fail one-change-partial "partial syncs ${partial_before:-?} -> ${p_after:-?}, full $fulls, last: $cw chains written, $cret retired (want 2 and $want_ret)"
 fi
 wait "$BGR" 2>/dev/null
 r=$(tail -n 1 "$TMP/during.out")
@@ -190,7 +201,16 @@ if [ -z "$d" ] && [ -n "$r" ]; then pass removed-pod-never-reached; else fail re
 # that a full sync leaves no such chain behind.
 now=$(table_now)
 rules4=$(awk -v c="$sep4" '$1 == "chain" && $2 == c {on = 1; next} on && /^\t}/ {exit} on && NF {print}' <<<"$now")
-if [ -n "$sep4" ] && [ -z "$rules4" ] && grep -q 'dnat to 10.244.3.44:8080 comment "default/sticky:http' <<<"$now"; then
+sticky4=$(grep -c 'dnat to 10.244.3.44:8080 comment "default/sticky:http' <<<"$now")
+if [ "$METHOD" = fnat ]; then
+  # compact: no endpoint chain to retire; no rule of db reaches pod4, sticky's
+  # (affinity: endpoint chains) pod4 chain kept
+  if [ -z "$sep4" ] && ! grep -qE "$DB_POD4" <<<"$now" && [ "$sticky4" -ge 1 ]; then
+    pass stale-chain-retired
+  else
+    fail stale-chain-retired "db endpoint chain '${sep4:-}', db rules to pod4: $(grep -cE "$DB_POD4" <<<"$now"), sticky's pod4 rules: $sticky4"
+  fi
+elif [ -n "$sep4" ] && [ -z "$rules4" ] && [ "$sticky4" -ge 1 ]; then
   pass stale-chain-retired
 else
   fail stale-chain-retired "db's pod4 chain '${sep4:-not found before}' still has rules ($(head -c 200 <<<"$rules4")), or sticky's pod4 chain was lost"

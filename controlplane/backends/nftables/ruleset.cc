@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <set>
 #include <sstream>
+#include <string_view>
 #include <unordered_map>
 
 #include "controlplane/backends/iptables/chain_names.h"
@@ -69,6 +70,27 @@ bool render_entry(const VirtualService& svc, const std::string& hash_input, cons
   Chain sc{svc_chain, {}};
   if (opts.masquerade_all) sc.rules.push_back("jump mark-for-masquerade");
   const uint32_t timeout = svc.persistence_timeout_s;
+  const char* p = ipt::protocol_lower(svc.key.protocol);
+  if (opts.masquerade_all && timeout == 0) {
+    // Compact form: with every flow marked above there is no per-endpoint
+    // hairpin rule and no affinity set, so the service chain DNATs itself
+    // (a numgen-indexed map of endpoints) and owns no endpoint chains. Each
+    // commit makes the kernel validate every chain the hooks reach, so one
+    // chain per service instead of 1 + endpoints is what a partial sync pays.
+    const std::string how = active.size() == 1 ? std::string("dnat to ") + endpoint_str(*active[0]) : [&] {
+      std::string m = std::string("dnat ip to numgen random mod ") + std::to_string(active.size()) + " map { ";
+      for (size_t i = 0; i < active.size(); ++i)
+        m += (i ? ", " : "") + std::to_string(i) + " : " + active[i]->ip.to_string() + " . " +
+             std::to_string(active[i]->port);
+      return m + " }";
+    }();
+    sc.rules.push_back(std::string("meta l4proto ") + p + " " + how + " " +
+                       comment(active.size() == 1 ? svc.name + " -> " + endpoint_str(*active[0])
+                                                  : svc.name + " " + name(svc.kind)));
+    r.chains.push_back(std::move(sc));
+    *out = std::move(r);
+    return true;
+  }
   std::vector<std::string> seps, affs;
   for (const RealServer* b : active) {
     const std::string h = ipt::chain_hash(hash_input + endpoint_str(*b));
@@ -84,7 +106,6 @@ bool render_entry(const VirtualService& svc, const std::string& hash_input, cons
   sc.rules.push_back("numgen random mod " + std::to_string(seps.size()) + " vmap { " + vmap + " } " +
                      comment(svc.name + " " + name(svc.kind)));
   r.chains.push_back(std::move(sc));
-  const char* p = ipt::protocol_lower(svc.key.protocol);
   for (size_t i = 0; i < active.size(); ++i) {
     Chain sep{seps[i], {}};
     sep.rules.push_back("ip saddr " + active[i]->ip.to_string() + " jump mark-for-masquerade");
@@ -97,32 +118,69 @@ bool render_entry(const VirtualService& svc, const std::string& hash_input, cons
   return true;
 }
 
-size_t Desired::chains() const {
-  size_t n = 0;
-  for (const auto& [k, e] : entries) n += e->render.chains.size();
-  return n;
+bool Desired::has_cluster_ip(const Vip& v) const {
+  auto it = std::lower_bound(cluster_ips.begin(), cluster_ips.end(), std::pair<Vip, int>{v, 0},
+                             [](const auto& x, const auto& y) { return x.first < y.first; });
+  return it != cluster_ips.end() && it->first == v;
 }
 
 bool build_desired(const ServiceTable& table, const RenderOptions& opts, const Desired& prev, Desired* out,
                    size_t* rendered, std::string* error) {
   Desired d;
   size_t fresh = 0;
-  std::unordered_map<std::string, int> uses;
-  uses.reserve(table.services.size());
-  for (const auto& [key, svc] : table.services) ++uses[ipt::entry_hash_input(svc)];
+  // Pass 1: each entry's previous state when its VirtualService is unchanged
+  // (a merge walk: both maps are ordered by key), else its hash input.
+  struct Item {
+    const ServiceKey* key;
+    const VirtualService* svc;
+    const std::shared_ptr<const Desired::Entry>* old;  // in prev: unchanged VirtualService
+    std::string base;                                   // entry_hash_input, only when !old
+  };
+  std::vector<Item> items;
+  items.reserve(table.services.size());
+  auto p = prev.entries.begin();
   for (const auto& [key, svc] : table.services) {
-    std::string input = ipt::entry_hash_input(svc);
-    if (uses[input] > 1) input = ipt::entry_hash_input_extended(svc);
-    if (svc.kind == ServiceKind::kClusterIp) ++d.cluster_ips[key.vip.to_string()];
-    auto old = prev.entries.find(key);
-    if (old != prev.entries.end() && old->second->hash_input == input && old->second->svc == svc) {
-      d.entries.emplace_hint(d.entries.end(), key, old->second);
+    while (p != prev.entries.end() && p->first < key) ++p;
+    const std::shared_ptr<const Desired::Entry>* old =
+        p != prev.entries.end() && p->first == key && p->second->svc == svc ? &p->second : nullptr;
+    items.push_back({&key, &svc, old, old ? std::string() : ipt::entry_hash_input(svc)});
+  }
+  // Chain names collide when two entries have the same hash input: both then
+  // use the extended one. Counted by the inputs' 64-bit hashes, sorted (one
+  // array; two inputs that only share a hash get the extended names too,
+  // which is harmless).
+  const auto base_of = [](const Item& it) -> const std::string& { return it.old ? (*it.old)->base_input : it.base; };
+  std::vector<size_t> hashes;
+  hashes.reserve(items.size());
+  for (const auto& it : items) hashes.push_back(std::hash<std::string>{}(base_of(it)));
+  std::vector<size_t> sorted = hashes;
+  std::sort(sorted.begin(), sorted.end());
+  d.entries.reserve(items.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    const Item& it = items[i];
+    const VirtualService& svc = *it.svc;
+    const Desired::Entry* old = it.old ? it.old->get() : nullptr;
+    const std::string& base = base_of(it);
+    const auto range = std::equal_range(sorted.begin(), sorted.end(), hashes[i]);
+    const bool collides = range.second - range.first > 1;
+    if (svc.kind == ServiceKind::kClusterIp) {
+      // keys are ordered by VIP first: equal VIPs are adjacent
+      if (!d.cluster_ips.empty() && d.cluster_ips.back().first == it.key->vip)
+        ++d.cluster_ips.back().second;
+      else
+        d.cluster_ips.emplace_back(it.key->vip, 1);
+    }
+    if (old && (old->hash_input != old->base_input) == collides) {
+      d.chain_count += old->render.chains.size();
+      d.entries.emplace_back(*it.key, *it.old);
       continue;
     }
-    auto e = std::make_shared<Desired::Entry>(Desired::Entry{svc, input, {}});
-    if (!render_entry(svc, input, opts, &e->render, error)) return false;
+    auto e = std::make_shared<Desired::Entry>(
+        Desired::Entry{svc, collides ? ipt::entry_hash_input_extended(svc) : base, {}, base});
+    if (!render_entry(svc, e->hash_input, opts, &e->render, error)) return false;
     ++fresh;
-    d.entries.emplace_hint(d.entries.end(), key, std::move(e));
+    d.chain_count += e->render.chains.size();
+    d.entries.emplace_back(*it.key, std::move(e));
   }
   if (rendered) *rendered = fresh;
   *out = std::move(d);
@@ -205,7 +263,7 @@ Transaction render_full(const Desired& next, const RenderOptions& opts) {
     t.chains_written += e->render.chains.size();
     for (const auto& el : e->render.elements) adds[el.map].push_back(elem(el, true));
   }
-  for (const auto& [ip, n] : next.cluster_ips) adds["cluster-ips"].push_back(ip);
+  for (const auto& [ip, n] : next.cluster_ips) adds["cluster-ips"].push_back(ip.to_string());
   for (const auto& [m, v] : adds) t.elements_added += v.size();
   emit_elements(o, "add", adds);
   t.text = o.str();
@@ -273,9 +331,9 @@ Transaction render_delta(const Desired& prev, const Desired& next) {
       !std::equal(prev.cluster_ips.begin(), prev.cluster_ips.end(), next.cluster_ips.begin(),
                   [](const auto& x, const auto& y) { return x.first == y.first; })) {
     for (const auto& [ip, n] : prev.cluster_ips)
-      if (!next.cluster_ips.count(ip)) dels["cluster-ips"].push_back(ip);
+      if (!next.has_cluster_ip(ip)) dels["cluster-ips"].push_back(ip.to_string());
     for (const auto& [ip, n] : next.cluster_ips)
-      if (!prev.cluster_ips.count(ip)) adds["cluster-ips"].push_back(ip);
+      if (!prev.has_cluster_ip(ip)) adds["cluster-ips"].push_back(ip.to_string());
   }
   for (const auto& [m, v] : dels) t.elements_deleted += v.size();
   for (const auto& [m, v] : adds) t.elements_added += v.size();

@@ -11,12 +11,21 @@
 //          nat-postrouting, and the fixed chains services, service-endpoints-check,
 //          firewall-check, cluster-ips-check, reject-chain, mark-for-masquerade,
 //          masquerading
-//   per entry with usable endpoints:
+//   per entry with usable endpoints, compact form (forward method fnat, which
+//   marks every flow, and no ClientIP affinity):
+//          svc-<hash>   jump mark-for-masquerade
+//                       dnat ip to numgen random mod N map { 0 : IP . port, ... }
+//   otherwise (hairpin marking per endpoint, or affinity), kube-proxy's form:
 //          svc-<hash>   [jump mark-for-masquerade] [affinity: ip saddr @aff-.. goto sep-..]
 //                       numgen random mod N vmap { 0 : goto sep-<hash>, ... }
 //          sep-<hash>   hairpin mark, [update @aff-<hash>-<timeout> { ip saddr }], dnat
 //          fw-<hash>    ip saddr != { loadBalancerSourceRanges } drop
 //          aff-<hash>-<timeout>  set ipv4_addr, flags dynamic,timeout (ClientIP affinity)
+//
+// Every commit that adds a rule with a jump, goto, vmap or NAT makes the kernel
+// validate the whole table (each chain the base chains reach, once per hook),
+// so the number of chains, not the size of the change, sets a partial sync's
+// floor; the compact form keeps it at one chain per service.
 //
 // Rendering is per entry (render_entry), so a sync re-renders only entries whose
 // VirtualService changed, and the transaction (render_delta) touches only their
@@ -76,11 +85,15 @@ struct Desired {
     VirtualService svc;
     std::string hash_input;
     EntryRender render;
+    std::string base_input;  // ipt::entry_hash_input(svc) (hash_input unless it collided)
   };
   // Shared with earlier states: an unchanged entry is the same object (a
-  // pointer copy, no rendering or string copies per sync).
-  std::map<ServiceKey, std::shared_ptr<const Entry>> entries;
-  std::map<std::string, int> cluster_ips;  // ClusterIP VIP text -> entries using it
+  // pointer copy, no rendering or string copies per sync). Sorted by key
+  // (vectors: a sync allocates two arrays, not a tree node per service).
+  std::vector<std::pair<ServiceKey, std::shared_ptr<const Entry>>> entries;
+  using Vip = decltype(ServiceKey::vip);
+  std::vector<std::pair<Vip, int>> cluster_ips;  // ClusterIP VIP -> entries using it, sorted
+  bool has_cluster_ip(const Vip& v) const;
   // Chains and sets the kernel still holds although no entry uses them: a
   // partial sync flushes a chain it no longer needs and leaves it (empty,
   // unreferenced) here instead of deleting it, because with libnftables 1.0.x
@@ -90,11 +103,14 @@ struct Desired {
   // full sync (which replaces the table). Set by the backend after a
   // successful transaction (Transaction::retired_*).
   std::set<std::string> retired_chains, retired_sets;
-  size_t chains() const;
+  size_t chain_count = 0;  // per-entry chains (build_desired counts them)
+  size_t chains() const { return chain_count; }
 };
 
 // Builds the desired state of `table`, reusing the renders of `prev` for
 // entries whose VirtualService and hash input are unchanged (prev may be empty).
+// An unchanged entry costs a comparison and a pointer copy: its hash input
+// comes from prev, no string is built for it.
 // `rendered` (optional) counts the entries rendered anew.
 bool build_desired(const ServiceTable& table, const RenderOptions& opts, const Desired& prev, Desired* out,
                    size_t* rendered, std::string* error);

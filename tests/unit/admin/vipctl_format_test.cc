@@ -175,6 +175,25 @@ TEST(VipctlFormat, Stats) {
             "  ring_full        4\n");
 }
 
+// Re-steered connections: one line when any counter is non-zero, summed
+// over the workers; nothing when all are zero (StatsAllDropsZero).
+TEST(VipctlFormat, StatsResteered) {
+  json doc = json::parse(R"({"workers":[
+    {"lcore":1,"rx":5,"tx":5,"drops":0,"new_flows":1,"active_flows":1,"redirects":0,"drop_reasons":{},
+     "resteers":{"rst":3,"icmp":0,"timeout":2,"retransmit":0},"resteer_pool_full":0,"resteer_gave_up":1},
+    {"lcore":2,"rx":5,"tx":5,"drops":0,"new_flows":1,"active_flows":1,"redirects":0,"drop_reasons":{},
+     "resteers":{"rst":1,"icmp":4,"timeout":0,"retransmit":1},"resteer_pool_full":7,"resteer_gave_up":0}]})");
+  EXPECT_EQ(format_stats(doc),
+            "Lcore  RX  TX  Drops  NewFlows  ActiveFlows  Redirects\n"
+            "1       5   5      0         1            1          0\n"
+            "2       5   5      0         1            1          0\n"
+            "total  10  10      0         2            2          0\n"
+            "\n"
+            "Re-steered connections: icmp 4 retransmit 1 rst 4 timeout 2; gave up 1, pool full 7\n"
+            "\n"
+            "Drops by reason: none (all reasons zero)\n");
+}
+
 TEST(VipctlFormat, StatsAllDropsZero) {
   json doc = json::parse(R"({"workers":[
     {"lcore":3,"rx":5,"tx":5,"drops":0,"new_flows":1,"active_flows":1,"redirects":0,

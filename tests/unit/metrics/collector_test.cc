@@ -200,6 +200,10 @@ TEST_F(CollectorTest, ValuesAreTheSnapshots) {
   EXPECT_EQ(value(fams, "vipd_worker_busy_polls_total", {{"worker", "1"}}), 250);
   EXPECT_EQ(value(fams, "vipd_conn_table_capacity", {{"worker", "1"}}), 262144);
   EXPECT_EQ(value(fams, "vipd_port_rx_packets_total", {{"device", "net_af_packet0,iface=c0"}}), 5000);
+  EXPECT_EQ(value(fams, "vipd_exception_packets_total", {{"interface", "vipd-0"}, {"direction", "to_kernel"}}), 7);
+  EXPECT_EQ(value(fams, "vipd_exception_packets_total", {{"interface", "vipd-0"}, {"direction", "from_kernel"}}), 8);
+  EXPECT_EQ(value(fams, "vipd_exception_drops_total", {{"interface", "vipd-0"}, {"reason", "rate_limited"}}), 9);
+  EXPECT_EQ(value(fams, "vipd_exception_drops_total", {{"interface", "vipd-0"}, {"reason", "kernel_full"}}), 0);
   EXPECT_EQ(value(fams, "vipd_neighbor_entries"), 3);
   EXPECT_EQ(value(fams, "vipd_services"), 3);
   EXPECT_EQ(value(fams, "vipd_backends"), 5);

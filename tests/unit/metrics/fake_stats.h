@@ -115,6 +115,10 @@ inline void fill_seed(FakeStats& f) {
   p.device = "net_af_packet0,iface=c0";
   p.port_id = 0;
   p.ipackets = 5000;
+  p.exception_ifname = "vipd-0";  // --exception-path tap
+  p.exc_to_kernel = 7;
+  p.exc_from_kernel = 8;
+  p.exc_rate_limited = 9;
   f.ports_.push_back(p);
   f.status_.generation = 3;
   f.status_.syncs = 4;

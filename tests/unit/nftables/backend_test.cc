@@ -63,7 +63,7 @@ TEST(NftBackend, FullThenPartialThenNoop) {
   EXPECT_EQ(s.full_syncs, 1u);
   EXPECT_EQ(s.partial_syncs, 1u);
   EXPECT_EQ(s.noop_syncs, 1u);
-  EXPECT_EQ(s.chains, 4u);  // svc + 3 sep
+  EXPECT_EQ(s.chains, 1u);  // fnat (default): the compact svc chain, no sep chains
 }
 
 TEST(NftBackend, FailureReportedThenFullSync) {

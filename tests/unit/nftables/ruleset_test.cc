@@ -61,21 +61,52 @@ size_t index_of(const std::vector<std::string>& ls, const std::string& prefix) {
   return ls.size();
 }
 
-TEST(NftRender, ServiceWithEndpoints) {
+RenderOptions nat_mode() {
+  RenderOptions o;
+  o.masquerade_all = false;
+  return o;
+}
+
+TEST(NftRender, CompactServiceChainDnatsItself) {
+  // fnat (every flow marked), no affinity: one chain, endpoints in a numgen map
   EntryRender r;
   std::string err;
   const auto s = svc("default/db:http", "10.96.0.100", 8080, {"10.244.1.15", "10.244.2.88"});
   ASSERT_TRUE(render_entry(s, "default/db:httptcp", {}, &r, &err)) << err;
   const std::string h = ipt::chain_hash("default/db:httptcp");
+  ASSERT_EQ(r.chains.size(), 1u);
+  EXPECT_EQ(r.chains[0].name, "svc-" + h);
+  ASSERT_EQ(r.chains[0].rules.size(), 2u);
+  EXPECT_EQ(r.chains[0].rules[0], "jump mark-for-masquerade");
+  EXPECT_EQ(r.chains[0].rules[1],
+            "meta l4proto tcp dnat ip to numgen random mod 2 map { 0 : 10.244.1.15 . 8080, 1 : 10.244.2.88 . 8080 } "
+            "comment \"default/db:http ClusterIP\"");
+  ASSERT_EQ(r.elements.size(), 1u);
+  EXPECT_EQ(r.elements[0], (Element{"service-ips", "10.96.0.100 . tcp . 8080", "goto svc-" + h}));
+  EXPECT_TRUE(r.sets.empty());
+  // one endpoint: a plain dnat; UDP keeps its protocol
+  auto u = svc("default/dns:dns", "10.96.0.10", 53, {"10.244.3.12"}, Protocol::kUdp);
+  ASSERT_TRUE(render_entry(u, "x", {}, &r, &err)) << err;
+  ASSERT_EQ(r.chains.size(), 1u);
+  EXPECT_EQ(r.chains[0].rules[1], "meta l4proto udp dnat to 10.244.3.12:8080 comment \"default/dns:dns -> 10.244.3.12:8080\"");
+}
+
+TEST(NftRender, ServiceWithEndpoints) {
+  // nat mode: kube-proxy's form, one chain per endpoint (hairpin marking)
+  EntryRender r;
+  std::string err;
+  const auto s = svc("default/db:http", "10.96.0.100", 8080, {"10.244.1.15", "10.244.2.88"});
+  ASSERT_TRUE(render_entry(s, "default/db:httptcp", nat_mode(), &r, &err)) << err;
+  const std::string h = ipt::chain_hash("default/db:httptcp");
   ASSERT_EQ(r.chains.size(), 3u);  // svc + 2 sep
   EXPECT_EQ(r.chains[0].name, "svc-" + h);
-  EXPECT_EQ(r.chains[0].rules[0], "jump mark-for-masquerade");
+  ASSERT_EQ(r.chains[0].rules.size(), 1u);
   const std::string sep0 = "sep-" + ipt::chain_hash("default/db:httptcp10.244.1.15:8080");
   const std::string sep1 = "sep-" + ipt::chain_hash("default/db:httptcp10.244.2.88:8080");
-  EXPECT_THAT(r.chains[0].rules[1],
+  EXPECT_THAT(r.chains[0].rules[0],
               HasSubstr("numgen random mod 2 vmap { 0 : goto " + sep0 + ", 1 : goto " + sep1 + " }"));
   EXPECT_EQ(r.chains[1].name, sep0);
-  EXPECT_EQ(r.chains[1].rules[0], "ip saddr 10.244.1.15 jump mark-for-masquerade");
+  EXPECT_EQ(r.chains[1].rules[0], "ip saddr 10.244.1.15 jump mark-for-masquerade");  // hairpin
   EXPECT_THAT(r.chains[1].rules[1], HasSubstr("meta l4proto tcp dnat to 10.244.1.15:8080"));
   ASSERT_EQ(r.elements.size(), 1u);
   EXPECT_EQ(r.elements[0], (Element{"service-ips", "10.96.0.100 . tcp . 8080", "goto svc-" + h}));
@@ -85,9 +116,7 @@ TEST(NftRender, ServiceWithEndpoints) {
 TEST(NftRender, NatModeDoesNotMarkAll) {
   EntryRender r;
   std::string err;
-  RenderOptions o;
-  o.masquerade_all = false;
-  ASSERT_TRUE(render_entry(svc("a/b:c", "10.96.0.1", 80, {"10.244.0.5"}), "x", o, &r, &err));
+  ASSERT_TRUE(render_entry(svc("a/b:c", "10.96.0.1", 80, {"10.244.0.5"}), "x", nat_mode(), &r, &err));
   EXPECT_THAT(r.chains[0].rules[0], HasSubstr("numgen random mod 1"));
   EXPECT_EQ(r.chains[1].rules[0], "ip saddr 10.244.0.5 jump mark-for-masquerade");  // hairpin still marked
 }
@@ -165,8 +194,8 @@ TEST(NftRender, CommentsAreSanitized) {
 TEST(NftFull, ReplacesTableAtomically) {
   auto t = table_of({svc("default/db:http", "10.96.0.100", 8080, {"10.244.1.15", "10.244.2.88"}),
                      svc("default/empty:http", "10.96.0.101", 80, {})});
-  const Desired d = desired(t);
-  const Transaction tx = render_full(d, {});
+  const Desired d = desired(t, nat_mode());
+  const Transaction tx = render_full(d, nat_mode());
   const auto ls = lines(tx.text);
   ASSERT_GE(ls.size(), 3u);
   EXPECT_EQ(ls[0], std::string("add table ip vipd") + '\0');
@@ -179,9 +208,14 @@ TEST(NftFull, ReplacesTableAtomically) {
   EXPECT_THAT(tx.text, HasSubstr("add element ip vipd no-endpoint-services { 10.96.0.101 . tcp . 80 : goto reject-chain }"));
   EXPECT_THAT(tx.text, HasSubstr("add element ip vipd cluster-ips { 10.96.0.100, 10.96.0.101 }"));
   EXPECT_EQ(tx.chains_written, 3u);
-  const std::string dry = dry_run_text(d, {});
+  const std::string dry = dry_run_text(d, nat_mode());
   EXPECT_EQ(dry.rfind("# vipd nftables mode", 0), 0u);
   EXPECT_THAT(dry, HasSubstr(tx.text));
+  // fnat: the compact form, one chain for db, no endpoint chains
+  const Transaction fnat = render_full(desired(t), {});
+  EXPECT_EQ(fnat.chains_written, 1u);
+  EXPECT_THAT(fnat.text, Not(HasSubstr("sep-")));
+  EXPECT_THAT(fnat.text, HasSubstr("dnat ip to numgen random mod 2 map { 0 : 10.244.1.15 . 8080, 1 : 10.244.2.88 . 8080 }"));
 }
 
 TEST(NftDelta, NothingChangedIsEmpty) {
@@ -203,7 +237,7 @@ TEST(NftDelta, OneEndpointChangeTouchesOnlyThatEntry) {
     v.push_back(svc(("ns/s" + std::to_string(i) + ":p").c_str(), vip.c_str(), 80, {e.c_str(), "10.244.8.1"}));
   }
   auto t = table_of(v);
-  const Desired a = desired(t);
+  const Desired a = desired(t, nat_mode());
   auto t2 = t;
   for (auto& b : t2.services.begin()->second.backends)
     if (b.ip == ip("10.244.8.1")) b.ip = ip("10.244.7.7");  // in ns/s0 only
@@ -211,7 +245,7 @@ TEST(NftDelta, OneEndpointChangeTouchesOnlyThatEntry) {
   Desired b;
   size_t rendered = 0;
   std::string err;
-  ASSERT_TRUE(build_desired(t2, {}, a, &b, &rendered, &err));
+  ASSERT_TRUE(build_desired(t2, nat_mode(), a, &b, &rendered, &err));
   EXPECT_EQ(rendered, 1u);
   const Transaction tx = render_delta(a, b);
   const std::string in = "ns/s0:ptcp";
@@ -246,6 +280,44 @@ TEST(NftDelta, OneEndpointChangeTouchesOnlyThatEntry) {
   EXPECT_LE(ls.size(), 12u) << tx.text;
 }
 
+TEST(NftDelta, OneEndpointChangeCompactRewritesOneChain) {
+  std::vector<VirtualService> v;
+  for (int i = 0; i < 50; ++i) {
+    const std::string vip = "10.96.1." + std::to_string(i);
+    const std::string e = "10.244.9." + std::to_string(i);
+    v.push_back(svc(("ns/s" + std::to_string(i) + ":p").c_str(), vip.c_str(), 80, {e.c_str(), "10.244.8.1"}));
+  }
+  auto t = table_of(v);
+  const Desired a = desired(t);
+  auto t2 = t;
+  for (auto& b : t2.services.begin()->second.backends)
+    if (b.ip == ip("10.244.8.1")) b.ip = ip("10.244.7.7");  // in ns/s0 only
+  t2.normalize();
+  Desired b;
+  size_t rendered = 0;
+  std::string err;
+  ASSERT_TRUE(build_desired(t2, {}, a, &b, &rendered, &err));
+  EXPECT_EQ(rendered, 1u);
+  const Transaction tx = render_delta(a, b);
+  const std::string svc_chain = "svc-" + ipt::chain_hash("ns/s0:ptcp");
+  const auto ls = lines(tx.text);
+  ASSERT_EQ(ls.size(), 2u) << tx.text;
+  EXPECT_EQ(ls[0], "flush chain ip vipd " + svc_chain + '\0');
+  EXPECT_THAT(ls[1], HasSubstr("add chain ip vipd " + svc_chain + " { jump mark-for-masquerade; meta l4proto tcp dnat ip to "
+                               "numgen random mod 2 map { 0 : 10.244.7.7 . 8080, 1 : 10.244.9.0 . 8080 }"));
+  EXPECT_EQ(tx.chains_written, 1u);
+  EXPECT_EQ(tx.chains_retired, 0u);
+  EXPECT_EQ(tx.elements_added + tx.elements_deleted, 0u);
+  // one endpoint more: the same single rewrite
+  t2.services.begin()->second.backends.push_back({ip("10.244.6.6"), 8080, 1, false});
+  t2.normalize();
+  Desired c;
+  ASSERT_TRUE(build_desired(t2, {}, b, &c, &rendered, &err));
+  const Transaction tx2 = render_delta(b, c);
+  EXPECT_EQ(lines(tx2.text).size(), 2u) << tx2.text;
+  EXPECT_THAT(tx2.text, HasSubstr("numgen random mod 3 map"));
+}
+
 TEST(NftDelta, RemovedServiceDeletesElementsBeforeChains) {
   auto t = table_of({svc("default/db:http", "10.96.0.100", 8080, {"10.244.1.15"}),
                      svc("default/web:http", "10.96.0.200", 80, {"10.244.1.16"})});
@@ -261,7 +333,7 @@ TEST(NftDelta, RemovedServiceDeletesElementsBeforeChains) {
   ASSERT_LT(flush, ls.size()) << tx.text;
   EXPECT_LT(del_elem, flush);  // the element that jumps to it goes first
   EXPECT_LT(index_of(ls, "delete element ip vipd cluster-ips { 10.96.0.100 }"), ls.size()) << tx.text;
-  EXPECT_EQ(tx.chains_retired, 2u);
+  EXPECT_EQ(tx.chains_retired, 1u);  // compact: the svc chain only
   EXPECT_EQ(tx.retired_chains.count(svc_chain), 1u);
   EXPECT_THAT(tx.text, Not(HasSubstr("10.96.0.200")));
 }
@@ -275,12 +347,12 @@ TEST(NftDelta, LosingEndpointsMovesTheElement) {
   const Transaction tx = render_delta(a, b);
   EXPECT_THAT(tx.text, HasSubstr("delete element ip vipd service-ips { 10.96.0.100 . tcp . 8080 }"));
   EXPECT_THAT(tx.text, HasSubstr("add element ip vipd no-endpoint-services { 10.96.0.100 . tcp . 8080 : goto reject-chain }"));
-  EXPECT_EQ(tx.chains_retired, 2u);
+  EXPECT_EQ(tx.chains_retired, 1u);
   // and back: chains created before the element that refers to them
   const Transaction back = render_delta(b, a);
   const auto ls = lines(back.text);
   EXPECT_LT(index_of(ls, "add chain ip vipd svc-"), index_of(ls, "add element ip vipd service-ips"));
-  EXPECT_EQ(back.chains_written, 2u);
+  EXPECT_EQ(back.chains_written, 1u);
   EXPECT_LT(index_of(ls, "delete element ip vipd no-endpoint-services"), ls.size());
 }
 
@@ -302,12 +374,12 @@ TEST(NftDelta, AffinityTimeoutChangeRenamesTheSet) {
 
 TEST(NftDelta, RetiredChainsDeletedInBulkAtTheLimit) {
   auto s = svc("default/db:http", "10.96.0.100", 8080, {"10.244.1.15"});
-  Desired a = desired(table_of({s}));
+  Desired a = desired(table_of({s}), nat_mode());
   for (size_t i = 0; i + 3 < kRetiredLimit; ++i) a.retired_chains.insert("sep-OLD" + std::to_string(i));
   a.retired_sets.insert("aff-OLD-10");
   // below the limit: the change retires one more chain, nothing deleted yet
   s.backends[0].ip = ip("10.244.1.16");
-  Desired b = desired(table_of({s}));
+  Desired b = desired(table_of({s}), nat_mode());
   Transaction tx = render_delta(a, b);
   EXPECT_THAT(tx.text, Not(HasSubstr("delete chain")));
   EXPECT_EQ(tx.retired_chains.size() + tx.retired_sets.size(), kRetiredLimit - 1);
@@ -315,7 +387,7 @@ TEST(NftDelta, RetiredChainsDeletedInBulkAtTheLimit) {
   b.retired_chains = tx.retired_chains;
   b.retired_sets = tx.retired_sets;
   s.backends[0].ip = ip("10.244.1.17");
-  const Desired c = desired(table_of({s}));
+  const Desired c = desired(table_of({s}), nat_mode());
   tx = render_delta(b, c);
   const auto ls = lines(tx.text);
   EXPECT_EQ(tx.chains_deleted, kRetiredLimit - 1);
@@ -331,12 +403,46 @@ TEST(NftDelta, RetiredChainsDeletedInBulkAtTheLimit) {
 TEST(NftDesired, CollidingNamesGetDistinctChains) {
   auto a = svc("default/db:http", "10.96.0.100", 8080, {"10.244.1.15"});
   auto b = svc("default/db:http", "10.96.0.200", 8080, {"10.244.1.15"});
-  const Desired d = desired(table_of({a, b}));
+  const Desired d = desired(table_of({a, b}), nat_mode());
   ASSERT_EQ(d.entries.size(), 2u);
   std::set<std::string> names;
   for (const auto& [k, e] : d.entries)
     for (const auto& c : e->render.chains) names.insert(c.name);
   EXPECT_EQ(names.size(), 4u);
+}
+
+}  // namespace
+}  // namespace vipd::cp::nft
+
+namespace vipd::cp::nft {
+namespace {
+
+TEST(NftDesired, CollisionAppearingLaterRenamesTheReusedEntry) {
+  // The first entry is reused from prev while unchanged, yet a colliding entry
+  // added later must move it to the extended name (and back when it goes).
+  auto a = svc("default/db:http", "10.96.0.100", 8080, {"10.244.1.15"});
+  auto b = svc("default/db:http", "10.96.0.200", 8080, {"10.244.1.15"});
+  const Desired one = desired(table_of({a}));
+  Desired two;
+  size_t rendered = 0;
+  std::string err;
+  ASSERT_TRUE(build_desired(table_of({a, b}), {}, one, &two, &rendered, &err)) << err;
+  EXPECT_EQ(rendered, 2u);
+  std::set<std::string> names;
+  for (const auto& [k, e] : two.entries) names.insert(e->hash_input);
+  EXPECT_EQ(names.size(), 2u);
+  EXPECT_EQ(names.count(ipt::entry_hash_input(a)), 0u);
+  Desired back;
+  ASSERT_TRUE(build_desired(table_of({a}), {}, two, &back, &rendered, &err)) << err;
+  EXPECT_EQ(rendered, 1u);
+  EXPECT_EQ(back.entries.begin()->second->hash_input, ipt::entry_hash_input(a));
+  EXPECT_EQ(back.chains(), 1u);
+  // and an unchanged table reuses everything
+  Desired same;
+  ASSERT_TRUE(build_desired(table_of({a, b}), {}, two, &same, &rendered, &err)) << err;
+  EXPECT_EQ(rendered, 0u);
+  EXPECT_EQ(same.chains(), 2u);
+  EXPECT_TRUE(render_delta(two, same).empty());
 }
 
 }  // namespace

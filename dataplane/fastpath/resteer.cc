@@ -1,0 +1,87 @@
+// Thread: worker (SynPool::init/destroy: control thread). See resteer.h.
+#include "dataplane/fastpath/resteer.h"
+
+#include <rte_malloc.h>
+
+#include <cstring>
+
+#include "dataplane/fastpath/bytes.h"
+#include "dataplane/fastpath/checksum.h"
+
+namespace vipd::dp {
+
+using namespace bytes;
+
+const char* resteer_reason_name(unsigned r) noexcept {
+  switch (r) {
+    case kResteerRst: return "rst";
+    case kResteerIcmp: return "icmp";
+    case kResteerTimeout: return "timeout";
+    case kResteerRetransmit: return "retransmit";
+    default: return "unknown";
+  }
+}
+
+SynPool::~SynPool() {
+  rte_free(slots_);
+  rte_free(free_);
+}
+
+bool SynPool::init(const std::string& name, uint32_t capacity, int socket, std::string* error) {
+  rte_free(slots_);
+  rte_free(free_);
+  slots_ = nullptr;
+  free_ = nullptr;
+  n_free_ = capacity_ = head_ = tail_ = 0;
+  if (!capacity) return true;
+  slots_ = static_cast<SynMem*>(
+      rte_zmalloc_socket(("synmem_" + name).c_str(), sizeof(SynMem) * size_t{capacity}, 64, socket));
+  free_ = static_cast<uint32_t*>(
+      rte_zmalloc_socket(("synmem_free_" + name).c_str(), sizeof(uint32_t) * size_t{capacity}, 64, socket));
+  if (!slots_ || !free_) {
+    *error = "dpdk: out of memory for the re-steering pool " + name + " (lower --resteer-pool)";
+    return false;
+  }
+  capacity_ = capacity;
+  for (uint32_t i = capacity; i-- > 0;) free_[n_free_++] = i;
+  return true;
+}
+
+void syn_save(SynMem& s, const uint8_t* f, size_t room, const Parsed& p) noexcept {
+  const uint8_t* tcp = f + p.l4_off;
+  s.tcp_len = static_cast<uint8_t>((tcp[12] >> 4) * 4u);  // parse_frame: 20 <= doff <= l4_len
+  s.tos = f[p.l3_off + 1];
+  s.ttl = p.ttl;
+  // A fixed-size copy where the buffer has the bytes (nearly always: the
+  // tailroom); only tcp_len of them count.
+  if (p.l4_off + kTcpHdrMax <= room) std::memcpy(s.tcp, tcp, kTcpHdrMax);
+  else std::memcpy(s.tcp, tcp, s.tcp_len);
+  s.isn = rd32(tcp + 4);
+}
+
+size_t syn_build(uint8_t* f, const SynMem& s, uint32_t src, uint16_t sport, uint32_t dst, uint16_t dport) noexcept {
+  wr16(f + 12, kEtherTypeIpv4);
+  uint8_t* ip = f + kEthLen;
+  const size_t tcp_len = s.tcp_len;
+  const uint16_t total = static_cast<uint16_t>(20 + tcp_len);
+  ip[0] = 0x45;
+  ip[1] = s.tos;
+  wr16(ip + 2, total);
+  wr16(ip + 4, 0);
+  wr16(ip + 6, 0x4000);  // DF
+  ip[8] = static_cast<uint8_t>(s.ttl > 1 ? s.ttl - 1 : 1);
+  ip[9] = kProtoTcp;
+  wr16(ip + 10, 0);
+  wr32(ip + 12, src);
+  wr32(ip + 16, dst);
+  put_raw16(ip + 10, ipv4_header_checksum(ip, 20));
+  uint8_t* tcp = ip + 20;
+  std::memcpy(tcp, s.tcp, tcp_len);
+  wr16(tcp, sport);
+  wr16(tcp + 2, dport);
+  wr16(tcp + 16, 0);
+  put_raw16(tcp + 16, l4_checksum(raw32(ip + 12), raw32(ip + 16), kProtoTcp, tcp, tcp_len, 16));
+  return kEthLen + total;
+}
+
+}  // namespace vipd::dp

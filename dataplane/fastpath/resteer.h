@@ -1,0 +1,142 @@
+// Thread: worker (the pool: one per worker; init/destroy from the control
+// thread before the worker starts / after it stopped).
+// Re-steering a TCP connection that never got through (docs/scheduling.md,
+// "Re-steering"). While a connection waits for its backend's SYN-ACK
+// (SYN_RECV with a SynMem), these send the client's SYN to another backend
+// of the service instead of letting the client see the failure:
+//   - an RST from the backend that answers the SYN (RST+ACK, ack = ISN + 1);
+//   - an ICMP destination unreachable (not "fragmentation needed") quoting
+//     the SYN (its 5-tuple as vipd sent it and seq = ISN);
+//   - no SYN-ACK within Shared::t_resteer of the last SYN sent;
+//   - the client's retransmitted SYN (same ISN).
+// Never the same backend twice, at most Shared::resteer_attempts times; then
+// (or with no other backend) the connection goes on as without re-steering.
+// Only the backend side's answers, matched to the state and the client's
+// ISN, count: a client cannot make vipd re-steer other clients' connections.
+//
+// What a SYN is rebuilt from lives in a per-worker pool (SynPool), named from
+// the connection entry (Conn::syn, 0 = none) and freed at the SYN-ACK: memory
+// is bounded by the pool's capacity, and a connection that finds it empty is
+// counted (resteer_pool_full) and goes without (today's behaviour). No
+// allocation after init, no locks, no throw.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "dataplane/fastpath/conn_table.h"
+#include "dataplane/fastpath/packet.h"
+
+namespace vipd::dp {
+
+// Most re-steers of one connection (backends tried: 1 + this).
+constexpr uint32_t kResteerMax = 7;
+// A TCP header with its options, at most.
+constexpr size_t kTcpHdrMax = 60;
+
+enum ResteerReason : uint8_t { kResteerRst, kResteerIcmp, kResteerTimeout, kResteerRetransmit, kNumResteerReasons };
+const char* resteer_reason_name(unsigned r) noexcept;
+
+// One connection's saved SYN and its re-steering state.
+struct SynMem {
+  Conn* conn;         // the connection (entries never move)
+  uint64_t deadline;  // TSC: re-steer when no SYN-ACK came by then (0 = no timer)
+  uint32_t prev, next;  // deadline list (handles, 0 = none), oldest first
+  uint32_t isn;         // the client's SYN's seq
+  uint8_t tcp_len;      // bytes of tcp: the header with its options
+  uint8_t n_tried;      // backends the SYN went to (tried[0 .. n_tried))
+  uint8_t tos, ttl;     // of the client's SYN as received
+  uint8_t linked;       // on the deadline list
+  // The client's TCP header as received (ports and checksum rewritten when
+  // it is sent again; seq, flags, window and options kept). Copied whole:
+  // one fixed-size copy is cheaper than parsing it on every new connection.
+  uint8_t tcp[kTcpHdrMax];
+  uint32_t tried[kResteerMax + 1];  // their destination slots
+};
+
+// Fixed-size pool of SynMem with a stack of free ones and a list of the
+// entries with a deadline, oldest first (every deadline is "now + the one
+// timeout", so appending keeps the order). Handles are index + 1.
+class SynPool {
+ public:
+  SynPool() = default;
+  SynPool(const SynPool&) = delete;
+  SynPool& operator=(const SynPool&) = delete;
+  ~SynPool();
+  // Allocates `capacity` entries (rte_zmalloc on `socket`). 0 = no pool:
+  // every alloc() fails.
+  bool init(const std::string& name, uint32_t capacity, int socket, std::string* error);
+  uint32_t alloc() noexcept {
+    if (!n_free_) return 0;
+    const uint32_t h = free_[--n_free_] + 1;
+    slots_[h - 1].linked = 0;  // the rest: syn_save and arm
+    return h;
+  }
+  void release(uint32_t h) noexcept {
+    if (!h) return;
+    unlink(h);
+    free_[n_free_++] = h - 1;
+  }
+  SynMem& at(uint32_t h) noexcept { return slots_[h - 1]; }
+  // Puts h at the end of the deadline list with this deadline.
+  void arm(uint32_t h, uint64_t deadline) noexcept {
+    SynMem& s = at(h);
+    if (s.linked) unlink(h);
+    s.deadline = deadline;
+    s.prev = tail_;
+    s.next = 0;
+    s.linked = 1;
+    if (tail_) at(tail_).next = h; else head_ = h;
+    tail_ = h;
+  }
+  void unlink(uint32_t h) noexcept {
+    SynMem& s = at(h);
+    if (!s.linked) return;
+    if (s.prev) at(s.prev).next = s.next; else head_ = s.next;
+    if (s.next) at(s.next).prev = s.prev; else tail_ = s.prev;
+    s.prev = s.next = 0;
+    s.linked = 0;
+  }
+  // The entry with the earliest deadline, 0 = none.
+  uint32_t head() const noexcept { return head_; }
+  uint32_t capacity() const noexcept { return capacity_; }
+  uint32_t in_use() const noexcept { return capacity_ - n_free_; }
+  static constexpr size_t kBytesPerEntry = sizeof(SynMem) + sizeof(uint32_t);
+
+ private:
+  SynMem* slots_ = nullptr;
+  uint32_t* free_ = nullptr;
+  uint32_t n_free_ = 0;
+  uint32_t capacity_ = 0;
+  uint32_t head_ = 0, tail_ = 0;
+};
+
+// Fills a new SynMem from the client's SYN (a TCP frame parsed into p, in a
+// buffer with `room` bytes from `frame` on: data and tailroom).
+void syn_save(SynMem& s, const uint8_t* frame, size_t room, const Parsed& p) noexcept;
+// Writes the saved SYN as src:sport -> dst:dport into `frame` (room for
+// kEthLen + 20 + kTcpHdrMax bytes; the Ethernet addresses are left for
+// the output stage): IPv4 (DF, TTL one less than received, checksum) and
+// the client's TCP header (seq, flags, window, options; new ports and
+// checksum). Returns its length.
+size_t syn_build(uint8_t* frame, const SynMem& s, uint32_t src, uint16_t sport, uint32_t dst,
+                 uint16_t dport) noexcept;
+
+// What a segment from the backend means to a connection waiting for its
+// SYN-ACK (flags and ack as received).
+enum class SynAnswer : uint8_t { kOther, kSynAck, kRst };
+inline SynAnswer syn_answer(const SynMem& s, uint8_t flags, uint32_t ack) noexcept {
+  if (!(flags & kTcpAck) || ack != s.isn + 1) return SynAnswer::kOther;
+  if (flags & kTcpRst) return SynAnswer::kRst;
+  if (flags & kTcpSyn) return SynAnswer::kSynAck;
+  return SynAnswer::kOther;
+}
+
+inline bool syn_tried(const SynMem& s, uint32_t slot) noexcept {
+  for (uint32_t i = 0; i < s.n_tried; ++i)
+    if (s.tried[i] == slot) return true;
+  return false;
+}
+
+}  // namespace vipd::dp
