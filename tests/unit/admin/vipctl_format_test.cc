@@ -67,6 +67,22 @@ TEST(VipctlFormat, ListBriefExampleAndMasq) {
             "  -> 10.244.1.15:8080             Masq    1      0          0\n");
 }
 
+TEST(VipctlFormat, ListIpv6InBrackets) {
+  json doc = json::parse(R"({"generation":4,"forward_method":"nat","services":[
+    {"name":"default/web:http","protocol":"TCP","vip":"fd00:10:96::50","port":80,"scheduler":"rr",
+     "persistence_timeout_s":0,"when_empty":"reject",
+     "stats":{"conns":0,"inpkts":0,"outpkts":0,"inbytes":0,"outbytes":0},
+     "backends":[{"ip":"fd00:10:244:1::5","port":8080,"weight":1,"terminating":false,
+                  "active_conns":0,"inactive_conns":0,
+                  "stats":{"conns":0,"inpkts":0,"outpkts":0,"inbytes":0,"outbytes":0}}]}]})");
+  EXPECT_EQ(format_list(doc),
+            "IP Virtual Server (vipd) generation 4, 1 services\n"
+            "Prot LocalAddress:Port Scheduler Flags\n"
+            "  -> RemoteAddress:Port           Forward Weight ActiveConn InActConn\n"
+            "TCP  [fd00:10:96::50]:80 rr\n"
+            "  -> [fd00:10:244:1::5]:8080      Masq    1      0          0\n");
+}
+
 TEST(VipctlFormat, ListEmptyAndMalformedIsTolerated) {
   EXPECT_EQ(format_list(json::parse(R"({"generation":0,"forward_method":"fnat","services":[]})")),
             "IP Virtual Server (vipd) generation 0, 0 services\n"
