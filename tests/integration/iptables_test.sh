@@ -127,52 +127,10 @@ wait_synced() { kernel_wait_synced; }
 # ---- lab, kernel forwarding in lb, vipd ------------------------------------------
 kernel_seed_manifests
 
-# IPv6 Services (single-stack IPv6) and their EndpointSlice (addressType IPv6).
-POD6=(fd00:244::1:15 fd00:244::2:88 fd00:244::3:12 fd00:244::3:44)
-write_slice6() {
-  local file=$1 a
-  shift
-  {
-    echo "apiVersion: discovery.k8s.io/v1"
-    echo "kind: EndpointSlice"
-    echo "metadata: {name: db6-1, namespace: default, labels: {kubernetes.io/service-name: db6}}"
-    echo "addressType: IPv6"
-    echo "ports: [{name: http, port: 8080, protocol: TCP}, {name: dns, port: 9053, protocol: UDP}]"
-    echo "endpoints:"
-    for a in "$@"; do echo "  - {addresses: [\"$a\"], conditions: {ready: true}}"; done
-  } >"$file"
-}
-if [ -z "$V6_SKIP" ]; then
-  cat >"$TMP/manifests/service6.yaml" <<'EOF_V6'
-apiVersion: v1
-kind: Service
-metadata: {name: db6, namespace: default}
-spec:
-  type: ClusterIP
-  clusterIP: fd00:96::100
-  clusterIPs: [fd00:96::100]
-  ipFamilies: [IPv6]
-  ipFamilyPolicy: SingleStack
-  ports: [{name: http, port: 8080, protocol: TCP}, {name: dns, port: 9053, protocol: UDP}]
----
-apiVersion: v1
-kind: Service
-metadata: {name: empty6, namespace: default}
-spec:
-  type: ClusterIP
-  clusterIP: fd00:96::101
-  clusterIPs: [fd00:96::101]
-  ipFamilies: [IPv6]
-  ipFamilyPolicy: SingleStack
-  ports: [{name: http, port: 80, protocol: TCP}, {name: dns, port: 53, protocol: UDP}]
-EOF_V6
-  write_slice6 "$TMP/manifests/endpointslice-db6.yaml" "${POD6[@]}"
-  # The IPv6 checks need a vipd whose sources turn these into IPv6 entries.
-  if ! "$VIPD" --dry-run --manifests-dir "$TMP/manifests" 2>/dev/null | grep -q '"vip":"fd00:96::100"'; then
-    V6_SKIP="this vipd's sources give no IPv6 ServiceTable entry for an IPv6 Service (IPv6 ignored)"
-    rm -f "$TMP/manifests/service6.yaml" "$TMP/manifests/endpointslice-db6.yaml"
-  fi
-fi
+# IPv6 Services (db6, empty6) and db6's EndpointSlice (addressType IPv6): lib.sh.
+POD6=("${KERNEL_POD6[@]}")
+write_slice6() { kernel_write_slice6 "$@"; }
+if [ -z "$V6_SKIP" ]; then V6_SKIP=$(kernel_v6_manifests); fi
 if [ -n "$V6_SKIP" ]; then
   export LAB_IPV6=0
   for c in "${V6_CHECKS[@]}"; do skip "$c" "$V6_SKIP"; done

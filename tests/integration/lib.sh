@@ -26,6 +26,12 @@
 #                             dns 9053/UDP) with the ready endpoints IP...
 #   kernel_seed_manifests     $TMP/manifests: the demo service (db, empty) with
 #                             the four lab pods, and `sticky` (ClientIP, 300 s)
+#   kernel_write_slice6 FILE IP...  db6's EndpointSlice (addressType IPv6, same ports)
+#   kernel_v6_manifests       adds db6 fd00:96::100 (TCP 8080, UDP 9053) in front of
+#                             KERNEL_POD6 (the pods' IPv6 addresses with LAB_IPV6=1)
+#                             and empty6 fd00:96::101 (no endpoints; empty6.yaml);
+#                             1 (files removed, reason printed) if this vipd's
+#                             sources give no IPv6 entry for them
 #   kernel_start_vipd MODE METHOD  vipd --mode MODE in ${P}lb on $TMP/manifests
 #                             (admin $TMP/admin.sock, metrics :10249, health
 #                             :10256, log $TMP/vipd.log); sets VIPD_PID
@@ -193,6 +199,36 @@ spec:
   ports: [{name: http, port: 8080, protocol: TCP}]
 EOF_STICKY
   kernel_write_slice sticky "$TMP/manifests/sticky-slice.yaml" "${KERNEL_PODS[@]}"
+}
+KERNEL_POD6=(fd00:244::1:15 fd00:244::2:88 fd00:244::3:12 fd00:244::3:44)
+kernel_write_slice6() {
+  local file=$1 a
+  shift
+  {
+    echo "apiVersion: discovery.k8s.io/v1"
+    echo "kind: EndpointSlice"
+    echo "metadata: {name: db6-1, namespace: default, labels: {kubernetes.io/service-name: db6}}"
+    echo "addressType: IPv6"
+    echo "ports: [{name: http, port: 8080, protocol: TCP}, {name: dns, port: 9053, protocol: UDP}]"
+    echo "endpoints:"
+    for a in "$@"; do echo "  - {addresses: [\"$a\"], conditions: {ready: true}}"; done
+  } >"$file"
+}
+kernel_v6_manifests() {
+  local name ip ports
+  for name in db6 empty6; do
+    if [ $name = db6 ]; then ip=fd00:96::100 ports='{name: http, port: 8080, protocol: TCP}, {name: dns, port: 9053, protocol: UDP}'
+    else ip=fd00:96::101 ports='{name: http, port: 80, protocol: TCP}, {name: dns, port: 53, protocol: UDP}'; fi
+    printf '%s\n' "apiVersion: v1" "kind: Service" "metadata: {name: $name, namespace: default}" "spec:" \
+      "  type: ClusterIP" "  clusterIP: $ip" "  clusterIPs: [$ip]" "  ipFamilies: [IPv6]" \
+      "  ipFamilyPolicy: SingleStack" "  ports: [$ports]" >"$TMP/manifests/$([ $name = db6 ] && echo service6 || echo empty6).yaml"
+  done
+  kernel_write_slice6 "$TMP/manifests/endpointslice-db6.yaml" "${KERNEL_POD6[@]}"
+  if ! "$VIPD" --dry-run --manifests-dir "$TMP/manifests" 2>/dev/null | grep -q '"vip":"fd00:96::100"'; then
+    echo "this vipd's sources give no IPv6 ServiceTable entry for an IPv6 Service (IPv6 ignored)"
+    rm -f "$TMP/manifests/service6.yaml" "$TMP/manifests/empty6.yaml" "$TMP/manifests/endpointslice-db6.yaml"
+    return 1
+  fi
 }
 kernel_start_vipd() {
   ip netns exec "${P}lb" "$VIPD" --mode "$1" --forward-method "$2" \
