@@ -317,8 +317,12 @@ std::vector<MetricFamily> MetricsCollector::Collect() const {
         b.add(kBackendActive, bl, nonneg(ds.active));
         b.add(kBackendInactive, bl, nonneg(ds.inactive));
         b.add(kBackendWeight, bl, d(be.weight));
-        b.add(kBackendEjections, bl, d(ds.ejections));
-        b.add(kBackendEjected, bl, ds.ejected ? 1 : 0);
+        // Outlier ejection: only for backends ejected at least once (the
+        // series stay within the per-backend budget of the caps).
+        if (ds.ejections) {
+          b.add(kBackendEjections, bl, d(ds.ejections));
+          b.add(kBackendEjected, bl, ds.ejected ? 1 : 0);
+        }
       }
       // Backends that went away since the last scrape keep counting in the
       // service's totals (both lists are sorted by ip, port).
