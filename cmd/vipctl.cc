@@ -288,9 +288,13 @@ int cmd_explain(const std::vector<std::string>& args, std::string& socket) {
   for (auto& c : proto) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   if (proto != "tcp" && proto != "udp")
     throw UsageError("explain: protocol '" + flow[0] + "': expected tcp or udp", "explain");
-  for (size_t i = 1; i < 3; ++i)
+  for (size_t i = 1; i < 3; ++i) {
+    if (!flow[i].empty() && flow[i][0] == '[')
+      throw UsageError("explain: '" + flow[i] + "': IPv6 flows cannot be explained yet (the dpdk dataplane "
+                       "forwards IPv4 only; vipctl list shows the IPv6 entries)", "explain");
     if (!valid_ip_port(flow[i]))
       throw UsageError("explain: '" + flow[i] + "': expected IPv4:PORT (port 1..65535)", "explain");
+  }
   auto doc = fetch_json<nlohmann::json>(
       socket, "/v1/explain?proto=" + proto + "&src=" + flow[1] + "&dst=" + flow[2]);
   std::cout << (vm.count("json") ? doc.dump(2) + "\n" : vipd::ctl::format_explain(doc));

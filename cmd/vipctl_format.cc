@@ -304,6 +304,15 @@ std::string format_stats(const json& doc) {
     for (const auto& [name, n] : resteers) out += " " + name + " " + std::to_string(n);
     out += "; gave up " + std::to_string(resteer_gave_up) + ", pool full " + std::to_string(resteer_pool_full) + "\n";
   }
+  // Kernel exception path (docs/gateway.md), one line per port that has one.
+  for (const auto& p : arr(doc, "ports")) {
+    const json& e = field(p, "exception");
+    if (!e.is_object()) continue;
+    out += "\nException path " + str(e, "interface") + ": to kernel " + std::to_string(u64(e, "to_kernel")) +
+           ", from kernel " + std::to_string(u64(e, "from_kernel")) + "; dropped: rate limited " +
+           std::to_string(u64(e, "rate_limited")) + ", kernel full " + std::to_string(u64(e, "kernel_full")) +
+           ", from-kernel queue full " + std::to_string(u64(e, "from_kernel_full")) + "\n";
+  }
 
   std::vector<std::pair<std::string, uint64_t>> nonzero;
   for (const auto& [name, n] : reasons) {

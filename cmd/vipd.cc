@@ -29,6 +29,7 @@
 #include "controlplane/sync/sync_loop.h"
 #include "dataplane/runtime/dataplane.h"
 #include "controlplane/host/iface_addr.h"
+#include "controlplane/host/route_announcer.h"
 
 namespace {
 
@@ -230,14 +231,13 @@ int main(int argc, char** argv) {
   }
   cp::Source& source = *source_ptr;
   if (opt.dry_run) {
-    // iptables mode prints the iptables-restore payload it would apply.
+    // iptables mode prints the iptables-restore payload it would apply (then the ip6tables-restore one).
     if (opt.mode == config::Mode::kIptables)
-      return cp::dry_run(source, std::cout, std::cerr, 30000,
-                         ipv4_only(iptables_dry_run_printer(opt), "iptables mode"));
+      return cp::dry_run(source, std::cout, std::cerr, 30000, iptables_dry_run_printer(opt));
     // nftables mode prints the full-sync nft transaction (nft -c -f accepts it).
     if (opt.mode == config::Mode::kNftables)
       return cp::dry_run(source, std::cout, std::cerr, 30000,
-                         ipv4_only(nftables_dry_run_printer(opt), "nftables mode"));
+                         nftables_dry_run_printer(opt));
     // ipvs mode prints the IPVS state (ipvsadm -Ln form), addresses and rules.
     if (opt.mode == config::Mode::kIpvs)
       return cp::dry_run(source, std::cout, std::cerr, 30000,
@@ -311,7 +311,19 @@ int main(int argc, char** argv) {
   cp::FamilyGate family_gate(dpdk_backend, dc.fnat ? "dpdk fnat mode" : "dpdk nat mode");
   // Only full NAT can insert the PROXY protocol header (docs/scheduling.md).
   cp::ProxyProtocolGate nat_gate(family_gate, "dpdk nat mode");
-  cp::Backend& backend = dc.fnat ? static_cast<cp::Backend&>(family_gate) : nat_gate;
+  cp::Backend& fwd_backend = dc.fnat ? static_cast<cp::Backend&>(family_gate) : nat_gate;
+  // VIP announcement (docs/gateway.md): routes follow each applied table.
+  std::unique_ptr<cp::host::RouteAnnouncer> announcer;
+  std::unique_ptr<cp::host::AnnouncingBackend> announcing;
+  if (opt.announce_table) {
+    announcer = std::make_unique<cp::host::RouteAnnouncer>(dataplane->ports().front().exception_ifname,
+                                                           opt.announce_table);
+    announcing = std::make_unique<cp::host::AnnouncingBackend>(fwd_backend, *announcer,
+                                                               opt.announce_require_endpoints);
+    log_info("vipd: announcing VIPs as /32 routes in table " + std::to_string(opt.announce_table) + " on " +
+             announcer->ifname());
+  }
+  cp::Backend& backend = announcing ? static_cast<cp::Backend&>(*announcing) : fwd_backend;
   cp::SyncLoop sync(source, backend, sync_options(opt));
   const char* fwd = cp::name(opt.forward_method);
 
@@ -342,6 +354,12 @@ int main(int argc, char** argv) {
     j["config"]["ports"] = opt.ports.size();
     j["config"]["conn_table_size"] = opt.dataplane.conn_table_size;
     j["config"]["exception_path"] = opt.dataplane.exception_path == vipd::ExceptionPath::kTap ? "tap" : "none";
+    if (announcer) {
+      // Read on the admin thread while the sync thread may change it: a copy
+      // under no lock would race, so only the table and interface are shown
+      // here; the routes are in the table itself (ip route show table N).
+      j["announce"] = {{"table", announcer->table()}, {"interface", announcer->ifname()}};
+    }
     return j;
   });
   if (!admin.start(&err)) {
@@ -369,6 +387,10 @@ int main(int argc, char** argv) {
   }
   sync.run(g_stop);
   log_info("vipd: stopping");
+  if (announcer) {
+    std::string why;
+    if (!announcer->withdraw_all(&why)) log_warn("vipd: " + why);
+  }
   observability.stop();
   admin.stop();
   dataplane->stop();

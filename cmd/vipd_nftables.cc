@@ -13,7 +13,7 @@ namespace vipd {
 namespace {
 
 constexpr const char* kNoDataplane =
-    "nftables mode: the kernel forwards, vipd has no dataplane counters (rules: nft list table ip vipd; "
+    "nftables mode: the kernel forwards, vipd has no dataplane counters (rules: nft list table ip vipd / ip6 vipd; "
     "connections: conntrack -L)";
 
 nlohmann::json backend_json(const cp::nft::NftablesStats& s) {
@@ -63,12 +63,13 @@ int run_nftables_mode(const config::Options& opt, cp::Source& source, const cp::
   mode.no_dataplane_note = kNoDataplane;
   mode.explain_hint =
       "explain needs the dpdk dataplane; in nftables mode the kernel picks the endpoint at random "
-      "(inspect with: nft list table ip vipd)";
+      "(inspect with: nft list table ip vipd / ip6 vipd)";
   mode.running_detail = opt.forward_method == config::ForwardMethod::kFnat ? "service traffic masqueraded"
                                                                            : "no masquerade";
-  mode.stopping_detail = "table ip vipd left in place";
+  mode.stopping_detail = "tables ip/ip6 vipd left in place";
   mode.backend_json = [&backend] { return backend_json(backend.stats()); };
   mode.scheduler = [](const cp::VirtualService&) { return std::string("random"); };
+  mode.programs_ipv6 = true;  // IPv6 entries go to table ip6 vipd
   return cmd::run_kernel_mode(opt, source, backend, so, mode, stop);
 }
 

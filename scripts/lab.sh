@@ -16,7 +16,17 @@
 #               route 10.0.0.0/24 via 10.244.0.1; podserver.py on TCP 8080 / UDP 9053
 #
 # Offloads (tx/rx checksum, TSO, GSO, GRO) are off on both ends of every veth
-# and IPv6 is disabled in every lab namespace. See docs/lab.md.
+# and IPv6 is disabled in every lab namespace, unless LAB_IPV6=1 (default 0):
+# then client, lb and the pods keep IPv6 (no DAD: "nodad", accept_dad 0; no
+# router advertisements) and get ULA addresses beside the IPv4 ones:
+#   ${P}client  eth0 fd00:10::2/64, route fd00:96::/112 via fd00:10::1
+#   ${P}lb      (nothing: the kernel modes' lab_kernel_lb gives c0 fd00:10::1/64,
+#               p0 fd00:244::1/64; dpdk mode answers for those addresses itself)
+#   ${P}pod1..4 eth0 fd00:244::1:15/64 fd00:244::2:88/64 fd00:244::3:12/64
+#               fd00:244::3:44/64, route fd00:10::/64 via fd00:244::1;
+#               podserver.py --ipv6 (also on [::]:8080 TCP / [::]:9053 UDP)
+# The switch bridges IPv6 frames without an IPv6 stack of its own. Service VIPs
+# for IPv6 are in fd00:96::/112. The root namespace gets nothing either way.
 #
 #   up           tear down any old lab with this prefix, then build it and start the pods
 #   up --vm      the same, but a VM takes the lb namespace's place (scripts/vm-test.sh):
@@ -44,6 +54,12 @@ LAB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lab
 STATE=/run/vipd-lab/$P
 PODS=(1 2 3 4)
 POD_IP=([1]=10.244.1.15 [2]=10.244.2.88 [3]=10.244.3.12 [4]=10.244.3.44)
+POD_IP6=([1]=fd00:244::1:15 [2]=fd00:244::2:88 [3]=fd00:244::3:12 [4]=fd00:244::3:44)
+LAB_IPV6=${LAB_IPV6:-0}
+if ! [[ $LAB_IPV6 =~ ^[01]$ ]]; then
+  echo "lab: LAB_IPV6 must be 0 or 1, got '$LAB_IPV6'" >&2
+  exit 2
+fi
 NAMESPACES=("${P}client" "${P}lb" "${P}sw" "${P}pod1" "${P}pod2" "${P}pod3" "${P}pod4")
 # The distribution's python3 (standard library only) unless PYTHON is set.
 if [ -z "${PYTHON:-}" ]; then if [ -x /usr/bin/python3 ]; then PYTHON=/usr/bin/python3; else PYTHON=python3; fi; fi
@@ -106,8 +122,11 @@ launch_pod() {
   fi
   mkdir -p "$STATE"
   rm -f "$STATE/pod$n.pid"
+  local IPV6_ARGS=()
+  # The lab's IPv6 switch is remembered, so start-pod brings the pod back the same way.
+  if [ "$LAB_IPV6" -eq 1 ] || [ -f "$STATE/ipv6" ]; then IPV6_ARGS=(--ipv6); fi
   ip netns exec "${P}pod$n" "$PYTHON" "$LAB_DIR/podserver.py" --name "pod$n" \
-    --http-port 8080 --udp-port 9053 --pidfile "$STATE/pod$n.pid" \
+    --http-port 8080 --udp-port 9053 ${IPV6_ARGS[@]+"${IPV6_ARGS[@]}"} --pidfile "$STATE/pod$n.pid" \
     </dev/null >>"$STATE/pod$n.log" 2>&1 &
   LAUNCHED[n]=$!
 }
@@ -117,7 +136,7 @@ wait_pod() {
   local n=$1 pid _
   for _ in $(seq 1 200); do
     if pid=$(pod_pid "$n"); then
-      log "pod$n server ready (pid $pid, ${POD_IP[$n]}: tcp 8080, udp 9053)"
+      log "pod$n server ready (pid $pid, ${POD_IP[$n]}$([ ! -f "$STATE/ipv6" ] || echo " ${POD_IP6[$n]}"): tcp 8080, udp 9053)"
       return 0
     fi
     # Launched process gone without a pid file: it failed to start.
@@ -193,11 +212,20 @@ cmd_up() {
   trap on_up_exit EXIT
   trap 'exit 130' INT TERM
   mkdir -p "$STATE"
+  [ "$LAB_IPV6" -eq 0 ] || : >"$STATE/ipv6"
 
   local ns n
   for ns in "${NAMESPACES[@]}"; do
     ip netns add "$ns"
-    inns "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1 >/dev/null
+    if [ "$LAB_IPV6" -eq 1 ] && [ "$ns" != "${P}sw" ] && [ "$ns" != "${P}lb" ]; then
+      # IPv6 on, but quiet and immediate: no DAD, no router advertisements or solicitations.
+      inns "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=0 net.ipv6.conf.default.disable_ipv6=0 \
+        net.ipv6.conf.all.accept_dad=0 net.ipv6.conf.default.accept_dad=0 \
+        net.ipv6.conf.all.accept_ra=0 net.ipv6.conf.default.accept_ra=0 \
+        net.ipv6.conf.all.router_solicitations=0 net.ipv6.conf.default.router_solicitations=0 >/dev/null
+    else
+      inns "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1 >/dev/null
+    fi
     inns "$ns" sysctl -qw net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.default.rp_filter=0 >/dev/null
     ip -n "$ns" link set dev lo up
   done
@@ -237,6 +265,10 @@ cmd_up() {
   ip -n "${P}client" addr add 10.0.0.2/24 dev eth0
   ip -n "${P}client" link set dev eth0 up
   ip -n "${P}client" route add 10.96.0.0/12 via 10.0.0.1 dev eth0
+  if [ "$LAB_IPV6" -eq 1 ]; then
+    ip -n "${P}client" addr add fd00:10::2/64 dev eth0 nodad
+    ip -n "${P}client" -6 route add fd00:96::/112 via fd00:10::1 dev eth0
+  fi
   # lb: interfaces up, no addresses (vipd owns them through DPDK af_packet)
   if [ "$VM" -eq 0 ]; then
     ip -n "${P}lb" link set dev c0 up
@@ -249,8 +281,12 @@ cmd_up() {
     ip -n "${P}pod$n" addr add "${POD_IP[$n]}/16" dev eth0
     ip -n "${P}pod$n" link set dev eth0 up
     ip -n "${P}pod$n" route add 10.0.0.0/24 via 10.244.0.1 dev eth0
+    if [ "$LAB_IPV6" -eq 1 ]; then
+      ip -n "${P}pod$n" addr add "${POD_IP6[$n]}/64" dev eth0 nodad
+      ip -n "${P}pod$n" -6 route add fd00:10::/64 via fd00:244::1 dev eth0
+    fi
   done
-  log "namespaces up: ${NAMESPACES[*]}"
+  log "namespaces up: ${NAMESPACES[*]}$([ "$LAB_IPV6" -eq 0 ] || echo " (with IPv6)")"
   [ "$VM" -eq 0 ] || log "--vm: taps ${P}client/eth0 and ${P}sw/up wait for the VM's NICs; ${P}lb is empty"
 
   for n in "${PODS[@]}"; do launch_pod "$n" || true; done
@@ -273,7 +309,9 @@ cmd_status() {
     echo "== $ns"
     ip -n "$ns" -br addr show | { grep -v '^lo ' || true; } | sed 's/^/   /'
     case $ns in
-      "${P}client"|"${P}pod"*) ip -n "$ns" route show | sed 's/^/   route: /' ;;
+      "${P}client"|"${P}pod"*)
+        ip -n "$ns" route show | sed 's/^/   route: /'
+        [ ! -f "$STATE/ipv6" ] || ip -n "$ns" -6 route show | { grep -v '^fe80::/64\|^multicast' || true; } | sed 's/^/   route: /' ;;
     esac
     pids=$(ip netns pids "$ns" 2>/dev/null || true)
     for pid in $pids; do

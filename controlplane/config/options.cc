@@ -179,6 +179,20 @@ std::vector<uint32_t> parse_addr_list(const std::string& option, const std::stri
   return out;
 }
 
+// Comma-separated IPv4 and IPv6 addresses, none twice.
+std::vector<cp::IpAddr> parse_ip_list(const std::string& option, const std::string& value) {
+  std::vector<cp::IpAddr> out;
+  for (const auto& item : split(value, ',')) {
+    if (item.empty()) fail(option, value, "expected comma-separated IPv4 or IPv6 addresses");
+    const auto a = cp::IpAddr::parse(item);
+    if (!a) fail(option, value, "address '" + item + "' is not an IPv4 or IPv6 address");
+    for (const cp::IpAddr& x : out)
+      if (x == *a) fail(option, value, "address " + item + " is listed twice");
+    out.push_back(*a);
+  }
+  return out;
+}
+
 void check_host_port(const std::string& option, const std::string& value) {
   const auto colon = value.rfind(':');
   if (colon == std::string::npos) fail(option, value, "expected HOST:PORT with an IPv4 host");
@@ -445,6 +459,17 @@ Setting addr_list(const char* name, std::vector<uint32_t> Options::*f, const cha
               "`A,B,...`");
 }
 
+Setting ip_list(const char* name, std::vector<cp::IpAddr> Options::*f, const char* help, const char* meaning) {
+  return with(other(name, "ADDRS", help, meaning,
+                    [name, f](Options& o, const std::string& v) { o.*f = parse_ip_list(name, v); },
+                    [f](const Options& o) {
+                      std::vector<std::string> words;
+                      for (const cp::IpAddr& a : o.*f) words.push_back(a.to_string());
+                      return join(words, ",");
+                    }),
+              "`A,B,...`");
+}
+
 Setting command_only(const char* name, const char* arg, const char* help, const char* meaning) {
   Setting s = other(name, arg, help, meaning, nullptr, nullptr);
   s.in_file = false;
@@ -550,6 +575,18 @@ const std::vector<Setting>& settings() {
         "Frames per second the exception path passes to the kernel, all ports together (a token bucket "
         "holding a tenth of a second's worth, at least 32); the rest are dropped and counted "
         "(`vipd_exception_drops_total{reason=\"rate_limited\"}`)."));
+    r.push_back(number("announce-table", "N", &Options::announce_table, 0, 4294967295u,
+        "dpdk mode, with --exception-path tap: routing table for the announced VIPs (/32 routes); 0 = off",
+        "dpdk mode, needs `--exception-path tap`: vipd puts each announced VIP as a /32 route on the first "
+        "port's exception interface into this routing table, for a routing daemon to export over BGP "
+        "(docs/gateway.md, \"Announcing VIPs\"). 0: nothing is announced. Not 253-255 (the kernel's "
+        "default, main and local tables).", [](uint64_t n) -> const char* {
+          return n >= 253 && n <= 255 ? "253, 254 and 255 are the kernel's default, main and local tables" : nullptr;
+        }));
+    r.push_back(boolean("announce-require-endpoints", &Options::announce_require_endpoints, false,
+        "announce a VIP only while one of its services has a backend taking new flows",
+        "With `--announce-table`: a VIP address is announced only while at least one of its services has a "
+        "backend taking new flows (ready, weight > 0); `false`: every VIP address of the applied table."));
     r.push_back(number("main-lcore", "N", &DataplaneSettings::main_lcore, 0, kMaxLcore,
         "DPDK main (control) lcore", "DPDK main (control) lcore."));
     r.push_back(with(other("worker-lcores", "LIST", "DPDK worker lcores, e.g. 1,2 or 1-3 or 1-3,6",
@@ -726,9 +763,10 @@ const std::vector<Setting>& settings() {
     r.push_back(text("node-zone", "ZONE", &Options::node_zone,
         "this node's topology zone, for EndpointSlice zone hints",
         "This node's zone, for EndpointSlice topology hints."));
-    r.push_back(addr_list("node-ips", &Options::node_ips,
-        "comma-separated IPv4 addresses NodePort services are served on",
-        "IPv4 addresses NodePort services are served on."));
+    r.push_back(ip_list("node-ips", &Options::node_ips,
+        "comma-separated IPv4 and IPv6 addresses NodePort services are served on",
+        "IPv4 and IPv6 addresses NodePort services are served on (each family's NodePort entries use that "
+        "family's addresses)."));
     r.push_back(text("service-proxy-name", "NAME", &Options::service_proxy_name,
         "serve only services labelled service.kubernetes.io/service-proxy-name=NAME",
         "Serve only services labelled `service.kubernetes.io/service-proxy-name=NAME`."));
@@ -939,6 +977,11 @@ std::optional<Options> parse(int argc, const char* const argv[], std::ostream& o
     if (o.ports.empty()) fail_missing("port", "at least one port is required in dpdk mode (or use --dry-run)");
     if (o.forward_method == ForwardMethod::kFnat && o.fnat_local_addrs.empty())
       fail("forward-method", "fnat", "needs --fnat-local-addrs (or use --forward-method nat)");
+    if (o.announce_table && o.dataplane.exception_path != ExceptionPath::kTap)
+      fail("announce-table", std::to_string(o.announce_table), "needs --exception-path tap (the routes are on its interface)");
+    if (o.announce_table && !o.user.empty())
+      fail("announce-table", std::to_string(o.announce_table),
+           "cannot be used with --user: routes change on every sync and need CAP_NET_ADMIN");
     if (o.dataplane.exception_ifnames.size() > o.ports.size())
       fail("exception-ifnames", join(o.dataplane.exception_ifnames, ","), "lists more names than there are ports");
   }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "model/dataplane_settings.h"
+#include "model/ip_addr.h"
 #include "model/kinds.h"
 
 namespace vipd::config {
@@ -35,6 +36,10 @@ struct Options {
   Mode mode = Mode::kDpdk;                // --mode
   bool dry_run = false;                   // --dry-run
   std::string ipvs_interface = "vipd-ipvs0";  // --ipvs-interface (ipvs mode's dummy interface)
+  // dpdk mode, with --exception-path tap: VIPs announced as /32 routes in this
+  // routing table (0 = off) on the first exception interface (docs/gateway.md).
+  uint32_t announce_table = 0;             // --announce-table
+  bool announce_require_endpoints = true;  // --announce-require-endpoints
   std::vector<PortConfig> ports;          // --port (repeatable)
   ForwardMethod forward_method = ForwardMethod::kFnat;  // --forward-method fnat|nat
   std::vector<uint32_t> fnat_local_addrs;  // --fnat-local-addrs "a,b,c" (required for fnat)
@@ -62,7 +67,7 @@ struct Options {
   uint32_t api_backoff_max_ms = 30000;      // --api-backoff-max-ms
   std::string node_name;                    // --node-name (traffic policy Local)
   std::string node_zone;                    // --node-zone (topology hints)
-  std::vector<uint32_t> node_ips;           // --node-ips (NodePort addresses)
+  std::vector<cp::IpAddr> node_ips;         // --node-ips (NodePort addresses, IPv4 and IPv6)
   std::string service_proxy_name;           // --service-proxy-name
   // The dpdk dataplane's settings (--eal-args, --main-lcore, --worker-lcores,
   // --conn-table-size, the timeouts, --mbufs, ...), handed to the dataplane as

@@ -16,7 +16,7 @@ k8s::BuildOptions build_options(const config::Options& opt) {
   b.node_zone = opt.node_zone;
   b.node_ips = opt.node_ips;
   if (opt.mode == config::Mode::kDpdk && opt.forward_method == config::ForwardMethod::kFnat)
-    b.reserved_addrs = opt.fnat_local_addrs;
+    b.reserved_addrs.assign(opt.fnat_local_addrs.begin(), opt.fnat_local_addrs.end());
   b.service_proxy_name = opt.service_proxy_name;
   return b;
 }

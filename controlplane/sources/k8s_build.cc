@@ -21,13 +21,15 @@ struct Candidate {
   std::vector<std::string> zone_hints;
 };
 
-using Candidates = std::map<std::pair<Ipv4, uint16_t>, Candidate>;
+using Candidates = std::map<std::pair<IpAddr, uint16_t>, Candidate>;
 
-// Endpoints of one service port, merged over all slices, keyed by ip:port.
+// Endpoints of one service port in one family, merged over that family's
+// slices (addressType IPv4 or IPv6), keyed by ip:port.
 Candidates merge_endpoints(const ServicePort& sp, const std::vector<const EndpointSlice*>& slices,
-                           const std::string& node_name) {
+                           const std::string& node_name, IpAddr::Family family) {
   Candidates out;
   for (const EndpointSlice* s : slices) {
+    if (s->address_type != family_name(family)) continue;
     const EndpointPort* match = nullptr;
     for (const auto& p : s->ports)
       if (p.name && p.port && *p.name == sp.name && p.protocol == sp.protocol) {
@@ -37,8 +39,8 @@ Candidates merge_endpoints(const ServicePort& sp, const std::vector<const Endpoi
     if (!match) continue;
     for (const auto& e : s->endpoints) {
       if (e.addresses.empty()) continue;
-      const auto ip = parse_ipv4(e.addresses.front());
-      if (!ip) continue;  // validated at parse time
+      const auto ip = IpAddr::parse(e.addresses.front());
+      if (!ip || ip->family() != family) continue;  // validated at parse time
       Candidate c;
       c.ready = e.conditions.ready.value_or(true);
       c.serving = e.conditions.serving.value_or(true);
@@ -85,13 +87,24 @@ std::string defined_again(const std::string& first_origin) {
                               : "defined again; the first definition (in " + first_origin + ") is used";
 }
 
-std::optional<Ipv4> service_vip(const Service& s) {
-  for (const auto& ip : s.cluster_ips)
-    if (auto a = parse_ipv4(ip)) return a;
-  return parse_ipv4(s.cluster_ip);
+// The cluster IPs of the service, primary first, at most one per family
+// (spec.clusterIPs, else spec.clusterIP; k8s_rules.h checked their families).
+std::vector<IpAddr> service_vips(const Service& s) {
+  std::vector<IpAddr> out;
+  auto add = [&](const std::string& text) {
+    auto a = IpAddr::parse(text);
+    if (!a) return;
+    for (const IpAddr& x : out)
+      if (x.family() == a->family()) return;
+    out.push_back(*a);
+  };
+  for (const auto& ip : s.cluster_ips) add(ip);
+  if (s.cluster_ips.empty()) add(s.cluster_ip);
+  return out;
 }
 
 // "a.b.c.d/n" with the host bits cleared, or nullopt for anything else (IPv6 included).
+// IPv6 ranges: IpPrefix::parse_or_host.
 std::optional<std::string> ipv4_cidr(const std::string& text) {
   const auto slash = text.find('/');
   const std::string addr = text.substr(0, slash);
@@ -122,8 +135,8 @@ void normalize_backends(std::vector<RealServer>* b) {
 
 std::optional<ObjectError> slice_ignored(const EndpointSlice& s) {
   const std::string id = object_id("EndpointSlice", s.meta);
-  if (s.address_type != "IPv4")
-    return ObjectError{s.origin, id, "addressType " + s.address_type + " ignored (IPv4 only)"};
+  if (s.address_type != "IPv4" && s.address_type != "IPv6")
+    return ObjectError{s.origin, id, "addressType " + s.address_type + " ignored (IPv4 and IPv6 only)"};
   if (s.service_name().empty())
     return ObjectError{s.origin, id, std::string("no ") + kServiceNameLabel + " label; ignored"};
   return std::nullopt;
@@ -170,21 +183,43 @@ ServiceEntries build_service_entries(const Service& svc, const std::vector<const
     return r;
   }
   if (s->cluster_ip == "None") { note("headless (clusterIP None); ignored"); return r; }
-  const auto vip = service_vip(*s);
-  if (!vip) {
-    note(s->cluster_ip.empty() && s->cluster_ips.empty() ? "no clusterIP; ignored" : "no IPv4 clusterIP; ignored");
+  const std::vector<IpAddr> vips = service_vips(*s);
+  if (vips.empty()) {
+    note(s->cluster_ip.empty() && s->cluster_ips.empty() ? "no clusterIP; ignored" : "no usable clusterIP; ignored");
     return r;
+  }
+  for (const auto& f : s->ip_families) {
+    const bool have =
+        std::any_of(vips.begin(), vips.end(), [&](const IpAddr& a) { return family_name(a.family()) == f; });
+    if (!have) note("spec.ipFamilies lists " + f + ", but there is no " + f + " clusterIP; " + f + " not served");
   }
   if ((s->internal_policy_local || s->external_policy_local) && !node_known)
     note("traffic policy Local not applied: no node name configured (--node-name); all endpoints count");
+  const bool dual = vips.size() > 1;
 
-  // The external addresses of the service (NodePort needs the port's nodePort).
-  std::vector<Ipv4> external_ips, lb_ips;
+  // Per family: the cluster IP and the external addresses of that family
+  // (NodePort needs the port's nodePort; kube-proxy's per-family split).
+  struct Family {
+    IpAddr vip;
+    std::vector<IpAddr> external_ips, lb_ips, node_ips;
+    std::vector<std::string> ranges;
+    bool lb_blocked = false;
+  };
+  std::vector<Family> fams;
+  for (const IpAddr& v : vips) fams.push_back(Family{v, {}, {}, {}, {}, false});
+  auto fam_of = [&](const IpAddr& a) -> Family* {
+    for (auto& f : fams)
+      if (f.vip.family() == a.family()) return &f;
+    return nullptr;
+  };
+  auto add_unique = [](std::vector<IpAddr>* v, const IpAddr& a) {
+    if (std::find(v->begin(), v->end(), a) == v->end()) v->push_back(a);
+  };
   for (const auto& e : s->external_ips) {
-    if (auto a = parse_ipv4(e)) {
-      if (std::find(external_ips.begin(), external_ips.end(), *a) == external_ips.end())
-        external_ips.push_back(*a);
-    } else if (!is_ipv6(e)) {
+    if (auto a = IpAddr::parse(e)) {
+      if (Family* f = fam_of(*a)) add_unique(&f->external_ips, *a);
+      else note("externalIPs: " + a->to_string() + " has no " + family_name(a->family()) + " clusterIP; skipped");
+    } else {
       note("externalIPs: '" + e + "' is not an IP address; skipped");
     }
   }
@@ -195,25 +230,36 @@ ServiceEntries build_service_entries(const Service& svc, const std::vector<const
         note("load-balancer ingress " + in.ip + " has ipMode " + in.ip_mode + "; not served");
         continue;
       }
-      if (auto a = parse_ipv4(in.ip))
-        if (std::find(lb_ips.begin(), lb_ips.end(), *a) == lb_ips.end()) lb_ips.push_back(*a);
+      if (auto a = IpAddr::parse(in.ip)) {
+        if (Family* f = fam_of(*a)) add_unique(&f->lb_ips, *a);
+        else note("load-balancer ingress " + a->to_string() + " has no " + family_name(a->family()) +
+                  " clusterIP; not served");
+      }
     }
-  }
-  std::vector<std::string> ranges;
-  if (s->type == "LoadBalancer") {
     for (const auto& sr : s->lb_source_ranges) {
       std::string t = sr;
       t.erase(std::remove(t.begin(), t.end(), ' '), t.end());
-      if (auto c = ipv4_cidr(t)) ranges.push_back(*c);
-      else if (t.find(':') == std::string::npos)
-        note("loadBalancerSourceRanges: '" + sr + "' is not an IPv4 CIDR; skipped");
+      if (auto c = ipv4_cidr(t)) {
+        if (Family* f = fam_of(IpAddr(0u))) f->ranges.push_back(*c);
+      } else if (auto p = IpPrefix::parse_or_host(t); p && p->addr.is_v6()) {
+        if (Family* f = fam_of(p->addr)) f->ranges.push_back(p->to_string());
+      } else {
+        note("loadBalancerSourceRanges: '" + sr + "' is not an IPv4 or IPv6 CIDR; skipped");
+      }
     }
-    std::sort(ranges.begin(), ranges.end());
-    ranges.erase(std::unique(ranges.begin(), ranges.end()), ranges.end());
-    if (ranges.empty() && !s->lb_source_ranges.empty())
-      note("loadBalancerSourceRanges has no IPv4 range; load-balancer IPs not served");
+    for (auto& f : fams) {
+      std::sort(f.ranges.begin(), f.ranges.end());
+      f.ranges.erase(std::unique(f.ranges.begin(), f.ranges.end()), f.ranges.end());
+      f.lb_blocked = f.ranges.empty() && !s->lb_source_ranges.empty();
+      if (f.lb_blocked) {
+        const std::string fam = family_name(f.vip.family());
+        note("loadBalancerSourceRanges has no " + fam + " range; " + (dual ? fam + " " : "") +
+             "load-balancer IPs not served");
+      }
+    }
   }
-  const bool lb_blocked = ranges.empty() && !s->lb_source_ranges.empty();
+  for (const IpAddr& n : opts.node_ips)
+    if (Family* f = fam_of(n)) add_unique(&f->node_ips, n);
 
   for (const auto& sp : s->ports) {
     if (sp.protocol == "SCTP") {
@@ -227,62 +273,68 @@ ServiceEntries build_service_entries(const Service& svc, const std::vector<const
                                              " is not usable; skipped"});
       continue;
     }
-    const auto cands = merge_endpoints(sp, mine, opts.node_name);
-    // Topology: only if every ready endpoint has zone hints and one is for our zone.
-    bool use_topology = !opts.node_zone.empty();
-    bool zone_hinted = false;
-    for (const auto& [addr, c] : cands) {
-      if (!c.ready) continue;
-      if (c.zone_hints.empty()) use_topology = false;
-      if (std::find(c.zone_hints.begin(), c.zone_hints.end(), opts.node_zone) != c.zone_hints.end())
-        zone_hinted = true;
-    }
-    use_topology = use_topology && zone_hinted;
-    const auto all = [](const Candidate&) { return true; };
-    const auto for_zone = [&](const Candidate& c) {
-      return !use_topology ||
-             std::find(c.zone_hints.begin(), c.zone_hints.end(), opts.node_zone) != c.zone_hints.end();
-    };
-    const std::vector<RealServer> cluster = select_backends(cands, all, for_zone);
-    const std::vector<RealServer> local =
-        select_backends(cands, [](const Candidate& c) { return c.local; }, all);
-    // Any ready or serving-terminating endpoint anywhere (kube-proxy's hasAnyEndpoints).
-    const bool has_any = any_usable(cluster) || any_usable(local);
+    for (const Family& fam : fams) {
+      // Each family's entries get only that family's endpoints.
+      const auto cands = merge_endpoints(sp, mine, opts.node_name, fam.vip.family());
+      // Topology: only if every ready endpoint has zone hints and one is for our zone.
+      bool use_topology = !opts.node_zone.empty();
+      bool zone_hinted = false;
+      for (const auto& [addr, c] : cands) {
+        if (!c.ready) continue;
+        if (c.zone_hints.empty()) use_topology = false;
+        if (std::find(c.zone_hints.begin(), c.zone_hints.end(), opts.node_zone) != c.zone_hints.end())
+          zone_hinted = true;
+      }
+      use_topology = use_topology && zone_hinted;
+      const auto all = [](const Candidate&) { return true; };
+      const auto for_zone = [&](const Candidate& c) {
+        return !use_topology ||
+               std::find(c.zone_hints.begin(), c.zone_hints.end(), opts.node_zone) != c.zone_hints.end();
+      };
+      const std::vector<RealServer> cluster = select_backends(cands, all, for_zone);
+      const std::vector<RealServer> local =
+          select_backends(cands, [](const Candidate& c) { return c.local; }, all);
+      // Any ready or serving-terminating endpoint anywhere (kube-proxy's hasAnyEndpoints).
+      const bool has_any = any_usable(cluster) || any_usable(local);
 
-    auto add = [&](Ipv4 addr, uint16_t port, ServiceKind kind, bool policy_local,
-                   const std::vector<std::string>& source_ranges) {
-      if (std::find(opts.reserved_addrs.begin(), opts.reserved_addrs.end(), addr) != opts.reserved_addrs.end()) {
-        r.errors.push_back({s->origin, id, std::string(name(kind)) + " " + ipv4_to_string(addr) + ":" +
-                                               std::to_string(port) + " is one of vipd's full-NAT local "
-                                               "addresses (--fnat-local-addrs); not served"});
-        return;
-      }
-      VirtualService vs;
-      vs.key = ServiceKey{addr, port, *proto};
-      vs.name = s->meta.namespace_ + "/" + s->meta.name + (sp.name.empty() ? "" : ":" + sp.name);
-      vs.kind = kind;
-      vs.scheduler = s->scheduler.value_or(opts.default_scheduler);
-      // PROXY protocol is a TCP stream header: UDP ports never carry one.
-      if (*proto == Protocol::kTcp) vs.proxy_protocol = s->proxy_protocol.value_or(opts.default_proxy_protocol);
-      vs.persistence_timeout_s = s->client_ip_affinity ? s->affinity_timeout_s : 0;
-      vs.source_ranges = source_ranges;
-      if (policy_local && node_known) {
-        vs.backends = local;
-        // Local policy, nothing usable here but something elsewhere: DROP.
-        vs.when_empty = !any_usable(local) && has_any ? WhenEmpty::kDrop : WhenEmpty::kReject;
-      } else {
-        vs.backends = cluster;
-        vs.when_empty = WhenEmpty::kReject;
-      }
-      normalize_backends(&vs.backends);
-      r.entries.push_back(std::move(vs));
-    };
-    add(*vip, sp.port, ServiceKind::kClusterIp, s->internal_policy_local, {});
-    if ((s->type == "NodePort" || s->type == "LoadBalancer") && sp.node_port)
-      for (Ipv4 nip : opts.node_ips) add(nip, sp.node_port, ServiceKind::kNodePort, s->external_policy_local, {});
-    if (!lb_blocked)
-      for (Ipv4 lip : lb_ips) add(lip, sp.port, ServiceKind::kLoadBalancer, s->external_policy_local, ranges);
-    for (Ipv4 eip : external_ips) add(eip, sp.port, ServiceKind::kExternalIp, s->external_policy_local, {});
+      auto add = [&](const IpAddr& addr, uint16_t port, ServiceKind kind, bool policy_local,
+                     const std::vector<std::string>& source_ranges) {
+        if (std::find(opts.reserved_addrs.begin(), opts.reserved_addrs.end(), addr) != opts.reserved_addrs.end()) {
+          r.errors.push_back({s->origin, id, std::string(name(kind)) + " " + host_port(addr, port) +
+                                                 " is one of vipd's full-NAT local "
+                                                 "addresses (--fnat-local-addrs); not served"});
+          return;
+        }
+        VirtualService vs;
+        vs.key = ServiceKey{addr, port, *proto};
+        vs.name = s->meta.namespace_ + "/" + s->meta.name + (sp.name.empty() ? "" : ":" + sp.name);
+        vs.kind = kind;
+        vs.scheduler = s->scheduler.value_or(opts.default_scheduler);
+        // PROXY protocol is a TCP stream header: UDP ports never carry one.
+        if (*proto == Protocol::kTcp) vs.proxy_protocol = s->proxy_protocol.value_or(opts.default_proxy_protocol);
+        vs.persistence_timeout_s = s->client_ip_affinity ? s->affinity_timeout_s : 0;
+        vs.source_ranges = source_ranges;
+        if (policy_local && node_known) {
+          vs.backends = local;
+          // Local policy, nothing usable here but something elsewhere: DROP.
+          vs.when_empty = !any_usable(local) && has_any ? WhenEmpty::kDrop : WhenEmpty::kReject;
+        } else {
+          vs.backends = cluster;
+          vs.when_empty = WhenEmpty::kReject;
+        }
+        normalize_backends(&vs.backends);
+        r.entries.push_back(std::move(vs));
+      };
+      add(fam.vip, sp.port, ServiceKind::kClusterIp, s->internal_policy_local, {});
+      if ((s->type == "NodePort" || s->type == "LoadBalancer") && sp.node_port)
+        for (const IpAddr& nip : fam.node_ips)
+          add(nip, sp.node_port, ServiceKind::kNodePort, s->external_policy_local, {});
+      if (!fam.lb_blocked)
+        for (const IpAddr& lip : fam.lb_ips)
+          add(lip, sp.port, ServiceKind::kLoadBalancer, s->external_policy_local, fam.ranges);
+      for (const IpAddr& eip : fam.external_ips)
+        add(eip, sp.port, ServiceKind::kExternalIp, s->external_policy_local, {});
+    }
   }
   return r;
 }
@@ -300,7 +352,7 @@ BuildResult build_service_table(const std::vector<Service>& services,
                                 const BuildOptions& opts) {
   BuildResult r;
   using Name = std::pair<std::string, std::string>;  // namespace, name
-  // Slices: first copy of a name wins; IPv4 only; grouped by owning service.
+  // Slices: first copy of a name wins; IPv4 and IPv6; grouped by owning service.
   std::map<Name, const EndpointSlice*> slice_by_name;
   std::map<Name, std::vector<const EndpointSlice*>> slices_of;
   for (const auto& s : slices) {

@@ -118,6 +118,45 @@ void check_cluster_ip(const std::string& ip, const Path& path) {
   check_ip(ip, path);
 }
 
+void check_ip_families(const Service& s) {
+  for (size_t i = 0; i < s.ip_families.size(); ++i) {
+    const std::string& f = s.ip_families[i];
+    const std::string at = "spec.ipFamilies[" + std::to_string(i) + "]: ";
+    if (f != "IPv4" && f != "IPv6") throw ParseFail{at + in_quotes(f) + " is not IPv4 or IPv6"};
+    for (size_t j = 0; j < i; ++j)
+      if (s.ip_families[j] == f) throw ParseFail{at + in_quotes(f) + " is listed twice"};
+  }
+  const std::string& pol = s.ip_family_policy;
+  if (!pol.empty() && pol != "SingleStack" && pol != "PreferDualStack" && pol != "RequireDualStack")
+    throw ParseFail{"spec.ipFamilyPolicy: " + in_quotes(pol) +
+                    " is not SingleStack, PreferDualStack or RequireDualStack"};
+  if (pol == "SingleStack" && s.ip_families.size() > 1)
+    throw ParseFail{"spec.ipFamilies: two families, but spec.ipFamilyPolicy is SingleStack"};
+  if (!s.cluster_ips.empty() && !s.cluster_ip.empty() && s.cluster_ips[0] != s.cluster_ip)
+    throw ParseFail{"spec.clusterIPs[0]: " + in_quotes(s.cluster_ips[0]) + " is not spec.clusterIP " +
+                    in_quotes(s.cluster_ip)};
+  // The addresses (headless "None" and empty entries carry no family).
+  std::vector<IpAddr> ips;
+  for (const auto& t : s.cluster_ips)
+    if (auto a = IpAddr::parse(t)) ips.push_back(*a);
+  if (s.cluster_ips.empty())
+    if (auto a = IpAddr::parse(s.cluster_ip)) ips.push_back(*a);
+  if (ips.size() > 2) throw ParseFail{"spec.clusterIPs: more than two addresses (at most one per family)"};
+  if (ips.size() == 2 && ips[0].family() == ips[1].family())
+    throw ParseFail{"spec.clusterIPs: " + in_quotes(ips[0].to_string()) + " and " + in_quotes(ips[1].to_string()) +
+                    " are both " + family_name(ips[0].family()) + "; a dual-stack Service has one per family"};
+  for (size_t i = 0; i < ips.size() && i < s.ip_families.size(); ++i)
+    if (family_name(ips[i].family()) != s.ip_families[i])
+      throw ParseFail{"spec.clusterIPs[" + std::to_string(i) + "]: " + in_quotes(ips[i].to_string()) + " is " +
+                      family_name(ips[i].family()) + ", but spec.ipFamilies[" + std::to_string(i) + "] is " +
+                      s.ip_families[i]};
+  if (pol == "SingleStack" && ips.size() > 1)
+    throw ParseFail{"spec.clusterIPs: two addresses, but spec.ipFamilyPolicy is SingleStack"};
+  if (pol == "RequireDualStack" && ips.size() == 1)
+    throw ParseFail{"spec.ipFamilyPolicy: RequireDualStack, but spec.clusterIPs has only an " +
+                    std::string(family_name(ips[0].family())) + " address"};
+}
+
 void check_rule(const std::string& problem, const Path& path, std::string_view value) {
   if (!problem.empty()) throw ParseFail{path.str() + ": " + in_quotes(value) + " " + problem};
 }

@@ -68,6 +68,9 @@ struct Service {
   std::string type = "ClusterIP";  // ClusterIP | NodePort | LoadBalancer | ExternalName
   std::string cluster_ip;                // spec.clusterIP ("None" = headless)
   std::vector<std::string> cluster_ips;  // spec.clusterIPs
+  std::vector<std::string> ip_families;  // spec.ipFamilies ("IPv4", "IPv6"; at most one of each)
+  std::string ip_family_policy;          // spec.ipFamilyPolicy ("" = unset, SingleStack, PreferDualStack,
+                                         // RequireDualStack)
   std::vector<ServicePort> ports;
   bool client_ip_affinity = false;                       // sessionAffinity: ClientIP
   uint32_t affinity_timeout_s = kDefaultAffinityTimeoutS;  // ...clientIP.timeoutSeconds
@@ -151,11 +154,13 @@ struct BuildOptions {
   // counts as cluster-wide (noted per service).
   std::string node_name;
   std::string node_zone;     // topology.kubernetes.io/zone of this node; "" = no hints filtering
-  std::vector<Ipv4> node_ips;  // addresses NodePorts are served on; empty = no NodePort entries
+  // Addresses NodePorts are served on (each family's entries on that family's
+  // addresses); empty = no NodePort entries.
+  std::vector<IpAddr> node_ips;
   // Addresses vipd itself owns that no Service entry may use: the full-NAT
   // local addresses (--fnat-local-addrs; replies to them are vipd's own).
   // An entry on one is an object error and is not served.
-  std::vector<Ipv4> reserved_addrs;
+  std::vector<IpAddr> reserved_addrs;
   // "" = serve services without the service-proxy-name label (kube-proxy's
   // default); otherwise serve only services labelled with this name.
   std::string service_proxy_name;
@@ -178,7 +183,7 @@ BuildResult build_service_table(const std::vector<Service>& services,
 
 // The building blocks of build_service_table, shared with TableIndex (k8s_index.h).
 //
-// A slice that cannot feed any service (not IPv4, no service-name label): the note
+// A slice that cannot feed any service (addressType FQDN, no service-name label): the note
 // saying why; nullopt for a usable slice.
 std::optional<ObjectError> slice_ignored(const EndpointSlice& s);
 

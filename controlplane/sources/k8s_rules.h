@@ -72,6 +72,9 @@ uint16_t port_number(int64_t v, const Path& path);
 void check_protocol(const std::string& p, const Path& path);
 void check_ip(const std::string& ip, const Path& path);
 void check_cluster_ip(const std::string& ip, const Path& path);
+// spec.ipFamilies, spec.ipFamilyPolicy and their agreement with spec.clusterIP(s)
+// (the API server's dual-stack validation).
+void check_ip_families(const Service& s);
 // Throws when `problem` (from a *_problem rule) is not empty.
 void check_rule(const std::string& problem, const Path& path, std::string_view value);
 void check_labels(const std::map<std::string, std::string>& labels);
@@ -296,6 +299,9 @@ std::optional<Service> decode_service(const N& n, ObjectError* error, const char
       check_cluster_ip(text, p);
       s.cluster_ips.push_back(std::move(text));
     });
+    s.ip_families = strings(spec, "ipFamilies", sp);
+    s.ip_family_policy = opt_string(spec, "ipFamilyPolicy", sp).value_or("");
+    check_ip_families(s);
     std::set<std::string> names;
     std::set<std::pair<std::string, uint16_t>> numbers;
     const Path portsp = sp.key("ports");

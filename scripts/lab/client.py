@@ -9,6 +9,8 @@
                       [--interval S] [--timeout S]
 
 Lab traffic generator; runs inside the client network namespace.
+Addresses may be IPv4 or IPv6: HOST:PORT is a.b.c.d:P or [IPV6]:P, URLs are
+http://[IPV6]:P/ for IPv6, and ping takes either family (ICMPv6 echo for IPv6).
 
 http:    N sequential GETs, each on a new TCP connection. Prints one JSON line
          {"ok":N,"failed":N,"by_pod":{"pod1":N,...},"errors":{"ConnectionRefusedError":N,...},
@@ -100,8 +102,13 @@ def http_once(host, port, path, hosthdr, timeout):
     return line[:64]
 
 
+def family_of(host):
+    """AF_INET6 for an IPv6 literal, else AF_INET."""
+    return socket.AF_INET6 if ":" in host else socket.AF_INET
+
+
 def udp_once(host, port, timeout):
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s = socket.socket(family_of(host), socket.SOCK_DGRAM)
     try:
         s.settimeout(timeout)
         s.connect((host, port))  # connected: ICMP errors surface as exceptions
@@ -118,12 +125,33 @@ def udp_once(host, port, timeout):
 def ping(args):
     import os
     import struct
-    s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
+    v6 = family_of(args.host) == socket.AF_INET6
+    if v6:
+        # ICMPv6 (the kernel fills in the checksum of raw ICMPv6 sockets; no IP header on receive)
+        s = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_ICMPV6)
+        want_addr = socket.inet_pton(socket.AF_INET6, args.host)
+    else:
+        s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
     s.settimeout(args.timeout)
     ident = os.getpid() & 0xFFFF
     got = 0
     for seq in range(args.count):
         payload = b"vipd-lab-ping"
+        if v6:
+            s.sendto(struct.pack("!BBHHH", 128, 0, 0, ident, seq) + payload, (args.host, 0))
+            end = time.monotonic() + args.timeout
+            while time.monotonic() < end:
+                try:
+                    data, addr = s.recvfrom(2048)
+                except socket.timeout:
+                    break
+                if len(data) < 8:
+                    continue
+                t, _, _, rid, rseq = struct.unpack("!BBHHH", data[:8])
+                if t == 129 and rid == ident and rseq == seq and socket.inet_pton(socket.AF_INET6, addr[0]) == want_addr:
+                    got += 1
+                    break
+            continue
         hdr = struct.pack("!BBHHH", 8, 0, 0, ident, seq)
         b = hdr + payload
         if len(b) % 2:
@@ -309,7 +337,27 @@ def run_loop(args, once):
 
 
 def host_port(text, default_port=None):
+    if text.startswith("["):  # [IPV6]:PORT or [IPV6]
+        close = text.find("]")
+        if close < 0 or (close + 1 < len(text) and text[close + 1] != ":"):
+            raise argparse.ArgumentTypeError("expected [IPV6]:PORT, got %r" % text)
+        host, rest = text[1:close], text[close + 1:]
+        if not host or ":" not in host:
+            raise argparse.ArgumentTypeError("bad IPv6 address in %r" % text)
+        if not rest:
+            if default_port is None:
+                raise argparse.ArgumentTypeError("expected [IPV6]:PORT, got %r" % text)
+            return host, default_port
+        try:
+            p = int(rest[1:])
+        except ValueError:
+            raise argparse.ArgumentTypeError("bad port in %r" % text)
+        if not (0 < p < 65536):
+            raise argparse.ArgumentTypeError("bad port in %r" % text)
+        return host, p
     host, sep, port = text.rpartition(":")
+    if ":" in host:
+        raise argparse.ArgumentTypeError("IPv6 addresses need brackets: [IPV6]:PORT, got %r" % text)
     if not sep:
         if default_port is None:
             raise argparse.ArgumentTypeError("expected HOST:PORT, got %r" % text)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""usage: podserver.py --name NAME [--http-port 8080] [--udp-port 9053] [--pidfile FILE]
+"""usage: podserver.py --name NAME [--http-port 8080] [--udp-port 9053] [--ipv6] [--pidfile FILE]
 
 A lab "pod": runs inside a pod network namespace (scripts/lab.sh starts it).
 - HTTP/1.1 on TCP --http-port: every GET gets 200 with body "NAME\\n"; the
@@ -9,6 +9,8 @@ A lab "pod": runs inside a pod network namespace (scripts/lab.sh starts it).
 - A connection idle for 10 s (waiting for the next request) is closed; the
   environment variable LAB_POD_IDLE_TIMEOUT_S (seconds, > 0) changes that for
   the pods a test starts (scripts/lab.sh passes its environment on).
+- --ipv6: the same HTTP and UDP servers also on IPv6 (separate IPv6-only
+  sockets on [::], so IPv4 peers still appear as plain IPv4 addresses).
 Standard library only; one thread per TCP connection, so many short
 connections are fine. The pid file is written after both sockets are bound,
 so its existence means "ready". SIGTERM/SIGINT stop the server cleanly.
@@ -50,6 +52,24 @@ class HTTPServer(socketserver.ThreadingMixIn, http.server.HTTPServer):
     block_on_close = False
 
 
+class HTTPServer6(HTTPServer):
+    address_family = socket.AF_INET6
+
+    def server_bind(self):
+        self.socket.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        super().server_bind()
+
+
+def udp_socket(family, host, port):
+    s = socket.socket(family, socket.SOCK_DGRAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if family == socket.AF_INET6:
+        s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+    s.bind((host, port))
+    s.settimeout(0.5)
+    return s
+
+
 def udp_echo(sock, name, stop):
     reply = (name + "\n").encode()
     while not stop.is_set():
@@ -72,6 +92,7 @@ def main():
     ap.add_argument("--name", required=True)
     ap.add_argument("--http-port", type=int, default=8080)
     ap.add_argument("--udp-port", type=int, default=9053)
+    ap.add_argument("--ipv6", action="store_true", help="also serve on IPv6 ([::], IPv6 only)")
     ap.add_argument("--pidfile")
     args = ap.parse_args()
     idle = os.environ.get("LAB_POD_IDLE_TIMEOUT_S")
@@ -85,19 +106,25 @@ def main():
 
     httpd = HTTPServer(("0.0.0.0", args.http_port), Handler)
     httpd.pod_name = args.name
-    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    udp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    udp.bind(("0.0.0.0", args.udp_port))
-    udp.settimeout(0.5)
+    udps = [udp_socket(socket.AF_INET, "0.0.0.0", args.udp_port)]
+    httpd6 = None
+    if args.ipv6:
+        httpd6 = HTTPServer6(("::", args.http_port), Handler)
+        httpd6.pod_name = args.name
+        udps.append(udp_socket(socket.AF_INET6, "::", args.udp_port))
 
     stop = threading.Event()
-    t = threading.Thread(target=udp_echo, args=(udp, args.name, stop), daemon=True)
-    t.start()
+    for udp in udps:
+        threading.Thread(target=udp_echo, args=(udp, args.name, stop), daemon=True).start()
+    if httpd6 is not None:
+        threading.Thread(target=httpd6.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True).start()
 
     def on_signal(_sig, _frame):
         stop.set()
         # shutdown() blocks until serve_forever returns, so call it elsewhere.
         threading.Thread(target=httpd.shutdown, daemon=True).start()
+        if httpd6 is not None:
+            threading.Thread(target=httpd6.shutdown, daemon=True).start()
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
@@ -113,7 +140,10 @@ def main():
     finally:
         stop.set()
         httpd.server_close()
-        udp.close()
+        if httpd6 is not None:
+            httpd6.server_close()
+        for udp in udps:
+            udp.close()
         if args.pidfile:
             try:
                 with open(args.pidfile) as f:

@@ -1,33 +1,46 @@
 #!/usr/bin/env bash
-# usage: tests/integration/exception_test.sh
+# usage: tests/integration/exception_test.sh [1w|2w]
+# variants: 1w 2w
 # timeout: 300
 #
 # The kernel exception path of dpdk mode (docs/gateway.md): vipd (fnat, one
-# worker, af_packet ports) in the lab's ${P}lb namespace with --exception-path
-# tap, and from the client namespace:
+# worker, or with 2w two workers sharing a CPU so that frames for the kernel
+# come from both; af_packet ports) in the lab's ${P}lb namespace with
+# --exception-path tap, and from the client namespace:
 #   tap-created          vipd-0 / vipd-1 exist with their ports' MACs and addresses
 #   ping-kernel          ping of the port address 10.0.0.1 is answered by the kernel
-#                        through vipd-0 (its to_kernel and from_kernel counters move)
+#                        through vipd-0 (its to_kernel and from_kernel counters move;
+#                        `vipctl stats` shows its line)
 #   bgp-port-tcp         a TCP connection to 10.0.0.1:179 (a listener bound in ${P}lb
 #                        on the tap's address) exchanges bytes both ways
 #   vip-still-served     seed-like HTTP requests to the VIP: 0 failed
 #   flood-rate-limited   a UDP flood to the port address beyond --exception-pps is
 #                        cut to about that rate (rate_limited counted in vipctl stats
 #                        and /metrics) while the VIP keeps answering (0 failed)
-#   tap-gone-after-kill  after kill -9 of vipd, vipd-0 and vipd-1 are gone
+#   announce-routes      (--announce-table 100) table 100 holds 10.96.0.100/32 dev vipd-0
+#                        (a service with ready endpoints), not 10.96.0.101 (none)
+#   announce-withdrawn   once the EndpointSlice is removed, 10.96.0.100 leaves table 100
+#   announce-back        and comes back with it
+#   tap-gone-after-kill  after kill -9 of vipd, vipd-0 and vipd-1 are gone, and so
+#                        are the routes of table 100
 # Prints PASS/FAIL/SKIP lines (tests/integration/lib.sh); exit 77 when it cannot run.
 set -uo pipefail
 
-NAME="exception_test"
+VARIANT=${1:-1w}
+case $VARIANT in
+  1w|2w) ;;
+  *) echo "usage: tests/integration/exception_test.sh [1w|2w]" >&2; exit 2 ;;
+esac
+NAME="exception_test($VARIANT)"
 CHECKS=(vipd-starts tap-created ping-kernel bgp-port-tcp vip-still-served flood-rate-limited
-        tap-gone-after-kill)
+        announce-routes announce-withdrawn announce-back tap-gone-after-kill)
 SKIP_HINT="run as root on a kernel with network namespaces, veth, bridge and /dev/net/tun"
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 require_netns bridge
 require_vipd
 [ -c /dev/net/tun ] || skip_all "no /dev/net/tun: DPDK's net_tap cannot create the exception interfaces"
 
-export LAB_PREFIX="vx$$-"
+export LAB_PREFIX="vx${VARIANT:0:1}$$-"
 P=$LAB_PREFIX
 TMP=$(mktemp -d /tmp/vipd-exception.XXXXXX)
 CONF=config/demo/vipd.conf
@@ -41,11 +54,16 @@ lab_up
 mkdir -p "$TMP/manifests"
 cp config/demo/manifests/*.yaml "$TMP/manifests/"
 EAL=$(sed -n 's/^[[:space:]]*eal-args[[:space:]]*=[[:space:]]*//p' "$CONF" | tail -n 1)
+VARGS=()
+if [ "$VARIANT" = 2w ]; then
+  EAL="$EAL --lcores 0@0,1@1,2@1"   # two workers, both on CPU 1
+  VARGS+=(--worker-lcores 1,2)
+fi
 ip netns exec "${P}lb" "$VIPD" --config "$CONF" --forward-method fnat \
   --manifests-dir "$TMP/manifests" --admin-socket "$TMP/admin.sock" \
   --metrics-address "127.0.0.1:$METRICS_PORT" --health-address off \
-  --exception-path tap --exception-pps "$PPS" \
-  "--eal-args=$EAL --file-prefix ${P}vipd" </dev/null >"$TMP/vipd.log" 2>&1 &
+  --exception-path tap --exception-pps "$PPS" --announce-table 100 \
+  "--eal-args=$EAL --file-prefix ${P}vipd" "${VARGS[@]}" </dev/null >"$TMP/vipd.log" 2>&1 &
 VIPD_PID=$!
 if wait_generation 1; then
   pass vipd-starts
@@ -78,11 +96,13 @@ if [ -z "$d" ]; then pass tap-created; else fail tap-created "$d"; fi
 read -r to0 from0 _ <<<"$(exc 0)"
 r=$(client ping 10.0.0.1 --count 3 --timeout 1)
 read -r to1 from1 _ <<<"$(exc 0)"
-note "ping: $r; vipd-0 to_kernel $to0 -> $to1, from_kernel $from0 -> $from1"
-if [ "$(json_field "$r" received)" = 3 ] && [ $((to1 - to0)) -ge 3 ] && [ $((from1 - from0)) -ge 3 ]; then
+line=$(vipctl stats 2>/dev/null | grep '^Exception path vipd-0: to kernel')
+note "ping: $r; vipd-0 to_kernel $to0 -> $to1, from_kernel $from0 -> $from1; vipctl stats: $line"
+if [ "$(json_field "$r" received)" = 3 ] && [ $((to1 - to0)) -ge 3 ] && [ $((from1 - from0)) -ge 3 ] &&
+   [ -n "$line" ]; then
   pass ping-kernel
 else
-  fail ping-kernel "want 3 replies and >= 3 frames each way through vipd-0: $r, to_kernel +$((to1 - to0)), from_kernel +$((from1 - from0))"
+  fail ping-kernel "want 3 replies, >= 3 frames each way through vipd-0 and its line in vipctl stats: $r, to_kernel +$((to1 - to0)), from_kernel +$((from1 - from0)), line '$line'"
 fi
 
 # ---- TCP 179 to a kernel listener on the tap's address ---------------------------------
@@ -152,6 +172,26 @@ else
   fail flood-rate-limited "want > 2000 sent, <= $allow passed, >= half rate_limited (also in /metrics), 0 failed VIP requests: sent ${flood:-?}, passed $passed, rate_limited $limited, metric '${metric}', http ${d:-ok}"
 fi
 
+# ---- VIP announcement: /32 routes in table 100 -----------------------------------------
+routes() { ip -n "${P}lb" -4 route show table 100 2>/dev/null | tr '\n' ';'; }
+r=$(routes)
+if grep -q '10\.96\.0\.100 dev vipd-0' <<<"$r" && ! grep -q '10\.96\.0\.101' <<<"$r"; then
+  pass announce-routes
+else
+  fail announce-routes "want 10.96.0.100 dev vipd-0 and not 10.96.0.101 in table 100: '$r'"
+fi
+gen=$(generation)
+rm -f "$TMP/manifests/endpointslice-db.yaml"
+wait_generation $(( ${gen:-0} + 1 )) 100
+r=$(routes)
+if ! grep -q '10\.96\.0\.100' <<<"$r"; then pass announce-withdrawn
+else fail announce-withdrawn "10.96.0.100 still in table 100 after its endpoints went: '$r'"; fi
+cp config/demo/manifests/endpointslice-db.yaml "$TMP/manifests/"
+wait_generation $(( ${gen:-0} + 2 )) 100
+r=$(routes)
+if grep -q '10\.96\.0\.100 dev vipd-0' <<<"$r"; then pass announce-back
+else fail announce-back "10.96.0.100 not back in table 100 with its endpoints: '$r'"; fi
+
 # ---- kill -9: the interfaces go with the process ------------------------------------------
 kill -KILL "$VIPD_PID" 2>/dev/null
 { wait "$VIPD_PID"; } 2>/dev/null
@@ -162,4 +202,6 @@ for _ in $(seq 1 30); do
   [ -z "$left" ] && break
   sleep 0.1
 done
-if [ -z "$left" ]; then pass tap-gone-after-kill; else fail tap-gone-after-kill "still there 3 s after kill -9: $left"; fi
+r=$(routes)
+if [ -z "$left" ] && [ -z "$r" ]; then pass tap-gone-after-kill
+else fail tap-gone-after-kill "still there 3 s after kill -9: interfaces '$left', table 100 '$r'"; fi

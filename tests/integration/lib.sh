@@ -16,7 +16,10 @@
 #                             addresses (c0 10.0.0.1/24, p0 10.244.0.1/16), IPv4
 #                             forwarding (that namespace only) and the service range
 #                             routed to a dummy svc0 (to p0 where there is no dummy
-#                             driver), so a VIP no rule claims goes nowhere
+#                             driver), so a VIP no rule claims goes nowhere; with
+#                             LAB_IPV6=1 (exported before lab_up) also IPv6 there:
+#                             c0 fd00:10::1/64, p0 fd00:244::1/64 (nodad), IPv6
+#                             forwarding and fd00:96::/112 routed the same way
 #   inlb CMD...               runs CMD in the ${P}lb namespace
 # For the kernel-mode seed scenario (iptables_test.sh, nftables_test.sh):
 #   kernel_write_slice SVC FILE IP...  an EndpointSlice of SVC (http 8080/TCP,
@@ -138,12 +141,25 @@ lab_kernel_lb() {
     fail lab-up "could not give the lb namespace its kernel addresses / forwarding"
     exit 1
   fi
+  if [ "${LAB_IPV6:-0}" = 1 ] &&
+     ! { inlb sysctl -qw net.ipv6.conf.all.disable_ipv6=0 net.ipv6.conf.default.disable_ipv6=0 \
+           net.ipv6.conf.all.accept_dad=0 net.ipv6.conf.default.accept_dad=0 \
+           net.ipv6.conf.c0.disable_ipv6=0 net.ipv6.conf.p0.disable_ipv6=0 \
+           net.ipv6.conf.all.forwarding=1 >/dev/null &&
+         ip -n "${P}lb" addr add fd00:10::1/64 dev c0 nodad &&
+         ip -n "${P}lb" addr add fd00:244::1/64 dev p0 nodad; }; then
+    fail lab-up "could not give the lb namespace its IPv6 addresses / forwarding"
+    exit 1
+  fi
+  local dev=svc0
   if ip -n "${P}lb" link add name svc0 type dummy 2>/dev/null; then
-    ip -n "${P}lb" link set dev svc0 up && ip -n "${P}lb" route add 10.96.0.0/12 dev svc0
+    ip -n "${P}lb" link set dev svc0 up
   else
     note "no dummy interfaces here: the service range is routed to p0 instead"
-    ip -n "${P}lb" route add 10.96.0.0/12 dev p0
+    dev=p0
   fi
+  ip -n "${P}lb" route add 10.96.0.0/12 dev "$dev"
+  [ "${LAB_IPV6:-0}" != 1 ] || ip -n "${P}lb" -6 route add fd00:96::/112 dev "$dev"
 }
 
 inlb() { ip netns exec "${P}lb" "$@"; }

@@ -15,7 +15,9 @@
 # `nft -c -f` and equal to what the kernel holds, no endpoints -> refused (TCP,
 # UDP), another port of a ClusterIP -> refused, UDP, sessionAffinity ClientIP,
 # masquerade per forward method, a restart (with a service deleted while vipd
-# was down) that leaves no stale chain or set and fails no request, vipctl.
+# was down) that leaves no stale chain or set and fails no request, vipctl, and
+# a table ip6 vipd left by an earlier run (IPv6 entries) deleted by the first
+# full sync (IPv6 rendering itself: tests/unit/nftables, NftKernel6).
 # Each check prints "PASS: <name>" or "FAIL: <name>: <detail>"; exit status 0
 # if all passed, 1 if any failed, 2 on usage errors, 77 (with SKIP lines) when
 # it cannot run here. Env: VIPD_BUILD_DIR (default build), VIPD_BIN/VIPCTL_BIN.
@@ -31,7 +33,7 @@ NAME="nftables_test($METHOD)"
 CHECKS=(vipd-starts mode-reported dry-run-accepted http-four-pods masquerade endpoint-layout change-applied one-change-partial
         removal-no-failures removed-pod-never-reached stale-chain-retired no-endpoints-refused
         udp-no-endpoints-refused other-port-refused udp-roundtrip affinity restart-no-stale vipctl-list
-        vipctl-stats healthz vipd-alive)
+        vipctl-stats healthz vipd-alive stale-ip6-table-removed)
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 [ "$(id -u)" -eq 0 ] || skip_all "not root (network namespaces and nf_tables need root)"
 command -v ip >/dev/null 2>&1 || skip_all "'ip' (iproute2) not installed"
@@ -87,6 +89,18 @@ lab_up
 lab_kernel_lb
 kernel_seed_manifests
 
+# A table ip6 vipd as an earlier run with IPv6 entries left it (the seed has
+# none): vipd's first full sync must delete it.
+stale6_out=$(inlb nft -f - 2>&1 <<'EOF'
+table ip6 vipd {
+  set aff-STALE6-300 { type ipv6_addr; flags dynamic,timeout; timeout 300s; }
+  chain svc-STALE6 { meta l4proto tcp dnat to [fd00:244::1]:8080; }
+  chain nat-prerouting { type nat hook prerouting priority -100; policy accept; ip6 daddr fd00:96::100 goto svc-STALE6; }
+}
+EOF
+)
+stale6_rc=$?
+
 kernel_start_vipd nftables "$METHOD"
 t0=$(date +%s%N)
 if gen=$(kernel_wait_synced); then
@@ -99,6 +113,13 @@ else
     fail vipd-starts "vipd exited during start-up: $(tail -n 2 "$TMP/vipd.log" | tr '\n' ' ')"
   fi
   exit 1
+fi
+if [ "$stale6_rc" -ne 0 ]; then
+  skip stale-ip6-table-removed "could not create a table ip6 vipd in ${P}lb: $(tr '\n' ' ' <<<"$stale6_out" | head -c 200)"
+elif ! inlb nft list table ip6 vipd >/dev/null 2>&1; then
+  pass stale-ip6-table-removed
+else
+  fail stale-ip6-table-removed "table ip6 vipd of an earlier run still there after the first full sync: $(inlb nft list table ip6 vipd 2>&1 | head -c 300 | tr '\n' ' ')"
 fi
 st=$(status_json)
 if [ "$(json_field "$st" mode)" = nftables ] && [ "$(json_field "$st" forward_method)" = "$METHOD" ] &&

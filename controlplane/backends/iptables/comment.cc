@@ -7,7 +7,7 @@ namespace vipd::cp::ipt {
 
 bool comment_char_allowed(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == ' ' || c == '.' ||
-         c == '_' || c == '/' || c == ':' || c == '-' || c == '>' || c == '|';
+         c == '_' || c == '/' || c == ':' || c == '-' || c == '>' || c == '|' || c == '[' || c == ']';
 }
 
 std::string comment_text(std::string_view text, size_t max_len) {

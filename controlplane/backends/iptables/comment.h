@@ -17,7 +17,9 @@ namespace vipd::cp::ipt {
 inline constexpr size_t kMaxCommentLength = 255;
 
 // True for the characters a comment keeps: ASCII letters and digits and
-// " ._/:->|" (enough for "ns/name:port -> 10.0.0.1:80 has no endpoints").
+// " ._/:->|[]" (enough for "ns/name:port -> 10.0.0.1:80 has no endpoints" and
+// "ns/name:port -> [fd00::1]:80"; brackets are plain characters inside the
+// quoted argument of iptables and of nft).
 bool comment_char_allowed(char c);
 
 // `text` with every other byte replaced by '_', cut at max_len bytes

@@ -17,10 +17,15 @@ namespace {
 // characters only, cut at 255.
 std::string comment(const std::string& text) { return comment_match(text); }
 
-// "-d 10.96.0.100/32 -p tcp -m tcp --dport 8080"
+// The model's address type, in the two places the renderer looks at it.
+AddressFamily family_of(const ServiceKey& k) { return k.vip.is_v6() ? AddressFamily::kIpv6 : AddressFamily::kIpv4; }
+std::string addr_text(const IpAddr& a) { return a.to_string(); }
+
+// "-d 10.96.0.100/32 -p tcp -m tcp --dport 8080" ("-d fd00:96::100/128 ..." for IPv6)
 std::string match_service(const ServiceKey& k) {
   const char* p = protocol_lower(k.protocol);
-  return "-d " + k.vip.to_string() + "/32 -p " + p + " -m " + p + " --dport " + std::to_string(k.port);
+  return "-d " + host_cidr(addr_text(k.vip), family_of(k)) + " -p " + p + " -m " + p + " --dport " +
+         std::to_string(k.port);
 }
 
 const char* kind_label(ServiceKind kind) {
@@ -33,7 +38,7 @@ const char* kind_label(ServiceKind kind) {
   return name(kind);
 }
 
-std::string endpoint_str(const RealServer& b) { return b.ip.to_string() + ":" + std::to_string(b.port); }
+std::string endpoint_str(const RealServer& b, AddressFamily f) { return host_port(addr_text(b.ip), b.port, f); }
 
 std::string probability(size_t remaining) {
   char buf[32];
@@ -76,6 +81,45 @@ std::vector<std::string> stale(const Ruleset& next, Table t, const std::set<std:
 
 const char* table_name(Table t) { return t == Table::kFilter ? "filter" : "nat"; }
 
+const char* family_label(AddressFamily f) { return f == AddressFamily::kIpv6 ? "IPv6" : "IPv4"; }
+const char* restore_program(AddressFamily f) {
+  return f == AddressFamily::kIpv6 ? "ip6tables-restore" : "iptables-restore";
+}
+const char* iptables_program(AddressFamily f) { return f == AddressFamily::kIpv6 ? "ip6tables" : "iptables"; }
+
+std::string host_cidr(const std::string& addr, AddressFamily f) {
+  return addr + (f == AddressFamily::kIpv6 ? "/128" : "/32");
+}
+
+std::string host_port(const std::string& addr, uint16_t port, AddressFamily f) {
+  return (f == AddressFamily::kIpv6 ? "[" + addr + "]" : addr) + ":" + std::to_string(port);
+}
+
+std::string reject_target(AddressFamily f) {
+  return f == AddressFamily::kIpv6 ? "-j REJECT --reject-with icmp6-port-unreachable" : "-j REJECT";
+}
+
+std::optional<AddressFamily> cidr_family(const std::string& range) {
+  if (valid_ipv4_cidr(range)) return AddressFamily::kIpv4;
+  const auto slash = range.find('/');
+  if (slash == std::string::npos || slash + 1 >= range.size() || range.size() - slash - 1 > 3) return std::nullopt;
+  const std::string len = range.substr(slash + 1);
+  if (len.size() > 1 && len[0] == '0') return std::nullopt;
+  int n = 0;
+  for (char c : len) {
+    if (c < '0' || c > '9') return std::nullopt;
+    n = n * 10 + (c - '0');
+  }
+  if (n > 128 || address_family(range.substr(0, slash)) != AddressFamily::kIpv6) return std::nullopt;
+  return AddressFamily::kIpv6;
+}
+
+size_t count_entries(const ServiceTable& table, AddressFamily family) {
+  size_t n = 0;
+  for (const auto& [key, svc] : table.services) n += family_of(key) == family;
+  return n;
+}
+
 const Chain* Ruleset::find(Table t, const std::string& name) const {
   for (const auto& c : chains(t))
     if (c.name == name) return &c;
@@ -89,7 +133,13 @@ std::set<std::string> Ruleset::names(Table t) const {
 }
 
 bool build_ruleset(const ServiceTable& table, const RenderOptions& opts, Ruleset* out, std::string* error) {
+  return build_ruleset(table, opts, AddressFamily::kIpv4, out, error);
+}
+
+bool build_ruleset(const ServiceTable& table, const RenderOptions& opts, AddressFamily family, Ruleset* out,
+                   std::string* error) {
   Ruleset rs;
+  rs.family = family;
   Chain f_services{kServicesChain, {}};
   Chain f_firewall{kFirewallChain, {}};
   Chain n_services{kServicesChain, {}};
@@ -106,12 +156,17 @@ bool build_ruleset(const ServiceTable& table, const RenderOptions& opts, Ruleset
   for (const auto& [key, svc] : table.services) ++uses[entry_hash_input(svc)];
 
   for (const auto& [key, svc] : table.services) {
-    for (const auto& r : svc.source_ranges)
-      if (!valid_ipv4_cidr(r)) {
+    if (family_of(key) != family) continue;
+    std::vector<std::string> ranges;  // this family's source ranges
+    for (const auto& r : svc.source_ranges) {
+      const auto rf = cidr_family(r);
+      if (!rf) {
         *error = "iptables: service " + svc.name + " (" + to_string(key) + "): source range '" + r +
-                 "' is not an IPv4 CIDR a.b.c.d/n";
+                 "' is not an IPv4 CIDR a.b.c.d/n or an IPv6 CIDR";
         return false;
       }
+      if (*rf == family) ranges.push_back(r);
+    }
     ++rs.entries;
     const std::string match = match_service(key);
     std::vector<const RealServer*> active;
@@ -120,7 +175,7 @@ bool build_ruleset(const ServiceTable& table, const RenderOptions& opts, Ruleset
     if (active.empty()) {
       const bool drop = svc.when_empty == WhenEmpty::kDrop;
       f_services.rules.push_back(comment(svc.name + (drop ? " has no local endpoints" : " has no endpoints")) +
-                                 " " + match + (drop ? " -j DROP" : " -j REJECT"));
+                                 " " + match + " " + (drop ? std::string("-j DROP") : reject_target(family)));
       continue;
     }
     std::string input = entry_hash_input(svc);
@@ -134,7 +189,7 @@ bool build_ruleset(const ServiceTable& table, const RenderOptions& opts, Ruleset
     n_services.rules.push_back(comment(label) + " " + match + " -j " + (firewall ? fw_chain : svc_chain));
     if (firewall) {
       Chain fw{fw_chain, {}};
-      for (const auto& r : svc.source_ranges) fw.rules.push_back(comment(label) + " -s " + r + " -j " + svc_chain);
+      for (const auto& r : ranges) fw.rules.push_back(comment(label) + " -s " + r + " -j " + svc_chain);
       per_entry.push_back(std::move(fw));
       f_firewall.rules.push_back(comment(svc.name + " traffic not accepted by " + fw_chain) + " " + match +
                                  " -j DROP");
@@ -146,24 +201,25 @@ bool build_ruleset(const ServiceTable& table, const RenderOptions& opts, Ruleset
     const bool affinity = svc.persistence_timeout_s > 0;
     std::vector<std::string> sep_names;
     for (const RealServer* b : active)
-      sep_names.push_back(std::string(kChainPrefix) + "SEP-" + chain_hash(input + endpoint_str(*b)));
+      sep_names.push_back(std::string(kChainPrefix) + "SEP-" + chain_hash(input + endpoint_str(*b, family)));
     if (affinity)
       for (size_t i = 0; i < active.size(); ++i)
-        sc.rules.push_back(comment(svc.name + " -> " + endpoint_str(*active[i])) + " -m recent --name " +
+        sc.rules.push_back(comment(svc.name + " -> " + endpoint_str(*active[i], family)) + " -m recent --name " +
                            sep_names[i] + " --rcheck --seconds " + std::to_string(svc.persistence_timeout_s) +
                            " --reap -j " + sep_names[i]);
     for (size_t i = 0; i < active.size(); ++i) {
       const size_t remaining = active.size() - i;
-      std::string rule = comment(svc.name + " -> " + endpoint_str(*active[i]));
+      std::string rule = comment(svc.name + " -> " + endpoint_str(*active[i], family));
       if (remaining > 1) rule += " -m statistic --mode random --probability " + probability(remaining);
       sc.rules.push_back(rule + " -j " + sep_names[i]);
 
       const char* p = protocol_lower(key.protocol);
       Chain sep{sep_names[i], {}};
-      sep.rules.push_back(comment(svc.name) + " -s " + active[i]->ip.to_string() + "/32 -j " + kMarkMasqChain);
+      sep.rules.push_back(comment(svc.name) + " -s " + host_cidr(addr_text(active[i]->ip), family) + " -j " +
+                          kMarkMasqChain);
       sep.rules.push_back(comment(svc.name) +
                           (affinity ? " -m recent --name " + sep_names[i] + " --set" : std::string()) + " -p " + p +
-                          " -m " + p + " -j DNAT --to-destination " + endpoint_str(*active[i]));
+                          " -m " + p + " -j DNAT --to-destination " + endpoint_str(*active[i], family));
       seps.push_back(std::move(sep));
     }
     per_entry.push_back(std::move(sc));
@@ -272,13 +328,22 @@ std::vector<JumpRule> jump_rules() {
 
 std::string dry_run_text(const Ruleset& rules, const RenderOptions& opts) {
   std::ostringstream out;
-  out << "# vipd iptables mode: full iptables-restore --noflush payload (" << rules.entries << " service entries, "
-      << rules.nat.size() << " nat chains, masquerade "
-      << (opts.masquerade_all ? "all service traffic (fnat)" : "hairpin only (nat)") << ")\n";
-  out << "# vipd also keeps these jumps in the builtin chains (iptables -C, inserted when missing):\n";
-  for (const auto& j : jump_rules()) out << "#   iptables " << j.text() << "\n";
+  const AddressFamily f = rules.family;
+  out << "# vipd iptables mode: full " << restore_program(f) << " --noflush payload (" << rules.entries << " "
+      << (f == AddressFamily::kIpv6 ? "IPv6 " : "") << "service entries, " << rules.nat.size()
+      << " nat chains, masquerade " << (opts.masquerade_all ? "all service traffic (fnat)" : "hairpin only (nat)")
+      << ")\n";
+  out << "# vipd also keeps these jumps in the builtin chains (" << iptables_program(f)
+      << " -C, inserted when missing):\n";
+  for (const auto& j : jump_rules()) out << "#   " << iptables_program(f) << " " << j.text() << "\n";
   out << render_full(rules, {}).text;
   return out.str();
+}
+
+std::string dry_run_text(const Ruleset& v4, const Ruleset& v6, const RenderOptions& opts) {
+  std::string s = dry_run_text(v4, opts);
+  if (v6.entries > 0) s += dry_run_text(v6, opts);
+  return s;
 }
 
 }  // namespace vipd::cp::ipt

@@ -15,6 +15,13 @@
 //          VIPD-FIREWALL     entries with source ranges: traffic not let through
 //                            by VIPD-FW-<hash> (so not DNATed) is dropped
 //
+// IPv6 (ip6tables-restore) uses the same chains, names and rules with the IPv6
+// spellings: -d VIP/128, DNAT --to-destination [EP]:PORT, hairpin -s EP/128, and
+// REJECT --reject-with icmp6-port-unreachable (kube-proxy's IPv6 layout). Each
+// family's rule set holds only that family's ServiceTable entries and source
+// ranges (build_ruleset's `family`); the chain hashes are the same as for IPv4,
+// the endpoint string in a SEP hash is "[EP]:PORT" (kube-proxy's JoinHostPort).
+//
 // Payloads are for `iptables-restore --noflush`: declaring a chain (":NAME - [0:0]")
 // creates or flushes it; nothing outside vipd's VIPD- chains is ever declared,
 // flushed or deleted. The builtin chains' jumps into vipd's chains are not in the
@@ -22,6 +29,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -45,6 +53,18 @@ struct RenderOptions {
   uint32_t masq_mark = 0x4000;
 };
 
+// The family a rule set is for: AddressFamily (model/service_table.h).
+const char* family_label(AddressFamily f);   // "IPv4" / "IPv6"
+const char* restore_program(AddressFamily f);  // "iptables-restore" / "ip6tables-restore"
+const char* iptables_program(AddressFamily f);  // "iptables" / "ip6tables"
+// The family-specific spellings the renderer uses (exposed for tests):
+std::string host_cidr(const std::string& addr, AddressFamily f);  // "10.0.0.1/32", "fd00::1/128"
+std::string host_port(const std::string& addr, uint16_t port, AddressFamily f);  // "10.0.0.1:80", "[fd00::1]:80"
+std::string reject_target(AddressFamily f);  // "-j REJECT", "-j REJECT --reject-with icmp6-port-unreachable"
+// The family of a source range: IPv4 "a.b.c.d/n" (n 0..32) or IPv6 "ADDR/n"
+// (n 0..128); nullopt for anything else.
+std::optional<AddressFamily> cidr_family(const std::string& range);
+
 enum class Table { kFilter, kNat };
 const char* table_name(Table t);  // "filter" / "nat"
 
@@ -59,16 +79,25 @@ struct Ruleset {
   std::vector<Chain> filter;  // declaration order
   std::vector<Chain> nat;
   size_t entries = 0;         // ServiceTable entries rendered
+  AddressFamily family = AddressFamily::kIpv4;
 
   const std::vector<Chain>& chains(Table t) const { return t == Table::kFilter ? filter : nat; }
   const Chain* find(Table t, const std::string& name) const;
   std::set<std::string> names(Table t) const;
 };
 
-// Builds the complete desired rule set. Returns false and sets *error (one line)
-// for input it cannot express safely (a malformed source range); nothing is
+// Builds the complete desired rule set of one family: the entries whose VIP is
+// of that family, with the source ranges of that family (an entry whose ranges
+// are all of the other family gets a firewall that lets nothing through: a
+// restriction is never dropped). Returns false and sets *error (one line) for
+// input it cannot express safely (a malformed source range); nothing is
 // half-rendered then.
+bool build_ruleset(const ServiceTable& table, const RenderOptions& opts, AddressFamily family, Ruleset* out,
+                   std::string* error);
+// IPv4.
 bool build_ruleset(const ServiceTable& table, const RenderOptions& opts, Ruleset* out, std::string* error);
+// The number of entries of each family in `table`.
+size_t count_entries(const ServiceTable& table, AddressFamily family);
 
 // vipd's chains (prefix VIPD-) present in the kernel, per table.
 struct ExistingChains {
@@ -101,6 +130,7 @@ Payload render_partial(const Ruleset& next, const Ruleset& prev, const ExistingC
 
 // A rule vipd keeps in a builtin chain (checked with `iptables -C`, inserted at
 // the top with `iptables -I CHAIN 1` when missing). `args` excludes -t/-C/-I.
+// The same jumps for both families (ip6tables for IPv6).
 struct JumpRule {
   Table table;
   std::string chain;              // builtin chain: PREROUTING, OUTPUT, ...
@@ -110,7 +140,10 @@ struct JumpRule {
 std::vector<JumpRule> jump_rules();
 
 // `vipd --dry-run --mode iptables`: a comment header (including the jump rules)
-// and the full payload as applied to a kernel without vipd chains.
+// and the full payload as applied to a kernel without vipd chains, for the
+// family of `rules` (the header names iptables-restore or ip6tables-restore).
 std::string dry_run_text(const Ruleset& rules, const RenderOptions& opts);
+// Both families: the IPv4 text, then the IPv6 one when `v6` has entries.
+std::string dry_run_text(const Ruleset& v4, const Ruleset& v6, const RenderOptions& opts);
 
 }  // namespace vipd::cp::ipt

@@ -66,7 +66,10 @@ bool NftablesBackend::apply(const ServiceTable& next, const TableDiff& /*diff*/,
     ++stats_.failures;
     return false;
   };
-  const bool do_full = full || force_full_;
+  // table ip6 vipd exists only while there are IPv6 entries (render_full):
+  // the first one and the removal of the last one take a full sync.
+  const bool next_v6 = !next.services.empty() && next.services.rbegin()->first.vip.is_v6();
+  const bool do_full = full || force_full_ || next_v6 != applied_.has_v6();
   const auto t0 = std::chrono::steady_clock::now();
   Desired desired;
   size_t rendered = 0;

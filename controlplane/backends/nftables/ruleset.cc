@@ -31,25 +31,47 @@ std::string key_text(const ServiceKey& k) {
   return k.vip.to_string() + " . " + ipt::protocol_lower(k.protocol) + " . " + std::to_string(k.port);
 }
 
-std::string endpoint_str(const RealServer& b) { return b.ip.to_string() + ":" + std::to_string(b.port); }
+// "10.0.0.1:80", "[fd00::1]:80" (nft's dnat form for IPv6)
+std::string endpoint_str(const RealServer& b) { return host_port(b.ip, b.port); }
 
-const char* const kDeclKey = "type ipv4_addr . inet_proto . inet_service : verdict";
+const char* fam(bool v6) { return v6 ? "ip6" : "ip"; }
+const char* addr_type(bool v6) { return v6 ? "ipv6_addr" : "ipv4_addr"; }
+std::string decl_key(bool v6) {
+  return std::string("type ") + addr_type(v6) + " . inet_proto . inet_service : verdict";
+}
 
 }  // namespace
 
 bool render_entry(const VirtualService& svc, const std::string& hash_input, const RenderOptions& opts,
                   EntryRender* out, std::string* error) {
   EntryRender r;
-  for (const auto& range : svc.source_ranges)
+  const bool v6 = svc.key.vip.is_v6();
+  r.v6 = v6;
+  const std::string saddr = std::string(fam(v6)) + " saddr";
+  std::vector<std::string> ranges_text;
+  for (const auto& range : svc.source_ranges) {
+    if (v6) {
+      const auto pfx = IpPrefix::parse(range);
+      if (!pfx || !pfx->addr.is_v6()) {
+        *error = "nftables: service " + svc.name + " (" + to_string(svc.key) + "): source range '" + range +
+                 "' is not an IPv6 CIDR (the VIP is IPv6)";
+        return false;
+      }
+      ranges_text.push_back(pfx->to_string());
+      continue;
+    }
+    ranges_text.push_back(range);
     if (!valid_ipv4_cidr(range)) {
       *error = "nftables: service " + svc.name + " (" + to_string(svc.key) + "): source range '" + range +
                "' is not an IPv4 CIDR a.b.c.d/n";
       return false;
     }
+  }
   const std::string key = key_text(svc.key);
+  // A real server of the other family cannot be a DNAT target of this table: left out.
   std::vector<const RealServer*> active;
   for (const auto& b : svc.backends)
-    if (b.weight > 0) active.push_back(&b);
+    if (b.weight > 0 && b.ip.family() == svc.key.vip.family()) active.push_back(&b);
   if (active.empty()) {
     r.elements.push_back({"no-endpoint-services", key,
                           svc.when_empty == WhenEmpty::kDrop ? "drop" : "goto reject-chain"});
@@ -62,8 +84,8 @@ bool render_entry(const VirtualService& svc, const std::string& hash_input, cons
   if (!svc.source_ranges.empty()) {
     const std::string fw_chain = "fw-" + hash;
     std::string ranges;
-    for (const auto& s : svc.source_ranges) ranges += (ranges.empty() ? "" : ", ") + s;
-    r.chains.push_back({fw_chain, {"ip saddr != { " + ranges + " } drop " +
+    for (const auto& s : ranges_text) ranges += (ranges.empty() ? "" : ", ") + s;
+    r.chains.push_back({fw_chain, {saddr + " != { " + ranges + " } drop " +
                                    comment(svc.name + " traffic not from loadBalancerSourceRanges")}});
     r.elements.push_back({"firewall-ips", key, "goto " + fw_chain});
   }
@@ -78,7 +100,7 @@ bool render_entry(const VirtualService& svc, const std::string& hash_input, cons
     // commit makes the kernel validate every chain the hooks reach, so one
     // chain per service instead of 1 + endpoints is what a partial sync pays.
     const std::string how = active.size() == 1 ? std::string("dnat to ") + endpoint_str(*active[0]) : [&] {
-      std::string m = std::string("dnat ip to numgen random mod ") + std::to_string(active.size()) + " map { ";
+      std::string m = std::string("dnat ") + fam(v6) + " to numgen random mod " + std::to_string(active.size()) + " map { ";
       for (size_t i = 0; i < active.size(); ++i)
         m += (i ? ", " : "") + std::to_string(i) + " : " + active[i]->ip.to_string() + " . " +
              std::to_string(active[i]->port);
@@ -98,8 +120,8 @@ bool render_entry(const VirtualService& svc, const std::string& hash_input, cons
     if (timeout > 0) affs.push_back("aff-" + h + "-" + std::to_string(timeout));
   }
   for (size_t i = 0; i < affs.size(); ++i) {
-    r.sets[affs[i]] = "type ipv4_addr; flags dynamic,timeout; timeout " + std::to_string(timeout) + "s;";
-    sc.rules.push_back("ip saddr @" + affs[i] + " goto " + seps[i]);
+    r.sets[affs[i]] = std::string("type ") + addr_type(v6) + "; flags dynamic,timeout; timeout " + std::to_string(timeout) + "s;";
+    sc.rules.push_back(saddr + " @" + affs[i] + " goto " + seps[i]);
   }
   std::string vmap;
   for (size_t i = 0; i < seps.size(); ++i) vmap += (i ? ", " : "") + std::to_string(i) + " : goto " + seps[i];
@@ -108,8 +130,8 @@ bool render_entry(const VirtualService& svc, const std::string& hash_input, cons
   r.chains.push_back(std::move(sc));
   for (size_t i = 0; i < active.size(); ++i) {
     Chain sep{seps[i], {}};
-    sep.rules.push_back("ip saddr " + active[i]->ip.to_string() + " jump mark-for-masquerade");
-    if (timeout > 0) sep.rules.push_back("update @" + affs[i] + " { ip saddr }");
+    sep.rules.push_back(saddr + " " + active[i]->ip.to_string() + " jump mark-for-masquerade");
+    if (timeout > 0) sep.rules.push_back("update @" + affs[i] + " { " + saddr + " }");
     sep.rules.push_back(std::string("meta l4proto ") + p + " dnat to " + endpoint_str(*active[i]) + " " +
                         comment(svc.name + " -> " + endpoint_str(*active[i])));
     r.chains.push_back(std::move(sep));
@@ -187,16 +209,17 @@ bool build_desired(const ServiceTable& table, const RenderOptions& opts, const D
   return true;
 }
 
-std::string render_base(const RenderOptions& opts) {
+std::string render_base(const RenderOptions& opts, bool v6) {
   const std::string mark = hex(opts.masq_mark);
-  const std::string m = "ip daddr . meta l4proto . th dport";
+  const std::string kDeclKey = decl_key(v6);
+  const std::string m = std::string(fam(v6)) + " daddr . meta l4proto . th dport";
   std::ostringstream o;
-  o << "table ip " << kTable << " {\n"
+  o << "table " << fam(v6) << " " << kTable << " {\n"
     << "\tmap service-ips { " << kDeclKey << "; comment \"ClusterIP, ExternalIP and LoadBalancer IP traffic\"; }\n"
     << "\tmap service-nodeports { " << kDeclKey << "; comment \"NodePort traffic\"; }\n"
     << "\tmap no-endpoint-services { " << kDeclKey << "; comment \"services without usable endpoints\"; }\n"
     << "\tmap firewall-ips { " << kDeclKey << "; comment \"loadBalancerSourceRanges\"; }\n"
-    << "\tset cluster-ips { type ipv4_addr; comment \"active ClusterIPs\"; }\n"
+    << "\tset cluster-ips { type " << addr_type(v6) << "; comment \"active ClusterIPs\"; }\n"
     << "\tchain reject-chain {\n\t\treject comment \"service has no endpoints\"\n\t}\n"
     << "\tchain mark-for-masquerade {\n\t\tmeta mark set meta mark | " << mark << "\n\t}\n"
     << "\tchain masquerading {\n\t\tmeta mark & " << mark << " == 0 return\n\t\tmeta mark set meta mark ^ " << mark
@@ -204,7 +227,7 @@ std::string render_base(const RenderOptions& opts) {
     << "\tchain services {\n\t\t" << m << " vmap @service-ips\n\t\t" << m << " vmap @service-nodeports\n\t}\n"
     << "\tchain service-endpoints-check {\n\t\t" << m << " vmap @no-endpoint-services\n\t}\n"
     << "\tchain firewall-check {\n\t\t" << m << " vmap @firewall-ips\n\t}\n"
-    << "\tchain cluster-ips-check {\n\t\tip daddr @cluster-ips reject "
+    << "\tchain cluster-ips-check {\n\t\t" << fam(v6) << " daddr @cluster-ips reject "
     << comment("traffic to ports of cluster IPs that no service has") << "\n\t}\n"
     << "\tchain filter-prerouting {\n\t\ttype filter hook prerouting priority -110; policy accept;\n"
     << "\t\tct state new jump firewall-check\n\t}\n"
@@ -227,17 +250,28 @@ std::string render_base(const RenderOptions& opts) {
 
 namespace {
 
-const std::string kPfx = std::string(" ip ") + kTable + " ";
+// Object names inside the transaction code: an IPv4 entry's chains, sets and
+// maps by their names, an IPv6 entry's with kV6Suffix appended (the two tables
+// hold objects of the same names); q() turns one into "ip vipd NAME" /
+// "ip6 vipd NAME".
+constexpr std::string_view kV6Suffix = "/6";
 
-void add_rules(std::ostringstream& o, const Chain& c) {
-  for (const auto& r : c.rules) o << "add rule" << kPfx << c.name << " " << r << "\n";
+std::string key_of(const std::string& name, bool v6) { return v6 ? name + std::string(kV6Suffix) : name; }
+
+std::string q(const std::string& key) {
+  const bool v6 = key.size() > kV6Suffix.size() && key.compare(key.size() - kV6Suffix.size(), kV6Suffix.size(), kV6Suffix) == 0;
+  return std::string(fam(v6)) + " " + kTable + " " + (v6 ? key.substr(0, key.size() - kV6Suffix.size()) : key);
+}
+
+void add_rules(std::ostringstream& o, const Chain& c, bool v6) {
+  for (const auto& r : c.rules) o << "add rule " << fam(v6) << " " << kTable << " " << c.name << " " << r << "\n";
 }
 
 // One `add element` (or delete) command per map, elements batched.
 void emit_elements(std::ostringstream& o, const char* verb, const std::map<std::string, std::vector<std::string>>& by_map) {
   for (const auto& [map, items] : by_map) {
     if (items.empty()) continue;
-    o << verb << " element" << kPfx << map << " { ";
+    o << verb << " element " << q(map) << " { ";
     for (size_t i = 0; i < items.size(); ++i) o << (i ? ", " : "") << items[i];
     o << " }\n";
   }
@@ -252,18 +286,22 @@ std::string elem(const Element& e, bool with_value) {
 Transaction render_full(const Desired& next, const RenderOptions& opts) {
   Transaction t;
   std::ostringstream o;
-  o << "add table ip " << kTable << "\ndelete table ip " << kTable << "\n" << render_base(opts);
+  o << "add table ip " << kTable << "\ndelete table ip " << kTable << "\n" << render_base(opts, false);
+  // table ip6 vipd: deleted too (a table of an earlier run with IPv6 entries),
+  // declared only when there are IPv6 entries
+  o << "add table ip6 " << kTable << "\ndelete table ip6 " << kTable << "\n";
+  if (next.has_v6()) o << render_base(opts, true);
   std::map<std::string, std::vector<std::string>> adds;
   for (const auto& [k, e] : next.entries) {
-    for (const auto& [name, decl] : e->render.sets) o << "add set" << kPfx << name << " { " << decl << " }\n";
-    for (const auto& c : e->render.chains) o << "add chain" << kPfx << c.name << "\n";
+    for (const auto& [name, decl] : e->render.sets) o << "add set " << q(key_of(name, e->render.v6)) << " { " << decl << " }\n";
+    for (const auto& c : e->render.chains) o << "add chain " << q(key_of(c.name, e->render.v6)) << "\n";
   }
   for (const auto& [k, e] : next.entries) {
-    for (const auto& c : e->render.chains) add_rules(o, c);
+    for (const auto& c : e->render.chains) add_rules(o, c, e->render.v6);
     t.chains_written += e->render.chains.size();
-    for (const auto& el : e->render.elements) adds[el.map].push_back(elem(el, true));
+    for (const auto& el : e->render.elements) adds[key_of(el.map, e->render.v6)].push_back(elem(el, true));
   }
-  for (const auto& [ip, n] : next.cluster_ips) adds["cluster-ips"].push_back(ip.to_string());
+  for (const auto& [ip, n] : next.cluster_ips) adds[key_of("cluster-ips", ip.is_v6())].push_back(ip.to_string());
   for (const auto& [m, v] : adds) t.elements_added += v.size();
   emit_elements(o, "add", adds);
   t.text = o.str();
@@ -276,10 +314,11 @@ Transaction render_delta(const Desired& prev, const Desired& next) {
   std::map<std::string, const Chain*> old_chains, new_chains;
   std::map<std::string, const std::string*> old_sets, new_sets;
   std::map<std::pair<std::string, std::string>, const Element*> old_elems, new_elems;
+  // keyed by key_of(name, family)
   auto take = [](const EntryRender& r, auto& chains, auto& sets, auto& elems) {
-    for (const auto& c : r.chains) chains[c.name] = &c;
-    for (const auto& [n, d] : r.sets) sets[n] = &d;
-    for (const auto& e : r.elements) elems[{e.map, e.key}] = &e;
+    for (const auto& c : r.chains) chains[key_of(c.name, r.v6)] = &c;
+    for (const auto& [n, d] : r.sets) sets[key_of(n, r.v6)] = &d;
+    for (const auto& e : r.elements) elems[{key_of(e.map, r.v6), e.key}] = &e;
   };
   auto a = prev.entries.begin(), b = next.entries.begin();
   while (a != prev.entries.end() || b != next.entries.end()) {
@@ -308,32 +347,32 @@ Transaction render_delta(const Desired& prev, const Desired& next) {
   // already exists into nft's cache, so the rules below can name it without a
   // set cache fetch; then new chains, empty (before anything refers to them)
   for (const auto& [n, d] : new_sets) {
-    o << "add set" << kPfx << n << " { " << *d << " }\n";
+    o << "add set " << q(n) << " { " << *d << " }\n";
     retired_sets.erase(n);
   }
   for (const auto& [n, c] : new_chains)
     if (!old_chains.count(n)) {
-      o << "add chain" << kPfx << n << "\n";
+      o << "add chain " << q(n) << "\n";
       retired_chains.erase(n);  // an empty retired chain is reused
     }
   // 2. elements that go or change value (they may refer to chains flushed below)
   std::map<std::string, std::vector<std::string>> dels, adds;
   for (const auto& [k, e] : old_elems) {
     auto n = new_elems.find(k);
-    if (n == new_elems.end() || n->second->value != e->value) dels[e->map].push_back(elem(*e, false));
+    if (n == new_elems.end() || n->second->value != e->value) dels[k.first].push_back(elem(*e, false));
   }
   for (const auto& [k, e] : new_elems) {
     auto n = old_elems.find(k);
-    if (n == old_elems.end() || n->second->value != e->value) adds[e->map].push_back(elem(*e, true));
+    if (n == old_elems.end() || n->second->value != e->value) adds[k.first].push_back(elem(*e, true));
   }
   // cluster-ips: a set element per ClusterIP VIP in use
   if (prev.cluster_ips.size() != next.cluster_ips.size() ||
       !std::equal(prev.cluster_ips.begin(), prev.cluster_ips.end(), next.cluster_ips.begin(),
                   [](const auto& x, const auto& y) { return x.first == y.first; })) {
     for (const auto& [ip, n] : prev.cluster_ips)
-      if (!next.has_cluster_ip(ip)) dels["cluster-ips"].push_back(ip.to_string());
+      if (!next.has_cluster_ip(ip)) dels[key_of("cluster-ips", ip.is_v6())].push_back(ip.to_string());
     for (const auto& [ip, n] : next.cluster_ips)
-      if (!prev.has_cluster_ip(ip)) adds["cluster-ips"].push_back(ip.to_string());
+      if (!prev.has_cluster_ip(ip)) adds[key_of("cluster-ips", ip.is_v6())].push_back(ip.to_string());
   }
   for (const auto& [m, v] : dels) t.elements_deleted += v.size();
   for (const auto& [m, v] : adds) t.elements_added += v.size();
@@ -341,14 +380,14 @@ Transaction render_delta(const Desired& prev, const Desired& next) {
   // 3. chains rewritten or no longer used: flushed (which drops their references)
   for (const auto& [n, c] : old_chains) {
     auto nc = new_chains.find(n);
-    if (nc == new_chains.end() || nc->second->rules != c->rules) o << "flush chain" << kPfx << n << "\n";
+    if (nc == new_chains.end() || nc->second->rules != c->rules) o << "flush chain " << q(n) << "\n";
   }
   // 4. new and rewritten chains filled, one `add chain NAME { rules }` each
   // (rules before the chains that jump to them are irrelevant: all exist now)
   for (const auto& [n, c] : new_chains) {
     auto oc = old_chains.find(n);
     if (oc == old_chains.end() || oc->second->rules != c->rules) {
-      o << "add chain" << kPfx << n << " {";
+      o << "add chain " << q(n) << " {";
       for (const auto& r : c->rules) o << " " << r << ";";
       o << " }\n";
       ++t.chains_written;
@@ -365,8 +404,8 @@ Transaction render_delta(const Desired& prev, const Desired& next) {
   for (const auto& [n, d] : old_sets)
     if (!new_sets.count(n)) retired_sets.insert(n);
   if (retired_chains.size() + retired_sets.size() >= kRetiredLimit) {
-    for (const auto& n : retired_chains) o << "delete chain" << kPfx << n << "\n";
-    for (const auto& n : retired_sets) o << "delete set" << kPfx << n << "\n";
+    for (const auto& n : retired_chains) o << "delete chain " << q(n) << "\n";
+    for (const auto& n : retired_sets) o << "delete set " << q(n) << "\n";
     t.chains_deleted = retired_chains.size();
     retired_chains.clear();
     retired_sets.clear();

@@ -1,6 +1,9 @@
 // Thread: any (pure functions over immutable values; the nftables backend calls
 // them on the control thread). Renders a ServiceTable into kube-proxy's nftables
 // layout with vipd's own names (docs/modes.md): one table `ip vipd` holding
+// the IPv4 entries and, while there are IPv6 entries, `ip6 vipd` with the same
+// layout for them (ip6 saddr/daddr, ipv6_addr sets, `dnat to [addr]:port`),
+// both in every transaction; each `ip vipd` object:
 //
 //   maps   service-ips, service-nodeports      VIP . proto . port : goto svc-<hash>
 //          no-endpoint-services                VIP . proto . port : goto reject-chain | drop
@@ -69,6 +72,7 @@ struct EntryRender {
   std::vector<Chain> chains;
   std::map<std::string, std::string> sets;  // name -> declaration body (inside { })
   std::vector<Element> elements;            // in the shared maps (not cluster-ips)
+  bool v6 = false;                          // an IPv6 entry: all of it is in table ip6 vipd
   bool operator==(const EntryRender&) const = default;
 };
 
@@ -101,10 +105,13 @@ struct Desired {
   // chains), while `flush chain` and `add chain NAME { rules }` do not. They
   // are deleted in bulk once there are kRetiredLimit of them, and by every
   // full sync (which replaces the table). Set by the backend after a
-  // successful transaction (Transaction::retired_*).
+  // successful transaction (Transaction::retired_*). Names of table ip6
+  // vipd's objects end in "/6" here.
   std::set<std::string> retired_chains, retired_sets;
   size_t chain_count = 0;  // per-entry chains (build_desired counts them)
   size_t chains() const { return chain_count; }
+  // Any IPv6 entry (then table ip6 vipd exists). Keys order IPv4 VIPs first.
+  bool has_v6() const { return !entries.empty() && entries.back().first.vip.is_v6(); }
 };
 
 // Builds the desired state of `table`, reusing the renders of `prev` for
@@ -128,8 +135,8 @@ struct Transaction {
 };
 
 // The fixed part: the table with its maps, sets, base and fixed chains (a
-// `table ip vipd { ... }` block).
-std::string render_base(const RenderOptions& opts);
+// `table ip vipd { ... }` block, or `table ip6 vipd` for v6).
+std::string render_base(const RenderOptions& opts, bool v6 = false);
 
 // Full sync: `add table; delete table;` then the whole table, so objects of an
 // earlier run (or another version) never survive, in one atomic transaction.

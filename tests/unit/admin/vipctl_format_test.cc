@@ -81,6 +81,22 @@ TEST(VipctlFormat, ListMarksEjectedBackends) {
   EXPECT_NE(out.find("  -> 10.244.2.7:8080              FullNat 0      0          11\n"), std::string::npos) << out;
 }
 
+TEST(VipctlFormat, ListIpv6InBrackets) {
+  json doc = json::parse(R"({"generation":4,"forward_method":"nat","services":[
+    {"name":"default/web:http","protocol":"TCP","vip":"fd00:10:96::50","port":80,"scheduler":"rr",
+     "persistence_timeout_s":0,"when_empty":"reject",
+     "stats":{"conns":0,"inpkts":0,"outpkts":0,"inbytes":0,"outbytes":0},
+     "backends":[{"ip":"fd00:10:244:1::5","port":8080,"weight":1,"terminating":false,
+                  "active_conns":0,"inactive_conns":0,
+                  "stats":{"conns":0,"inpkts":0,"outpkts":0,"inbytes":0,"outbytes":0}}]}]})");
+  EXPECT_EQ(format_list(doc),
+            "IP Virtual Server (vipd) generation 4, 1 services\n"
+            "Prot LocalAddress:Port Scheduler Flags\n"
+            "  -> RemoteAddress:Port           Forward Weight ActiveConn InActConn\n"
+            "TCP  [fd00:10:96::50]:80 rr\n"
+            "  -> [fd00:10:244:1::5]:8080      Masq    1      0          0\n");
+}
+
 TEST(VipctlFormat, ListEmptyAndMalformedIsTolerated) {
   EXPECT_EQ(format_list(json::parse(R"({"generation":0,"forward_method":"fnat","services":[]})")),
             "IP Virtual Server (vipd) generation 0, 0 services\n"
@@ -188,6 +204,23 @@ TEST(VipctlFormat, StatsResteered) {
             "total  10  10      0         2            2          0\n"
             "\n"
             "Re-steered connections: icmp 4 retransmit 1 rst 4 timeout 2; gave up 1, pool full 7\n"
+            "\n"
+            "Drops by reason: none (all reasons zero)\n");
+}
+
+TEST(VipctlFormat, StatsExceptionPath) {
+  json doc = json::parse(R"({"workers":[
+    {"lcore":1,"rx":5,"tx":5,"drops":0,"new_flows":1,"active_flows":1,"redirects":0,"drop_reasons":{}}],
+    "ports":[{"port_id":0,"device":"net_af_packet0,iface=c0",
+              "exception":{"interface":"vipd-0","to_kernel":12,"from_kernel":11,"rate_limited":3,
+                           "kernel_full":0,"from_kernel_full":1}},
+             {"port_id":1,"device":"net_af_packet1,iface=p0"}]})");
+  EXPECT_EQ(format_stats(doc),
+            "Lcore  RX  TX  Drops  NewFlows  ActiveFlows  Redirects\n"
+            "1       5   5      0         1            1          0\n"
+            "\n"
+            "Exception path vipd-0: to kernel 12, from kernel 11; dropped: rate limited 3, kernel full 0, "
+            "from-kernel queue full 1\n"
             "\n"
             "Drops by reason: none (all reasons zero)\n");
 }

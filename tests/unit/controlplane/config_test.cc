@@ -545,3 +545,44 @@ TEST_F(ConfigTest, MetricsAndHealthOptions) {
 
 }  // namespace
 }  // namespace vipd::config
+
+namespace vipd::config {
+namespace {
+
+// The exception path and VIP announcement (docs/gateway.md).
+TEST_F(ConfigTest, ExceptionPathAndAnnounce) {
+  const Options def = ok({});
+  EXPECT_EQ(def.dataplane.exception_path, ExceptionPath::kNone);
+  EXPECT_EQ(def.dataplane.exception_pps, 10000u);
+  EXPECT_EQ(def.announce_table, 0u);
+  EXPECT_TRUE(def.announce_require_endpoints);
+  const Options o = ok({"--exception-path", "tap", "--exception-ifnames", "up0,-", "--exception-pps", "500",
+                        "--announce-table", "100", "--announce-require-endpoints", "false"});
+  EXPECT_EQ(o.dataplane.exception_path, ExceptionPath::kTap);
+  EXPECT_EQ(o.dataplane.exception_ifnames, (std::vector<std::string>{"up0", "-"}));
+  EXPECT_EQ(o.dataplane.exception_pps, 500u);
+  EXPECT_EQ(o.announce_table, 100u);
+  EXPECT_FALSE(o.announce_require_endpoints);
+  EXPECT_EQ(error({"--exception-path", "kni"}), "config: --exception-path 'kni': expected none or tap");
+  EXPECT_THAT(error({"--exception-ifnames", "a,a"}), HasSubstr("given twice"));
+  EXPECT_THAT(error({"--exception-ifnames", "much-too-long-name0"}), HasSubstr("interface name"));
+  EXPECT_THAT(error({"--exception-pps", "0"}), HasSubstr("between 1 and"));
+  EXPECT_THAT(error({"--announce-table", "254"}), HasSubstr("main"));
+  // Outside --dry-run: the routes live on the exception interface, and need root.
+  const std::string d = dir_.path();
+  const std::vector<std::string> base = {"--manifests-dir", d, "--port", "net_null0 10.0.0.1/24",
+                                         "--forward-method", "nat"};
+  auto with = [&](std::vector<std::string> more) {
+    std::vector<std::string> a = base;
+    a.insert(a.end(), more.begin(), more.end());
+    return a;
+  };
+  EXPECT_THAT(error(with({"--announce-table", "100"}), false), HasSubstr("needs --exception-path tap"));
+  EXPECT_THAT(error(with({"--announce-table", "100", "--exception-path", "tap", "--user", "nobody"}), false),
+              HasSubstr("cannot be used with --user"));
+  EXPECT_THAT(error(with({"--exception-ifnames", "a,b"}), false), HasSubstr("more names than there are ports"));
+  EXPECT_TRUE(run(with({"--announce-table", "100", "--exception-path", "tap"})).has_value());
+}
+
+}  // namespace
+}  // namespace vipd::config

@@ -41,6 +41,14 @@ class Walk {
     s.type = pick<std::string>({"ClusterIP", "ClusterIP", "NodePort", "LoadBalancer", "ExternalName"});
     s.cluster_ip = chance(5) ? "None" : pick(vips_);
     s.cluster_ips = {s.cluster_ip};
+    if (s.cluster_ip != "None" && chance(25)) {  // dual-stack, either family first
+      s.cluster_ips.push_back(pick(vips6_));
+      if (chance(50)) std::swap(s.cluster_ips[0], s.cluster_ips[1]);
+      s.cluster_ip = s.cluster_ips[0];
+    } else if (s.cluster_ip != "None" && chance(10)) {  // IPv6 only
+      s.cluster_ip = pick(vips6_);
+      s.cluster_ips = {s.cluster_ip};
+    }
     const int nports = 1 + static_cast<int>(rng_() % 2);
     for (int i = 0; i < nports; ++i) {
       ServicePort p;
@@ -51,8 +59,9 @@ class Walk {
       s.ports.push_back(p);
     }
     if (chance(20)) s.external_ips = {pick(vips_)};
+    if (chance(10)) s.external_ips.push_back(pick(vips6_));
     if (s.type == "LoadBalancer") {
-      s.lb_ingress = {{pick<std::string>({"192.0.2.1", "192.0.2.2"}), chance(20) ? "Proxy" : ""}};
+      s.lb_ingress = {{pick<std::string>({"192.0.2.1", "192.0.2.2", "2001:db8::1"}), chance(20) ? "Proxy" : ""}};
       if (chance(30)) s.lb_source_ranges = {pick<std::string>({"10.0.0.0/8", "bogus", "fd00::/8"})};
     }
     s.client_ip_affinity = chance(20);
@@ -67,13 +76,13 @@ class Walk {
     EndpointSlice s;
     s.meta.namespace_ = pick(ns_);
     s.meta.name = pick(slice_names_);
-    s.address_type = chance(90) ? "IPv4" : "IPv6";
-    if (s.address_type == "IPv6") return s;
+    s.address_type = chance(75) ? "IPv4" : "IPv6";
+    const bool v6 = s.address_type == "IPv6";
     if (chance(95)) s.meta.labels[kServiceNameLabel] = pick(names_);
     const int neps = static_cast<int>(rng_() % 4);
     for (int i = 0; i < neps; ++i) {
       Endpoint e;
-      e.addresses = {pick(pods_)};
+      e.addresses = {v6 ? pick(pods6_) : pick(pods_)};
       if (chance(30)) e.conditions.ready = chance(50);
       if (chance(30)) e.conditions.serving = chance(50);
       if (chance(30)) e.conditions.terminating = chance(50);
@@ -95,13 +104,15 @@ class Walk {
   std::vector<std::string> slice_names_{"e0", "e1", "e2", "e3", "e4", "e5", "e6"};
   std::vector<std::string> vips_{"10.96.0.1", "10.96.0.2", "10.96.0.3", "10.96.0.4", "192.0.2.1"};
   std::vector<std::string> pods_{"10.244.0.1", "10.244.0.2", "10.244.0.3", "10.244.0.4", "10.244.0.5"};
+  std::vector<std::string> vips6_{"fd00::1", "fd00::2", "2001:db8::1"};
+  std::vector<std::string> pods6_{"fd00:244::1", "fd00:244::2", "fd00:244::3"};
 };
 
 BuildOptions options() {
   BuildOptions o;
   o.node_name = "node-a";
   o.node_zone = "z1";
-  o.node_ips = {*parse_ipv4("192.168.0.10")};
+  o.node_ips = {*parse_ipv4("192.168.0.10"), *IpAddr::parse("fd00:1::10")};
   return o;
 }
 
@@ -125,7 +136,7 @@ TEST(TableIndex, RandomWalkMatchesFullBuildAndReportsExactlyTheChangedKeys) {
     ServiceTable before;
     uint64_t version_before = ~uint64_t{0};
     std::vector<std::string> issues_before;
-    size_t conflicts_seen = 0, changes = 0;
+    size_t conflicts_seen = 0, changes = 0, v6_backed = 0;
     for (int step = 0; step < 600; ++step) {
       // One to three object changes per flush (a coalesced burst).
       const int burst = 1 + static_cast<int>(w.rng_() % 3);
@@ -184,11 +195,14 @@ TEST(TableIndex, RandomWalkMatchesFullBuildAndReportsExactlyTheChangedKeys) {
       issues_before = now;
       for (const auto& e : ref.errors)
         if (e.reason.find("is already used by") != std::string::npos) ++conflicts_seen;
+      for (const auto& [k, v] : ref.table.services)
+        if (k.vip.is_v6() && !v.backends.empty()) ++v6_backed;
       before = ref.table;
     }
     // The walk must have exercised what it is for.
     EXPECT_GT(conflicts_seen, 10u) << "seed " << seed;
     EXPECT_GT(changes, 200u) << "seed " << seed;
+    EXPECT_GT(v6_backed, 0u) << "seed " << seed << ": IPv6 entries with IPv6 backends";
   }
 }
 

@@ -328,11 +328,11 @@ TEST(K8sBuild, SliceMatchingByLabelAndNamespace) {
                        "---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\n"
                        "metadata: {name: v6, labels: {kubernetes.io/service-name: db}}\n"
                        "addressType: IPv6\nendpoints: [{addresses: [\"fd00::1\"]}]\nports: [{name: http, port: 1}]\n");
+  // The IPv6 slice is usable but feeds only IPv6 entries: db is IPv4-only.
   ASSERT_EQ(r.table.services.size(), 1u);
   EXPECT_TRUE(r.table.services.begin()->second.backends.empty());
-  ASSERT_EQ(r.notes.size(), 2u);
+  ASSERT_EQ(r.notes.size(), 1u);
   EXPECT_THAT(r.notes[0].reason, HasSubstr("no kubernetes.io/service-name label"));
-  EXPECT_THAT(r.notes[1].reason, HasSubstr("addressType IPv6 ignored"));
 }
 
 TEST(K8sBuild, MergeSlicesNonTerminatingWins) {
@@ -417,9 +417,12 @@ kind: Service
 metadata: {name: sctp}
 spec: {clusterIP: 10.96.0.3, ports: [{name: s, protocol: SCTP, port: 80}, {name: t, port: 81}]}
 )");
-  ASSERT_EQ(r.table.services.size(), 1u);
+  // The IPv6-only Service is served (IPv6 is a table family like IPv4).
+  ASSERT_EQ(r.table.services.size(), 2u);
   EXPECT_EQ(r.table.services.begin()->second.name, "default/sctp:t");
-  EXPECT_EQ(r.notes.size(), 7u);
+  EXPECT_EQ(r.table.services.rbegin()->second.name, "default/v6");
+  EXPECT_EQ(r.table.services.rbegin()->first.vip.to_string(), "fd00::1");
+  EXPECT_EQ(r.notes.size(), 6u);
   EXPECT_TRUE(r.errors.empty());
 }
 
@@ -441,7 +444,7 @@ kind: Service
 metadata: {name: c}
 spec: {clusterIPs: ["fd00::3", 10.96.0.3], ports: [{port: 80}]}
 )", Scheduler::kWrr);
-  ASSERT_EQ(r.table.services.size(), 3u);
+  ASSERT_EQ(r.table.services.size(), 4u);  // c is dual-stack: fd00::3 and 10.96.0.3
   const auto& a = r.table.services.at({ip("10.96.0.1"), 80, Protocol::kTcp});
   EXPECT_EQ(a.scheduler, Scheduler::kMh);
   EXPECT_EQ(a.persistence_timeout_s, 60u);

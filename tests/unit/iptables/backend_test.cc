@@ -52,12 +52,20 @@ class FakeIptables {
            "if [ -f \"$D/restore-hang\" ]; then sleep 20; fi\n");
     script("save", "cat \"$D/save-output\" 2>/dev/null; exit 0\n");
     // -C succeeds when the rule (arguments after -C) was inserted before.
-    script("iptables",
-           "args=\"$*\"\n"
-           "case \"$args\" in\n"
-           "  *' -C '*) key=${args#*-C }; grep -qxF \"$key\" \"$D/rules\" 2>/dev/null && exit 0; exit 1 ;;\n"
-           "  *' -I '*) key=${args#*-I }; chain=${key%% *}; rest=${key#* 1 }; echo \"$chain $rest\" >> \"$D/rules\" ;;\n"
-           "esac\n");
+    for (const char* t : {"iptables", "ip6tables"})
+      script(t, std::string("R=\"$D/rules-") + t + "\"\n" +
+                    "args=\"$*\"\n"
+                    "case \"$args\" in\n"
+                    "  *' -C '*) key=${args#*-C }; grep -qxF \"$key\" \"$R\" 2>/dev/null && exit 0; exit 1 ;;\n"
+                    "  *' -I '*) key=${args#*-I }; chain=${key%% *}; rest=${key#* 1 }; echo \"$chain $rest\" >> \"$R\" ;;\n"
+                    "esac\n");
+    // IPv6: payloads to payload6.N; ip6tables-save prints save6-output (fails with save6-fail).
+    script("restore6",
+           "n=$(ls \"$D\"/payload6.* 2>/dev/null | wc -l); cat > \"$D/payload6.$n\"\n"
+           "if [ -f \"$D/restore6-fail\" ]; then echo 'ip6tables-restore: line 2 failed' >&2; exit 1; fi\n");
+    script("save6",
+           "if [ -f \"$D/save6-fail\" ]; then echo 'ip6tables-save: no such table' >&2; exit 1; fi\n"
+           "cat \"$D/save6-output\" 2>/dev/null; exit 0\n");
   }
   ~FakeIptables() {
     std::error_code ec;
@@ -68,11 +76,20 @@ class FakeIptables {
     o.restore_cmd = dir_ + "/restore";
     o.save_cmd = dir_ + "/save";
     o.iptables_cmd = dir_ + "/iptables";
+    o.restore6_cmd = dir_ + "/restore6";
+    o.save6_cmd = dir_ + "/save6";
+    o.ip6tables_cmd = dir_ + "/ip6tables";
     o.command_timeout_ms = 5000;
     return o;
   }
   std::string calls() const { return slurp(dir_ + "/calls"); }
   std::string payload(int n) const { return slurp(dir_ + "/payload." + std::to_string(n)); }
+  std::string payload6(int n) const { return slurp(dir_ + "/payload6." + std::to_string(n)); }
+  int payloads6() const {
+    int n = 0;
+    while (fs::exists(dir_ + "/payload6." + std::to_string(n))) ++n;
+    return n;
+  }
   int payloads() const {
     int n = 0;
     while (fs::exists(dir_ + "/payload." + std::to_string(n))) ++n;
@@ -207,6 +224,102 @@ TEST(IptablesBackend, PartialNoopAndFailure) {
   EXPECT_THAT(full, HasSubstr(":VIPD-POSTROUTING - [0:0]"));
   // pod3 and pod4's SEP chains from the failed attempt's predecessor: deleted.
   EXPECT_THAT(full, HasSubstr("-X VIPD-SEP-" + endpoint_hash("default/db:http", "tcp", "10.244.3.12:8080")));
+}
+
+TEST(IptablesBackend, Ipv4OnlyTableRunsNoIp6tablesButTheFullSyncsSave) {
+  FakeIptables f;
+  IptablesBackend b(f.options());
+  std::string err;
+  ASSERT_TRUE(apply(b, seed(4), true, &err)) << err;
+  const std::string calls = f.calls();
+  EXPECT_EQ(count_lines_with(calls, "save6"), 1u);
+  EXPECT_EQ(count_lines_with(calls, "restore6"), 0u);
+  EXPECT_EQ(count_lines_with(calls, "ip6tables"), 0u);
+  EXPECT_FALSE(b.stats().ipv6_active);
+  EXPECT_EQ(b.last_payload6(), "");
+  // Partial syncs do not look at ip6tables at all; a failing ip6tables-save (no
+  // ip6tables, no ip6table_nat) changes nothing for IPv4.
+  f.clear_calls();
+  ASSERT_TRUE(apply(b, seed(3), false, &err)) << err;
+  EXPECT_EQ(f.calls(), "restore --noflush -w 5\n");
+  f.touch("save6-fail");
+  ASSERT_TRUE(apply(b, seed(2), true, &err)) << err;
+  EXPECT_EQ(f.payloads6(), 0);
+  EXPECT_EQ(b.stats().failures, 0u);
+}
+
+TEST(IptablesBackend, StaleIp6tablesChainsOfAnEarlierRunAreRemoved) {
+  FakeIptables f;
+  f.touch("save6-output",
+          "*filter\n:INPUT ACCEPT [0:0]\n:VIPD-SERVICES - [0:0]\nCOMMIT\n"
+          "*nat\n:PREROUTING ACCEPT [0:0]\n:VIPD-SERVICES - [0:0]\n:VIPD-SVC-OLDOLDOLDOLDOLD6 - [0:0]\n"
+          ":VIPD-SEP-OLDOLDOLDOLDOLD6 - [0:0]\n:KUBE-SVC-X - [0:0]\nCOMMIT\n");
+  IptablesBackend b(f.options());
+  std::string err;
+  ASSERT_TRUE(apply(b, seed(4), false, &err)) << err;
+  ASSERT_EQ(f.payloads6(), 1);
+  const std::string p = f.payload6(0);
+  EXPECT_EQ(p, b.last_payload6());
+  EXPECT_THAT(p, HasSubstr("-X VIPD-SVC-OLDOLDOLDOLDOLD6\n"));
+  EXPECT_THAT(p, HasSubstr("-X VIPD-SEP-OLDOLDOLDOLDOLD6\n"));
+  EXPECT_THAT(p, HasSubstr(":VIPD-POSTROUTING - [0:0]\n"));
+  EXPECT_THAT(p, Not(HasSubstr("KUBE-")));
+  EXPECT_THAT(p, Not(HasSubstr("10.")));  // no IPv4 entry in the IPv6 payload
+  // The IPv6 jumps go through ip6tables, the IPv4 ones through iptables.
+  EXPECT_EQ(count_lines_with(f.calls(), "ip6tables -w 5 -t "), 9u * 2);
+  EXPECT_EQ(count_lines_with(f.calls(), "iptables -w 5 -t "), 9u * 2);
+  EXPECT_TRUE(b.stats().ipv6_active);
+  EXPECT_EQ(b.stats().ipv6_restores, 1u);
+  EXPECT_EQ(b.stats().jump_rules_added, 18u);
+  // Engaged now: an unchanged IPv6 side runs nothing on a partial sync.
+  f.clear_calls();
+  ASSERT_TRUE(apply(b, seed(3), false, &err)) << err;
+  EXPECT_EQ(f.calls(), "restore --noflush -w 5\n");
+  // An ip6tables-restore failure fails the sync (IPv4 is applied); the next is full.
+  f.touch("restore6-fail");
+  EXPECT_FALSE(apply(b, seed(4), true, &err));
+  EXPECT_THAT(err, HasSubstr("ip6tables-restore: exit status 1: ip6tables-restore: line 2 failed"));
+  EXPECT_EQ(b.stats().failures, 1u);
+  f.remove("restore6-fail");
+  f.clear_calls();
+  ASSERT_TRUE(apply(b, seed(4), false, &err)) << err;
+  EXPECT_EQ(count_lines_with(f.calls(), "save6"), 1u);
+  EXPECT_EQ(count_lines_with(f.calls(), "restore6"), 1u);
+}
+
+TEST(IptablesBackend, Ipv6EntriesGoThroughIp6tablesRestore) {
+  FakeIptables f;
+  IptablesBackend b(f.options());
+  ServiceTable t = seed(4);
+  VirtualService v6;
+  v6.key = {*IpAddr::parse("fd00:96::100"), 8080, Protocol::kTcp};
+  v6.name = "default/db6:http";
+  for (const char* a : {"fd00:244::1:15", "fd00:244::3:44"}) v6.backends.push_back({*IpAddr::parse(a), 8080, 1, false});
+  t.services[v6.key] = v6;
+  t.normalize();
+  std::string err;
+  // A partial sync asked for, but nothing applied yet: full for both families.
+  ASSERT_TRUE(apply(b, t, false, &err)) << err;
+  ASSERT_EQ(f.payloads(), 1);
+  ASSERT_EQ(f.payloads6(), 1);
+  EXPECT_THAT(f.payload(0), Not(HasSubstr("fd00:")));
+  const std::string p6 = f.payload6(0);
+  EXPECT_EQ(p6, b.last_payload6());
+  EXPECT_THAT(p6, HasSubstr("-d fd00:96::100/128 -p tcp -m tcp --dport 8080 -j VIPD-SVC-"));
+  EXPECT_THAT(p6, HasSubstr("-j DNAT --to-destination [fd00:244::3:44]:8080"));
+  EXPECT_THAT(p6, Not(HasSubstr("10.96.0.")));
+  EXPECT_EQ(count_lines_with(f.calls(), "ip6tables -w 5 -t "), 9u * 2);
+  EXPECT_TRUE(b.stats().ipv6_active);
+  EXPECT_GE(b.stats().ipv6_nat_chains, 6u);  // 3 base + SVC + 2 SEP
+  // Remove one IPv6 endpoint: only ip6tables-restore runs, and only for that change.
+  t.services[v6.key].backends.pop_back();
+  f.clear_calls();
+  ASSERT_TRUE(apply(b, t, false, &err)) << err;
+  EXPECT_EQ(f.calls(), "restore6 --noflush -w 5\n");
+  EXPECT_THAT(f.payload6(1), HasSubstr("-X VIPD-SEP-" + endpoint_hash("default/db6:http", "tcp", "[fd00:244::3:44]:8080") + "\n"));
+  EXPECT_THAT(f.payload6(1), Not(HasSubstr("*filter")));
+  EXPECT_EQ(b.stats().partial_syncs, 1u);
+  EXPECT_EQ(b.stats().ipv6_restores, 2u);
 }
 
 TEST(IptablesBackend, MissingToolsAndBadInputAreErrorsNotCrashes) {

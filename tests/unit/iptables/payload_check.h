@@ -103,7 +103,7 @@ inline std::string check_payload(const std::string& payload, std::vector<std::st
       if (i > 0 && tok[i - 1] == "--comment") {
         for (char c : t)
           if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                std::string(" ._/:->|").find(c) != std::string::npos))
+                std::string(" ._/:->|[]").find(c) != std::string::npos))
             return where + "comment character " + std::to_string(static_cast<unsigned char>(c));
         t = "C";
       }

@@ -301,6 +301,62 @@ TEST(IptablesRender, BadSourceRangeIsAnError) {
   }
 }
 
+TEST(IptablesRender, FamilySpellings) {
+  EXPECT_EQ(host_cidr("10.96.0.100", AddressFamily::kIpv4), "10.96.0.100/32");
+  EXPECT_EQ(host_cidr("fd00:96::100", AddressFamily::kIpv6), "fd00:96::100/128");
+  EXPECT_EQ(host_port("10.244.1.15", 8080, AddressFamily::kIpv4), "10.244.1.15:8080");
+  EXPECT_EQ(host_port("fd00:244::1:15", 8080, AddressFamily::kIpv6), "[fd00:244::1:15]:8080");
+  EXPECT_EQ(reject_target(AddressFamily::kIpv4), "-j REJECT");
+  EXPECT_EQ(reject_target(AddressFamily::kIpv6), "-j REJECT --reject-with icmp6-port-unreachable");
+  EXPECT_STREQ(restore_program(AddressFamily::kIpv6), "ip6tables-restore");
+  EXPECT_STREQ(iptables_program(AddressFamily::kIpv4), "iptables");
+  EXPECT_STREQ(family_label(AddressFamily::kIpv6), "IPv6");
+  EXPECT_EQ(cidr_family("192.0.2.0/24"), AddressFamily::kIpv4);
+  EXPECT_EQ(cidr_family("2001:db8::/32"), AddressFamily::kIpv6);
+  EXPECT_EQ(cidr_family("fd00::1/128"), AddressFamily::kIpv6);
+  EXPECT_EQ(cidr_family("::/0"), AddressFamily::kIpv6);
+  for (const char* bad : {"2001:db8::/129", "2001:db8::/032", "2001:db8::", "2001:db8::/", "2001:db8::/1a",
+                          "fe80::1%eth0/64", "[2001:db8::]/32", "2001:db8::/32 ", "10.0.0.0/33"})
+    EXPECT_FALSE(cidr_family(bad).has_value()) << bad;
+}
+
+TEST(IptablesRender, Ipv6RulesetOfAnIpv4TableHasOnlyTheBaseChains) {
+  const auto t = table_of({service("ns/a:http", "10.96.1.1", 80, {rs("10.1.0.1", 80)}),
+                           service("ns/e:http", "10.96.1.2", 80, {})});
+  Ruleset v6;
+  std::string err;
+  ASSERT_TRUE(build_ruleset(t, {}, AddressFamily::kIpv6, &v6, &err)) << err;
+  EXPECT_EQ(v6.family, AddressFamily::kIpv6);
+  EXPECT_EQ(v6.entries, 0u);
+  EXPECT_EQ(count_entries(t, AddressFamily::kIpv4), 2u);
+  EXPECT_EQ(count_entries(t, AddressFamily::kIpv6), 0u);
+  EXPECT_THAT(v6.names(Table::kNat), ElementsAre("VIPD-MARK-MASQ", "VIPD-POSTROUTING", "VIPD-SERVICES"));
+  EXPECT_TRUE(rules_of(v6, Table::kNat, "VIPD-SERVICES").empty());
+  EXPECT_TRUE(rules_of(v6, Table::kFilter, "VIPD-SERVICES").empty());
+  // The dry run of both families is the IPv4 text alone while there is no IPv6 entry.
+  const Ruleset v4 = build(t);
+  EXPECT_EQ(dry_run_text(v4, v6, {}), dry_run_text(v4, {}));
+  // The IPv6 text names ip6tables.
+  const std::string d6 = dry_run_text(v6, {});
+  EXPECT_THAT(d6, HasSubstr("full ip6tables-restore --noflush payload (0 IPv6 service entries"));
+  EXPECT_THAT(d6, HasSubstr("#   ip6tables -t nat -I PREROUTING 1 "));
+}
+
+TEST(IptablesRender, SourceRangesOfTheOtherFamilyAreLeftOut) {
+  auto lb = service("ns/web:http", "203.0.113.7", 80, {rs("10.1.0.1", 8080)});
+  lb.kind = ServiceKind::kLoadBalancer;
+  lb.source_ranges = {"2001:db8::/32", "192.0.2.0/24"};
+  const std::string h = chain_hash(entry_hash_input(lb));
+  EXPECT_THAT(rules_of(build(table_of({lb})), Table::kNat, "VIPD-FW-" + h),
+              ElementsAre(HasSubstr("-s 192.0.2.0/24 -j VIPD-SVC-" + h)));
+  // Only ranges of the other family: the restriction stays, nothing is let through.
+  lb.source_ranges = {"2001:db8::/32"};
+  const Ruleset r = build(table_of({lb}));
+  EXPECT_TRUE(rules_of(r, Table::kNat, "VIPD-FW-" + h).empty());
+  EXPECT_THAT(rules_of(r, Table::kFilter, "VIPD-FIREWALL"),
+              ElementsAre(HasSubstr("-d 203.0.113.7/32 -p tcp -m tcp --dport 80 -j DROP")));
+}
+
 TEST(IptablesRender, CommentsCannotBreakTheLine) {
   const auto t = table_of({service("ns/we\"ird\nname", "10.96.1.1", 80, {rs("10.1.0.1", 80)})});
   const std::string p = render_full(build(t), {}).text;
@@ -341,6 +397,7 @@ TEST(IptablesRender, HostileNamesCannotBreakAnyRule) {
 
 TEST(IptablesComment, SanitiserKeepsAllowedCutsAt255) {
   EXPECT_EQ(comment_text("ns/web:http -> 10.0.0.1:80 |x_y."), "ns/web:http -> 10.0.0.1:80 |x_y.");
+  EXPECT_EQ(comment_text("ns/web:http -> [fd00::1]:80"), "ns/web:http -> [fd00::1]:80");
   EXPECT_EQ(comment_text(std::string("a\0b\n\"\\\x1b\xff", 8)), "a_b_____");
   EXPECT_EQ(comment_text(std::string(1100, 'x')).size(), kMaxCommentLength);
   EXPECT_EQ(comment_match("a\"b"), "-m comment --comment \"a_b\"");
@@ -475,6 +532,100 @@ TEST(IptablesPayload, JumpRulesAndDryRunText) {
   EXPECT_THAT(d, HasSubstr("#   iptables -t nat -I PREROUTING 1 -m comment --comment \"vipd service portals\" -j "
                            "VIPD-SERVICES\n"));
   EXPECT_THAT(d, HasSubstr("*filter\n:VIPD-SERVICES - [0:0]\n:VIPD-FIREWALL - [0:0]\nCOMMIT\n*nat\n"));
+}
+
+// IPv6 entries (ip6tables): the seed scenario over fd00::/8, golden payloads
+// tests/data/golden/iptables-ipv6/seed6.{fnat,nat}.rules (VIPD_UPDATE_GOLDEN=1
+// rewrites them).
+IpAddr ip6(const char* s) { return *IpAddr::parse(s); }
+ServiceTable seed6_table() {
+  VirtualService db;
+  db.key = {ip6("fd00:96::100"), 8080, Protocol::kTcp};
+  db.name = "default/db6:http";
+  for (const char* a : {"fd00:244::1:15", "fd00:244::2:88", "fd00:244::3:12", "fd00:244::3:44"}) {
+    RealServer r;
+    r.ip = ip6(a);
+    r.port = 8080;
+    db.backends.push_back(r);
+  }
+  VirtualService sticky = db;
+  sticky.key = {ip6("fd00:96::102"), 8080, Protocol::kTcp};
+  sticky.name = "default/sticky6:http";
+  sticky.persistence_timeout_s = 300;
+  VirtualService empty;
+  empty.key = {ip6("fd00:96::101"), 80, Protocol::kTcp};
+  empty.name = "default/empty6:http";
+  VirtualService lb = db;
+  lb.key = {ip6("2001:db8::7"), 80, Protocol::kTcp};
+  lb.kind = ServiceKind::kLoadBalancer;
+  lb.source_ranges = {"2001:db8:1::/48"};
+  auto v4 = service("default/db:http", "10.96.0.100", 8080, {rs("10.244.1.15", 8080)});
+  return table_of({db, sticky, empty, lb, v4});
+}
+
+TEST(IptablesIpv6, SeedPayloadsMatchGolden) {
+  const bool update = std::getenv("VIPD_UPDATE_GOLDEN") != nullptr;
+  const ServiceTable t = seed6_table();
+  for (bool masq : {true, false}) {
+    RenderOptions o;
+    o.masquerade_all = masq;
+    Ruleset v6;
+    std::string err;
+    ASSERT_TRUE(build_ruleset(t, o, AddressFamily::kIpv6, &v6, &err)) << err;
+    EXPECT_EQ(v6.entries, 4u);
+    const std::string got = dry_run_text(v6, o);
+    const std::string file = std::string("tests/data/golden/iptables-ipv6/seed6.") + (masq ? "fnat" : "nat") + ".rules";
+    if (update) {
+      fs::create_directories("tests/data/golden/iptables-ipv6");
+      std::ofstream(file, std::ios::binary | std::ios::trunc) << got;
+    }
+    std::ifstream in(file, std::ios::binary);
+    ASSERT_TRUE(in) << file << " missing (VIPD_UPDATE_GOLDEN=1 writes it)";
+    std::stringstream want;
+    want << in.rdbuf();
+    EXPECT_EQ(got, want.str()) << file << " differs (VIPD_UPDATE_GOLDEN=1 rewrites it)";
+    expect_only_owned(got);
+    EXPECT_THAT(got, Not(HasSubstr("10.")));
+  }
+}
+
+TEST(IptablesIpv6, Ip6tablesLayout) {
+  const ServiceTable t = seed6_table();
+  Ruleset v6, v4;
+  std::string err;
+  ASSERT_TRUE(build_ruleset(t, {}, AddressFamily::kIpv6, &v6, &err)) << err;
+  ASSERT_TRUE(build_ruleset(t, {}, AddressFamily::kIpv4, &v4, &err)) << err;
+  EXPECT_EQ(v4.entries, 1u);
+  EXPECT_EQ(count_entries(t, AddressFamily::kIpv6), 4u);
+  const std::string svc = svc_chain("default/db6:http");
+  EXPECT_THAT(rules_of(v6, Table::kNat, "VIPD-SERVICES"),
+              ::testing::Contains("-m comment --comment \"default/db6:http cluster IP\" -d fd00:96::100/128 -p tcp -m tcp "
+                                  "--dport 8080 -j " + svc));
+  const auto svc_rules = rules_of(v6, Table::kNat, svc);
+  ASSERT_EQ(svc_rules.size(), 5u);
+  EXPECT_THAT(svc_rules[1], AllOf(HasSubstr("--probability 0.2500000000 "),
+                                  HasSubstr("-j " + sep_chain("default/db6:http", "[fd00:244::1:15]:8080"))));
+  EXPECT_THAT(rules_of(v6, Table::kNat, sep_chain("default/db6:http", "[fd00:244::3:44]:8080")),
+              ElementsAre(HasSubstr("-s fd00:244::3:44/128 -j VIPD-MARK-MASQ"),
+                          HasSubstr("-p tcp -m tcp -j DNAT --to-destination [fd00:244::3:44]:8080")));
+  EXPECT_THAT(rules_of(v6, Table::kFilter, "VIPD-SERVICES"),
+              ElementsAre("-m comment --comment \"default/empty6:http has no endpoints\" -d fd00:96::101/128 -p tcp "
+                          "-m tcp --dport 80 -j REJECT --reject-with icmp6-port-unreachable"));
+  const std::string sticky_sep = sep_chain("default/sticky6:http", "[fd00:244::2:88]:8080");
+  EXPECT_THAT(rules_of(v6, Table::kNat, svc_chain("default/sticky6:http")),
+              ::testing::Contains(HasSubstr("-m recent --name " + sticky_sep + " --rcheck --seconds 300 --reap -j " +
+                                            sticky_sep)));
+  EXPECT_THAT(rules_of(v6, Table::kNat, "VIPD-MARK-MASQ"), ElementsAre("-j MARK --or-mark 0x4000"));
+  // The IPv4 entry is only in the IPv4 rules, the IPv6 ones only in the IPv6 rules.
+  EXPECT_THAT(rules_of(v4, Table::kNat, "VIPD-SERVICES"), ElementsAre(HasSubstr("-d 10.96.0.100/32")));
+  EXPECT_TRUE(rules_of(v4, Table::kFilter, "VIPD-SERVICES").empty());
+  // Both in the dry run, IPv4 first.
+  const std::string d = dry_run_text(v4, v6, {});
+  const auto at6 = d.find("# vipd iptables mode: full ip6tables-restore --noflush payload (4 IPv6 service entries");
+  ASSERT_NE(at6, std::string::npos);
+  EXPECT_LT(d.find("-d 10.96.0.100/32"), at6);
+  EXPECT_GT(d.find("-d fd00:96::100/128"), at6);
+  EXPECT_THAT(d.substr(at6), HasSubstr("#   ip6tables -t nat -I POSTROUTING 1 "));
 }
 
 }  // namespace

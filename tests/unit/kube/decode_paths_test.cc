@@ -118,6 +118,16 @@ std::vector<Case> cases() {
       {"port entry as a number", svc(R"({"ports":[80]})"), "spec.ports[0]: expected a mapping"},
       {"clusterIPs entry as a mapping", svc(R"({"clusterIPs":[{}]})"), "spec.clusterIPs[0]: expected a string"},
       {"externalIPs entry as a list", svc(R"({"externalIPs":[[1]]})"), "spec.externalIPs[0]: expected a string"},
+      // ---- dual-stack fields (the same rules as manifests)
+      {"dual-stack service", svc(R"({"clusterIP":"10.96.0.1","clusterIPs":["10.96.0.1","fd00::1"],)"
+                                 R"("ipFamilies":["IPv4","IPv6"],"ipFamilyPolicy":"RequireDualStack"})"), ""},
+      {"ipFamilies as a string", svc(R"({"ipFamilies":"IPv4"})"), "spec.ipFamilies: expected a list"},
+      {"ipFamilies entry unknown", svc(R"({"ipFamilies":["IPv6","ipv4"]})"),
+       "spec.ipFamilies[1]: 'ipv4' is not IPv4 or IPv6"},
+      {"ipFamilyPolicy as a number", svc(R"({"ipFamilyPolicy":2})"),
+       "spec.ipFamilyPolicy: '2' is not SingleStack, PreferDualStack or RequireDualStack"},
+      {"clusterIPs family against ipFamilies", svc(R"({"clusterIPs":["fd00::1"],"ipFamilies":["IPv4"]})"),
+       "spec.clusterIPs[0]: 'fd00::1' is IPv6, but spec.ipFamilies[0] is IPv4"},
       {"sessionAffinityConfig as a list", svc(R"({"sessionAffinityConfig":[]})"),
        "spec.sessionAffinityConfig: expected a mapping"},
       {"ingress entry as a string", service(R"({"name":"web"})", "{}", R"(,"status":{"loadBalancer":{"ingress":["x"]}})"),

@@ -303,6 +303,21 @@ TEST_F(KubeSourceTest, WatchEventsGoneRelistAndGarbage) {
   EXPECT_TRUE(eventually(*s, [&](const LoadResult& r) { return backends_of(r, "10.96.0.100") == 1; }));
 }
 
+// A dual-stack Service and an IPv6 EndpointSlice through list/watch: one entry
+// per family, the IPv6 one fed by the IPv6 slice only.
+TEST_F(KubeSourceTest, DualStackServiceThroughTheApi) {
+  auto s = source(api_->kubeconfig(ca_data(), "    token: sekret\n"));
+  ASSERT_TRUE(s->wait_ready(5000));
+  api_->ctl("apply", R"({"apiVersion":"v1","kind":"Service","metadata":{"name":"ds","namespace":"default"},"spec":{"clusterIP":"10.96.0.77","clusterIPs":["10.96.0.77","fd00:96::77"],"ipFamilies":["IPv4","IPv6"],"ipFamilyPolicy":"RequireDualStack","ports":[{"name":"http","port":80}]}})");
+  api_->ctl("apply", R"({"apiVersion":"discovery.k8s.io/v1","kind":"EndpointSlice","metadata":{"name":"ds-6","namespace":"default","labels":{"kubernetes.io/service-name":"ds"}},"addressType":"IPv6","ports":[{"name":"http","protocol":"TCP","port":8080}],"endpoints":[{"addresses":["fd00:244::1"]},{"addresses":["fd00:244::2"]}]})");
+  EXPECT_TRUE(eventually(*s, [&](const LoadResult& r) {
+    return backends_of(r, "fd00:96::77") == 2 && backends_of(r, "10.96.0.77") == 0;
+  }));
+  api_->ctl("delete", R"({"resource":"endpointslices","namespace":"default","name":"ds-6"})");
+  api_->ctl("delete", R"({"resource":"services","namespace":"default","name":"ds"})");
+  EXPECT_TRUE(eventually(*s, [&](const LoadResult& r) { return !has(r, "fd00:96::77") && !has(r, "10.96.0.77"); }));
+}
+
 TEST_F(KubeSourceTest, InvalidObjectIsSkippedWithReason) {
   auto s = source(api_->kubeconfig(ca_data(), "    token: sekret\n"));
   ASSERT_TRUE(s->wait_ready(5000));
@@ -407,7 +422,7 @@ TEST(KubeConfig, BuildOptionsReserveTheFullNatLocalAddresses) {
   opt.mode = config::Mode::kDpdk;
   opt.forward_method = config::ForwardMethod::kFnat;
   opt.fnat_local_addrs = {0x0a000064, 0x0a000065};
-  EXPECT_EQ(build_options(opt).reserved_addrs, opt.fnat_local_addrs);
+  EXPECT_EQ(build_options(opt).reserved_addrs, (std::vector<IpAddr>{0x0a000064u, 0x0a000065u}));
   opt.forward_method = config::ForwardMethod::kNat;
   EXPECT_TRUE(build_options(opt).reserved_addrs.empty());
   opt.forward_method = config::ForwardMethod::kFnat;

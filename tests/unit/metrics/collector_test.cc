@@ -291,6 +291,25 @@ TEST_F(CollectorTest, ServiceCountersDoNotGoDownWhenABackendIsRemoved) {
   EXPECT_EQ(value(c.Collect(), "vipd_service_connections_total", db), 65);
 }
 
+// IPv6 entries: labels in brackets, zero counters, the dataplane never asked
+// (no mode forwards IPv6 yet).
+TEST_F(CollectorTest, Ipv6EntriesHaveBracketedLabelsAndNoDataplaneReads) {
+  ServiceTable t;
+  VirtualService v;
+  v.key = ServiceKey{*IpAddr::parse("fd00::10"), 80, Protocol::kTcp};
+  v.name = "default/web:http";
+  v.backends = {{*IpAddr::parse("fd00:244::1"), 8080, 1, false}, {*IpAddr::parse("fd00:244::2"), 8080, 1, false}};
+  t.services[v.key] = v;
+  stats_.set_table(t);
+  stats_.dest_calls = 0;
+  const auto fams = collect();
+  EXPECT_EQ(stats_.dest_calls, 0u);
+  const std::map<std::string, std::string> web = {{"service", "default/web:http"}, {"vip", "[fd00::10]:80"}};
+  EXPECT_EQ(value(fams, "vipd_service_connections_total", web), 0);
+  EXPECT_EQ(value(fams, "vipd_service_backends", web), 2);
+  EXPECT_EQ(value(fams, "vipd_backend_connections_total", {{"backend", "[fd00:244::2]:8080"}}), 0);
+}
+
 TEST_F(CollectorTest, NoTableYet) {
   FakeStats empty;
   MetricsCollector c(empty, nullptr, {});

@@ -93,5 +93,36 @@ TEST(NftBackend, BadInputKeepsLastGoodState) {
   EXPECT_EQ(log.scripts.size(), 1u);  // nothing sent to the kernel
 }
 
+TEST(NftBackend, FirstAndLastIpv6EntryTakeAFullSyncOthersArePartial) {
+  Log log;
+  NftablesBackend be({}, std::make_unique<FakeRunner>(&log));
+  std::string err;
+  ASSERT_TRUE(be.apply(table(2), {}, true, &err)) << err;
+  ServiceTable t = table(2);
+  VirtualService v6;
+  v6.key = {*IpAddr::parse("fd00:10::10"), 8080, Protocol::kTcp};
+  v6.name = "default/db6:http";
+  v6.backends.push_back({*IpAddr::parse("fd00:244::1"), 8080, 1, false});
+  t.services[v6.key] = v6;
+  // the first IPv6 entry: table ip6 vipd is declared by a full sync
+  ASSERT_TRUE(be.apply(t, {}, false, &err)) << err;
+  ASSERT_EQ(log.scripts.size(), 2u);
+  EXPECT_THAT(log.scripts[1], HasSubstr("table ip6 vipd {"));
+  EXPECT_EQ(be.stats().full_syncs, 2u);
+  // an IPv6 endpoint change: partial, in the ip6 table
+  t.services[v6.key].backends.push_back({*IpAddr::parse("fd00:244::2"), 8080, 1, false});
+  ASSERT_TRUE(be.apply(t, {}, false, &err)) << err;
+  ASSERT_EQ(log.scripts.size(), 3u);
+  EXPECT_THAT(log.scripts[2], StartsWith("flush chain ip6 vipd svc-"));
+  EXPECT_THAT(log.scripts[2], Not(HasSubstr(" ip vipd")));
+  EXPECT_EQ(be.stats().partial_syncs, 1u);
+  // the last IPv6 entry gone: a full sync deletes the ip6 table
+  ASSERT_TRUE(be.apply(table(2), {}, false, &err)) << err;
+  ASSERT_EQ(log.scripts.size(), 4u);
+  EXPECT_THAT(log.scripts[3], HasSubstr("add table ip6 vipd\ndelete table ip6 vipd\n"));
+  EXPECT_THAT(log.scripts[3], Not(HasSubstr("table ip6 vipd {")));
+  EXPECT_EQ(be.stats().full_syncs, 3u);
+}
+
 }  // namespace
 }  // namespace vipd::cp::nft

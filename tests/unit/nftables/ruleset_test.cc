@@ -12,6 +12,11 @@
 #include <set>
 #include <sstream>
 
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+
 #include "controlplane/backends/iptables/chain_names.h"
 
 namespace vipd::cp::nft {
@@ -443,6 +448,259 @@ TEST(NftDesired, CollisionAppearingLaterRenamesTheReusedEntry) {
   EXPECT_EQ(rendered, 0u);
   EXPECT_EQ(same.chains(), 2u);
   EXPECT_TRUE(render_delta(two, same).empty());
+}
+
+
+// ---- IPv6: table ip6 vipd, same layout, same transaction ----
+
+IpAddr ip6(const char* s) { return *IpAddr::parse(s); }
+
+VirtualService svc6(const char* name, const char* vip, uint16_t port, std::vector<const char*> eps,
+                    Protocol p = Protocol::kTcp) {
+  VirtualService v;
+  v.key = {ip6(vip), port, p};
+  v.name = name;
+  for (const char* e : eps) v.backends.push_back({ip6(e), 8080, 1, false});
+  return v;
+}
+
+ServiceTable dual_stack() {
+  auto aff = svc6("default/aff:http", "fd00:10::20", 80, {"fd00:244::3", "fd00:244::4"});
+  aff.persistence_timeout_s = 300;
+  auto fw = svc6("default/fw:http", "fd00:10::30", 80, {"fd00:244::5"});
+  fw.kind = ServiceKind::kLoadBalancer;
+  fw.source_ranges = {"fd00:aa::/32"};
+  auto none = svc6("default/none:http", "fd00:10::40", 80, {});
+  return table_of({svc("default/db:http", "10.96.0.100", 8080, {"10.244.1.15", "10.244.2.88"}),
+                   svc6("default/db6:http", "fd00:10::10", 8080, {"fd00:244::1", "fd00:244::2"}), aff, fw, none});
+}
+
+TEST(NftRender6, DualStackFullSyncBothTablesOneTransaction) {
+  const Desired d = desired(dual_stack());
+  EXPECT_TRUE(d.has_v6());
+  const Transaction tx = render_full(d, {});
+  const auto ls = lines(tx.text);
+  // the ip table first, unchanged; then the ip6 table deleted and declared
+  EXPECT_EQ(ls[0], std::string("add table ip vipd") + '\0');
+  EXPECT_EQ(ls[1], std::string("delete table ip vipd") + '\0');
+  EXPECT_EQ(ls[2], std::string("table ip vipd {") + '\0');
+  const size_t add6 = index_of(ls, std::string("add table ip6 vipd") + '\0');
+  ASSERT_LT(add6, ls.size()) << tx.text;
+  EXPECT_EQ(ls[add6 + 1], std::string("delete table ip6 vipd") + '\0');
+  EXPECT_EQ(ls[add6 + 2], std::string("table ip6 vipd {") + '\0');
+  const std::string base6 = render_base({}, true);
+  EXPECT_THAT(tx.text, HasSubstr(base6));
+  EXPECT_THAT(base6, HasSubstr("map service-ips { type ipv6_addr . inet_proto . inet_service : verdict;"));
+  EXPECT_THAT(base6, HasSubstr("set cluster-ips { type ipv6_addr;"));
+  EXPECT_THAT(base6, HasSubstr("ip6 daddr . meta l4proto . th dport vmap @service-ips"));
+  EXPECT_THAT(base6, HasSubstr("ip6 daddr @cluster-ips reject"));
+  EXPECT_THAT(base6, HasSubstr("masquerade fully-random"));
+  EXPECT_THAT(base6, Not(HasSubstr("ip daddr")));
+  EXPECT_EQ(render_base({}, false), render_base({}));
+  // compact IPv6 chain, in the ip6 table
+  const std::string c6 = "svc-" + ipt::chain_hash("default/db6:httptcp");
+  EXPECT_THAT(tx.text, HasSubstr("add chain ip6 vipd " + c6 + "\n"));
+  EXPECT_THAT(tx.text, HasSubstr("add rule ip6 vipd " + c6 + " jump mark-for-masquerade\n"));
+  EXPECT_THAT(tx.text, HasSubstr("add rule ip6 vipd " + c6 + " meta l4proto tcp dnat ip6 to numgen random mod 2 map "
+                                 "{ 0 : fd00:244::1 . 8080, 1 : fd00:244::2 . 8080 }"));
+  // one endpoint: dnat to [addr]:port
+  EXPECT_THAT(tx.text, HasSubstr("add rule ip6 vipd fw-"));
+  EXPECT_THAT(tx.text, HasSubstr("ip6 saddr != { fd00:aa::/32 } drop"));
+  EXPECT_THAT(tx.text, HasSubstr("meta l4proto tcp dnat to [fd00:244::5]:8080"));
+  // affinity: ipv6_addr sets, ip6 saddr, per-endpoint chains
+  EXPECT_THAT(tx.text, HasSubstr("add set ip6 vipd aff-"));
+  EXPECT_THAT(tx.text, HasSubstr("{ type ipv6_addr; flags dynamic,timeout; timeout 300s; }"));
+  EXPECT_THAT(tx.text, HasSubstr("{ ip6 saddr }"));
+  EXPECT_THAT(tx.text, HasSubstr("ip6 saddr fd00:244::3 jump mark-for-masquerade"));
+  EXPECT_THAT(tx.text, HasSubstr("meta l4proto tcp dnat to [fd00:244::4]:8080"));
+  // elements per table
+  EXPECT_THAT(tx.text, HasSubstr("add element ip vipd cluster-ips { 10.96.0.100 }"));
+  EXPECT_THAT(tx.text, HasSubstr("add element ip6 vipd cluster-ips { fd00:10::10, fd00:10::20, fd00:10::40 }"));
+  EXPECT_THAT(tx.text, HasSubstr("add element ip6 vipd service-ips { fd00:10::10 . tcp . 8080 : goto " + c6));
+  EXPECT_THAT(tx.text, HasSubstr("add element ip6 vipd firewall-ips { fd00:10::30 . tcp . 80 : goto fw-"));
+  EXPECT_THAT(tx.text, HasSubstr("add element ip6 vipd no-endpoint-services { fd00:10::40 . tcp . 80 : goto reject-chain }"));
+  // nothing IPv6 leaks into the ip table, nothing IPv4 into ip6
+  for (const auto& l : ls) {
+    if (l.rfind("add rule ip vipd", 0) == 0 || l.rfind("add element ip vipd", 0) == 0) {
+      EXPECT_THAT(l, Not(HasSubstr("fd00:"))) << l;
+      EXPECT_THAT(l, Not(HasSubstr("ip6 "))) << l;
+    }
+    if (l.rfind("add rule ip6 vipd", 0) == 0 || l.rfind("add element ip6 vipd", 0) == 0)
+      EXPECT_THAT(l, Not(HasSubstr("10."))) << l;
+  }
+  // the IPv4 part is what an IPv4-only table renders
+  ServiceTable v4only = table_of({svc("default/db:http", "10.96.0.100", 8080, {"10.244.1.15", "10.244.2.88"})});
+  const Transaction tx4 = render_full(desired(v4only), {});
+  for (const auto& l : lines(tx4.text))
+    if (l.find("ip6") == std::string::npos) EXPECT_LT(index_of(ls, l), ls.size()) << l;
+}
+
+TEST(NftRender6, Ipv4OnlyFullSyncStillRemovesAStaleIp6Table) {
+  const Desired d = desired(table_of({svc("default/db:http", "10.96.0.100", 8080, {"10.244.1.15"})}));
+  EXPECT_FALSE(d.has_v6());
+  const Transaction tx = render_full(d, {});
+  EXPECT_THAT(tx.text, HasSubstr("add table ip6 vipd\ndelete table ip6 vipd\n"));
+  EXPECT_THAT(tx.text, Not(HasSubstr("table ip6 vipd {")));
+  EXPECT_THAT(tx.text, Not(HasSubstr("add chain ip6")));
+}
+
+TEST(NftRender6, MixedFamilyBackendsAndRangesChecked) {
+  auto s = svc6("default/m:http", "fd00:10::10", 80, {"fd00:244::1"});
+  s.backends.push_back({ip("10.244.1.1"), 8080, 1, false});  // IPv4 real server of an IPv6 VIP
+  EntryRender r;
+  std::string err;
+  ASSERT_TRUE(render_entry(s, "default/m:httptcp", {}, &r, &err)) << err;
+  EXPECT_TRUE(r.v6);
+  ASSERT_EQ(r.chains.size(), 1u);
+  EXPECT_THAT(r.chains[0].rules.back(), HasSubstr("dnat to [fd00:244::1]:8080"));
+  EXPECT_THAT(r.chains[0].rules.back(), Not(HasSubstr("10.244.1.1")));
+  // only an IPv4 real server: no usable endpoint
+  auto only4 = svc6("default/o:http", "fd00:10::11", 80, {});
+  only4.backends.push_back({ip("10.244.1.1"), 8080, 1, false});
+  ASSERT_TRUE(render_entry(only4, "default/o:httptcp", {}, &r, &err)) << err;
+  ASSERT_EQ(r.elements.size(), 1u);
+  EXPECT_EQ(r.elements[0].map, "no-endpoint-services");
+  // an IPv4 source range on an IPv6 VIP (and garbage) is refused with a reason
+  auto bad = svc6("default/b:http", "fd00:10::12", 80, {"fd00:244::1"});
+  bad.source_ranges = {"10.0.0.0/8"};
+  EXPECT_FALSE(render_entry(bad, "default/b:httptcp", {}, &r, &err));
+  EXPECT_THAT(err, HasSubstr("not an IPv6 CIDR"));
+  bad.source_ranges = {"fd00::/200"};
+  err.clear();
+  EXPECT_FALSE(render_entry(bad, "default/b:httptcp", {}, &r, &err));
+  EXPECT_THAT(err, HasSubstr("fd00::/200"));
+  // an IPv6 range is normalised (host bits cleared)
+  bad.source_ranges = {"fd00:aa::1/32"};
+  ASSERT_TRUE(render_entry(bad, "default/b:httptcp", {}, &r, &err)) << err;
+  EXPECT_THAT(r.chains[0].rules[0], HasSubstr("ip6 saddr != { fd00:aa::/32 } drop"));
+}
+
+TEST(NftDelta6, OneEndpointChangeOfAnIpv6EntryTouchesTheIp6TableOnly) {
+  const ServiceTable t = dual_stack();
+  const Desired a = desired(t);
+  auto t2 = t;
+  for (auto& [k, v] : t2.services)
+    if (v.name == "default/db6:http")
+      for (auto& b : v.backends)
+        if (b.ip == ip6("fd00:244::2")) b.ip = ip6("fd00:244::9");
+  t2.normalize();
+  Desired b;
+  size_t rendered = 0;
+  std::string err;
+  ASSERT_TRUE(build_desired(t2, {}, a, &b, &rendered, &err)) << err;
+  EXPECT_EQ(rendered, 1u);
+  const Transaction tx = render_delta(a, b);
+  const std::string c6 = "svc-" + ipt::chain_hash("default/db6:httptcp");
+  const auto ls = lines(tx.text);
+  ASSERT_EQ(ls.size(), 2u) << tx.text;
+  EXPECT_EQ(ls[0], "flush chain ip6 vipd " + c6 + '\0');
+  EXPECT_THAT(ls[1], HasSubstr("add chain ip6 vipd " + c6 + " { jump mark-for-masquerade; meta l4proto tcp dnat ip6 to "
+                               "numgen random mod 2 map { 0 : fd00:244::1 . 8080, 1 : fd00:244::9 . 8080 }"));
+  EXPECT_EQ(tx.chains_written, 1u);
+  EXPECT_EQ(tx.elements_added + tx.elements_deleted, 0u);
+}
+
+TEST(NftDelta6, RemovingIpv6EntriesRetiresTheirObjectsInTheIp6Table) {
+  const ServiceTable t = dual_stack();
+  const Desired a = desired(t);
+  auto t2 = t;
+  for (auto it = t2.services.begin(); it != t2.services.end();)
+    it = it->second.name == "default/aff:http" || it->second.name == "default/db6:http" ? t2.services.erase(it)
+                                                                                        : std::next(it);
+  t2.normalize();
+  Desired b;
+  std::string err;
+  ASSERT_TRUE(build_desired(t2, {}, a, &b, nullptr, &err)) << err;
+  Transaction tx = render_delta(a, b);
+  const auto ls = lines(tx.text);
+  EXPECT_LT(index_of(ls, "delete element ip6 vipd service-ips { fd00:10::10 . tcp . 8080, fd00:10::20 . tcp . 80 }"),
+            ls.size()) << tx.text;
+  EXPECT_LT(index_of(ls, "delete element ip6 vipd cluster-ips { fd00:10::10, fd00:10::20 }"), ls.size()) << tx.text;
+  EXPECT_LT(index_of(ls, "flush chain ip6 vipd svc-" + ipt::chain_hash("default/db6:httptcp")), ls.size());
+  EXPECT_THAT(tx.text, Not(HasSubstr(" ip vipd")));
+  // retired with the ip6 table's marker (2 svc + 2 sep chains; 2 affinity sets)
+  EXPECT_EQ(tx.chains_retired, 4u);
+  ASSERT_EQ(tx.retired_sets.size(), 2u);
+  for (const auto& n : tx.retired_chains) EXPECT_THAT(n, ::testing::EndsWith("/6"));
+  // the bulk delete names the right table
+  b.retired_chains = tx.retired_chains;
+  b.retired_sets = tx.retired_sets;
+  for (size_t i = 0; i < kRetiredLimit; ++i) b.retired_chains.insert("sep-OLD" + std::to_string(i));
+  Desired c;
+  auto t3 = t2;
+  t3.services.begin()->second.backends.pop_back();  // the IPv4 entry changes: a delta with the bulk delete
+  t3.normalize();
+  ASSERT_TRUE(build_desired(t3, {}, b, &c, nullptr, &err)) << err;
+  tx = render_delta(b, c);
+  EXPECT_THAT(tx.text, HasSubstr("delete chain ip6 vipd svc-" + ipt::chain_hash("default/db6:httptcp") + "\n"));
+  EXPECT_THAT(tx.text, HasSubstr("delete set ip6 vipd aff-"));
+  EXPECT_THAT(tx.text, HasSubstr("delete chain ip vipd sep-OLD0\n"));
+  EXPECT_TRUE(tx.retired_chains.empty());
+}
+
+// The dual-stack transactions in a real kernel: `nft -f` in a private network
+// namespace (unshare -n; nothing outside it changes), the full sync then an
+// IPv6 partial sync, and what `nft list table ip6 vipd` shows. Needs root and
+// nft; SKIPs with the reason otherwise.
+std::string run_shell(const std::string& cmd, int* rc) {
+  std::string out;
+  FILE* f = ::popen(cmd.c_str(), "r");
+  if (!f) {
+    *rc = -1;
+    return out;
+  }
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) out.append(buf, n);
+  *rc = ::pclose(f);
+  return out;
+}
+
+TEST(NftKernel6, DualStackTransactionsLoadInAPrivateNetns) {
+  if (::geteuid() != 0) GTEST_SKIP() << "SKIP: needs root for a private network namespace and nf_tables";
+  int rc = 0;
+  run_shell("command -v nft >/dev/null && command -v unshare >/dev/null", &rc);
+  if (rc != 0) GTEST_SKIP() << "SKIP: nft or unshare not installed";
+  run_shell("unshare -n nft list tables >/dev/null 2>&1", &rc);
+  if (rc != 0) GTEST_SKIP() << "SKIP: no nf_tables in a new network namespace here";
+  for (const bool nat : {false, true}) {
+    const RenderOptions o = nat ? nat_mode() : RenderOptions{};
+    const ServiceTable t = dual_stack();
+    const Desired a = desired(t, o);
+    auto t2 = t;
+    for (auto& [k, v] : t2.services)
+      if (v.name == "default/db6:http") v.backends.push_back({ip6("fd00:244::9"), 8080, 1, false});
+      else if (v.name == "default/aff:http") v.backends.pop_back();
+    t2.normalize();
+    Desired b;
+    std::string err;
+    ASSERT_TRUE(build_desired(t2, o, a, &b, nullptr, &err)) << err;
+    const Transaction full = render_full(a, o), delta = render_delta(a, b);
+    char dir[] = "/tmp/nft6-test-XXXXXX";
+    ASSERT_NE(::mkdtemp(dir), nullptr);
+    const std::string d = dir;
+    for (const auto& [name, text] : {std::pair<std::string, std::string>{"full", full.text}, {"delta", delta.text}}) {
+      FILE* f = std::fopen((d + "/" + name).c_str(), "w");
+      ASSERT_NE(f, nullptr);
+      std::fwrite(text.data(), 1, text.size(), f);
+      std::fclose(f);
+    }
+    const std::string out = run_shell("unshare -n sh -c 'nft -f " + d + "/full && nft -f " + d +
+                                          "/delta && nft list table ip6 vipd && echo ---ip && nft list table ip vipd' 2>&1",
+                                      &rc);
+    run_shell("rm -rf " + d, &rc);
+    if (std::getenv("VIPD_NFT6_SHOW")) std::fputs(out.c_str(), stderr);
+    ASSERT_EQ(out.find("Error"), std::string::npos) << (nat ? "nat" : "fnat") << ": " << out;
+    const std::string v6 = out.substr(0, out.find("---ip"));
+    const std::string v4 = out.substr(out.find("---ip") == std::string::npos ? out.size() : out.find("---ip"));
+    EXPECT_THAT(v6, HasSubstr("table ip6 vipd {")) << out;
+    EXPECT_THAT(v6, HasSubstr("fd00:244::9")) << out;                       // the delta's new endpoint
+    EXPECT_THAT(v6, HasSubstr("fd00:10::40 . tcp . 80 : goto reject-chain")) << out;
+    EXPECT_THAT(v6, HasSubstr("type ipv6_addr")) << out;
+    EXPECT_THAT(v6, HasSubstr("fd00:aa::/32")) << out;
+    EXPECT_THAT(v6, Not(HasSubstr("10.96."))) << out;
+    EXPECT_THAT(v4, HasSubstr("10.96.0.100 . tcp . 8080")) << out;
+    EXPECT_THAT(v4, Not(HasSubstr("fd00:"))) << out;
+  }
 }
 
 }  // namespace

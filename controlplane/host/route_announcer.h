@@ -1,0 +1,69 @@
+// Thread: control. VIP announcement through the kernel routing table
+// (docs/gateway.md, "Announcing VIPs"): vipd puts each announced VIP as a /32
+// route on the first port's exception interface into a dedicated routing
+// table; a routing daemon (BIRD's kernel protocol with `learn`, FRR's
+// `redistribute table`) exports that table over BGP. Routes on the exception
+// interface vanish with it when vipd dies, so a kill -9 withdraws them too.
+#pragma once
+
+#include <cstdint>
+#include <set>
+#include <string>
+
+#include "model/backend.h"
+#include "model/service_table.h"
+
+namespace vipd::cp::host {
+
+// The IPv4 VIP addresses to announce for a table: every service address, or
+// with require_endpoints only those with at least one service that has a
+// backend taking new flows (weight > 0). IPv6 entries are left out.
+std::set<Ipv4> announced_vips(const ServiceTable& t, bool require_endpoints);
+
+// The routes of one table and interface over rtnetlink (libnl-route-3).
+class RouteAnnouncer {
+ public:
+  RouteAnnouncer(std::string ifname, uint32_t table) : ifname_(std::move(ifname)), table_(table) {}
+  ~RouteAnnouncer() = default;
+
+  // Adds the routes of `want` that are missing and deletes the others vipd
+  // added; `refresh` (a full sync) writes every route of `want` again, so one
+  // deleted behind vipd's back comes back. False + *error (what failed); the
+  // routes that were changed stay so.
+  bool sync(const std::set<Ipv4>& want, std::string* error, bool refresh = false);
+  // Deletes every route vipd added.
+  bool withdraw_all(std::string* error) { return sync({}, error); }
+
+  const std::set<Ipv4>& announced() const { return have_; }
+  const std::string& ifname() const { return ifname_; }
+  uint32_t table() const { return table_; }
+
+ private:
+  bool route_op(Ipv4 vip, bool add, std::string* error);
+  std::string ifname_;
+  uint32_t table_;
+  std::set<Ipv4> have_;
+};
+
+// A Backend that programs `inner` and, after each successful apply, the
+// announcements of the table it applied (so a VIP is announced only once the
+// dataplane serves it). An announcement failure fails the apply (retried).
+class AnnouncingBackend final : public Backend {
+ public:
+  AnnouncingBackend(Backend& inner, RouteAnnouncer& ann, bool require_endpoints)
+      : inner_(inner), ann_(ann), require_endpoints_(require_endpoints) {}
+  const char* name() const override { return inner_.name(); }
+  bool apply(const ServiceTable& next, const TableDiff& diff, bool full, std::string* error) override {
+    if (!inner_.apply(next, diff, full, error)) return false;
+    return ann_.sync(announced_vips(next, require_endpoints_), error, full);
+  }
+  uint32_t tick_interval_ms() const override { return inner_.tick_interval_ms(); }
+  bool tick(std::string* error) override { return inner_.tick(error); }
+
+ private:
+  Backend& inner_;
+  RouteAnnouncer& ann_;
+  bool require_endpoints_;
+};
+
+}  // namespace vipd::cp::host

@@ -1,0 +1,64 @@
+// Which VIPs are announced (controlplane/host/route_announcer.h), and the
+// backend wrapper: announcements follow only successful applies. The
+// netlink side is covered by tests/integration/exception_test.sh.
+#include <gtest/gtest.h>
+
+#include "controlplane/host/route_announcer.h"
+
+namespace vipd::cp::host {
+namespace {
+
+VirtualService svc(Ipv4 vip, uint16_t port, std::vector<RealServer> b) {
+  VirtualService s;
+  s.key = ServiceKey{vip, port, Protocol::kTcp};
+  s.backends = std::move(b);
+  return s;
+}
+
+TEST(AnnouncedVips, OnlyAddressesWithABackendTakingNewFlows) {
+  ServiceTable t;
+  const Ipv4 a = 0x0a600001, b = 0x0a600002, c = 0x0a600003, d = 0x0a600004;
+  for (auto s : {svc(a, 80, {{1, 80, 1, false}}),        // ready
+                 svc(b, 80, {}),                           // no endpoints
+                 svc(c, 80, {{1, 80, 0, true}}),           // only a terminating (weight 0) one
+                 svc(d, 80, {}), svc(d, 443, {{2, 443, 3, false}})})  // one of two ports served
+    t.services[s.key] = s;
+  EXPECT_EQ(announced_vips(t, true), (std::set<Ipv4>{a, d}));
+  EXPECT_EQ(announced_vips(t, false), (std::set<Ipv4>{a, b, c, d}));
+  EXPECT_TRUE(announced_vips(ServiceTable{}, true).empty());
+}
+
+class FakeBackend : public Backend {
+ public:
+  const char* name() const override { return "fake"; }
+  bool apply(const ServiceTable&, const TableDiff&, bool, std::string* error) override {
+    if (fail) *error = "refused";
+    return !fail;
+  }
+  bool fail = false;
+};
+
+TEST(AnnouncingBackend, NothingAnnouncedWhenTheApplyFails) {
+  FakeBackend inner;
+  inner.fail = true;
+  // An interface that does not exist: any netlink call would fail, so a
+  // successful result proves none was made.
+  RouteAnnouncer ann("vipd-none-xx", 100);
+  AnnouncingBackend be(inner, ann, true);
+  ServiceTable t;
+  t.services[ServiceKey{0x0a600001, 80, Protocol::kTcp}] = svc(0x0a600001, 80, {{1, 80, 1, false}});
+  std::string err;
+  EXPECT_FALSE(be.apply(t, TableDiff{}, true, &err));
+  EXPECT_EQ(err, "refused");
+  EXPECT_TRUE(ann.announced().empty());
+  // Applied, nothing to announce: no netlink call either.
+  inner.fail = false;
+  EXPECT_TRUE(be.apply(ServiceTable{}, TableDiff{}, true, &err)) << err;
+  // Applied with a VIP to announce: the missing interface is an error (retried).
+  EXPECT_FALSE(be.apply(t, TableDiff{}, true, &err));
+  EXPECT_NE(err.find("vipd-none-xx"), std::string::npos) << err;
+  EXPECT_TRUE(ann.announced().empty());
+}
+
+}  // namespace
+}  // namespace vipd::cp::host
