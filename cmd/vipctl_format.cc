@@ -180,6 +180,9 @@ std::string format_list(const json& doc) {
                       pad_right(std::to_string(u64(be, "weight")), 6) + " " +
                       pad_right(std::to_string(u64(be, "active_conns")), 10) + " " +
                       std::to_string(u64(be, "inactive_conns"));
+      // Outlier ejection (dpdk): no new connections for a while.
+      if (field(be, "ejected").is_boolean() && field(be, "ejected").get<bool>())
+        b += "  ejected (consecutive failed connections; ejections " + std::to_string(u64(be, "ejections")) + ")";
       out += b + "\n";
     }
   }

@@ -113,6 +113,7 @@ nlohmann::json services_json(const vipd::cp::SyncLoop& sync, const vipd::dp::Dat
                             {"weight", b.weight}, {"terminating", b.terminating},
                             {"active_conns", std::max<int64_t>(d.active, 0)},
                             {"inactive_conns", std::max<int64_t>(d.inactive, 0)},
+                            {"ejected", d.ejected}, {"ejections", d.ejections},
                             {"stats", stats(d)}});
       }
       services.push_back({{"name", svc.name}, {"protocol", vipd::cp::name(key.protocol)},

@@ -34,6 +34,11 @@ struct DataplaneSettings {
   uint32_t resteer_attempts = 3;              // --resteer-attempts (0 = off)
   uint32_t resteer_timeout_ms = 200;          // --resteer-timeout-ms (0 = no timer)
   uint32_t resteer_pool = 16384;              // --resteer-pool (saved SYNs per worker)
+  // Passive outlier ejection (docs/scheduling.md, "Outlier ejection").
+  uint32_t eject_failures = 3;                // --eject-failures (0 = off)
+  uint32_t eject_time_ms = 5000;              // --eject-time-ms (times the ejections in a row)
+  uint32_t eject_max_time_s = 300;            // --eject-max-time
+  uint32_t eject_max_percent = 50;            // --eject-max-percent
   // --port-ipv6 "ADDR,-,...": each port's IPv6 address, in --port order ("-"
   // or missing: none). Answered for NDP and ping only (docs/architecture.md "IPv6").
   std::vector<std::string> port_ipv6;

@@ -37,6 +37,8 @@ enum Fam : size_t {
   kBackendActive,
   kBackendInactive,
   kBackendWeight,
+  kBackendEjections,
+  kBackendEjected,
   kWorkerRx,
   kWorkerTx,
   kWorkerDrops,
@@ -110,6 +112,10 @@ const std::vector<FamilyInfo> kFamilies = {
      "Other connections to the backend in the tables (TCP opening or closing, UDP)."},
     {"vipd_backend_weight", "gauge", "service,protocol,vip,backend",
      "Scheduling weight of the backend; 0 = no new connections (e.g. terminating)."},
+    {"vipd_backend_ejections_total", "counter", "service,protocol,vip,backend",
+     "Outlier ejections of the backend (dpdk mode: consecutive failed connections)."},
+    {"vipd_backend_ejected", "gauge", "service,protocol,vip,backend",
+     "1 while the backend is ejected from scheduling new connections (outlier ejection)."},
     {"vipd_worker_rx_packets_total", "counter", "worker", "Packets received by the worker (ports and redirect ring)."},
     {"vipd_worker_tx_packets_total", "counter", "worker", "Packets sent by the worker."},
     {"vipd_worker_dropped_packets_total", "counter", "worker,reason", "Packets the worker did not forward, by reason."},
@@ -311,6 +317,12 @@ std::vector<MetricFamily> MetricsCollector::Collect() const {
         b.add(kBackendActive, bl, nonneg(ds.active));
         b.add(kBackendInactive, bl, nonneg(ds.inactive));
         b.add(kBackendWeight, bl, d(be.weight));
+        // Outlier ejection: only for backends ejected at least once (the
+        // series stay within the per-backend budget of the caps).
+        if (ds.ejections) {
+          b.add(kBackendEjections, bl, d(ds.ejections));
+          b.add(kBackendEjected, bl, ds.ejected ? 1 : 0);
+        }
       }
       // Backends that went away since the last scrape keep counting in the
       // service's totals (both lists are sorted by ip, port).

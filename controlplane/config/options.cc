@@ -680,6 +680,25 @@ const std::vector<Setting>& settings() {
         "dpdk mode: SYNs each worker keeps for re-steering, one per connection waiting for its SYN-ACK (about "
         "130 bytes each). New connections that find it full are counted (`vipd_worker_resteer_pool_full_total`) "
         "and go without re-steering; 0 turns re-steering off."));
+    r.push_back(number("eject-failures", "N", &DataplaneSettings::eject_failures, 0, 1000,
+        "dpdk: consecutive failed connections (as re-steering sees them) that eject a backend from scheduling; "
+        "0 = off",
+        "dpdk mode: after this many consecutive new TCP connections to a backend failed (an RST or ICMP "
+        "unreachable answering the SYN, or no SYN-ACK in `--resteer-timeout-ms`), the backend gets no new "
+        "connections for a while (`--eject-time-ms`); its first SYN-ACK readmits it. Needs re-steering on; "
+        "0 turns ejection off (docs/scheduling.md, \"Outlier ejection\")."));
+    r.push_back(number("eject-time-ms", "MS", &DataplaneSettings::eject_time_ms, 1, 3600000,
+        "dpdk: ejection time of a backend, times its ejections in a row",
+        "dpdk mode: how long an ejected backend gets no new connections, times the number of its ejections in "
+        "a row, at most `--eject-max-time` (docs/scheduling.md, \"Outlier ejection\")."));
+    r.push_back(number("eject-max-time", "SECONDS", &DataplaneSettings::eject_max_time_s, 1, 86400,
+        "dpdk: longest ejection of a backend",
+        "dpdk mode: the longest ejection of a backend; after this long without an ejection the multiplier "
+        "starts over (docs/scheduling.md, \"Outlier ejection\")."));
+    r.push_back(number("eject-max-percent", "PCT", &DataplaneSettings::eject_max_percent, 0, 100,
+        "dpdk: most of a service's backends ejected at once, in percent",
+        "dpdk mode: never eject more than this share of a service's backends with a weight at once (at least "
+        "one always stays); 0 = never eject (docs/scheduling.md, \"Outlier ejection\")."));
     r.push_back(number("conn-table-size", "N", &DataplaneSettings::conn_table_size, 1024, 67108864,
         "connection table entries per worker",
         "Connection table entries per worker (about 100 bytes each at the default size, full NAT or NAT: "

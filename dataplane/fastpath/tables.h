@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "dataplane/fastpath/drop_reasons.h"
+#include "dataplane/fastpath/eject.h"
 #include "model/kinds.h"
 
 struct rte_hash;
@@ -86,8 +87,11 @@ inline bool source_allowed(const Service& svc, uint32_t src) noexcept {
 // expires every connection to it at its next packet. The publisher reads it
 // here to stamp the destinations it publishes; workers read their own copy
 // (DestCounters::gen).
+// `eject`: the slot's outlier-ejection state (eject.h), shared by the
+// workers; reset with the generation when the slot is released.
 struct DestSlot {
   std::atomic<uint32_t> gen;
+  EjectState eject;
 };
 
 // Per-worker, per-destination counters (indexed by slot). Single writer, but

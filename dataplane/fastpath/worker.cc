@@ -273,6 +273,7 @@ inline uint64_t timeout_for(const Shared& sh, ConnState s) {
 }
 
 // Re-steering (resteer.h; defined at the end of this file).
+[[gnu::noinline]] int32_t skip_ejected(Worker& w, const Service& svc, const SchedCtx& ctx, int32_t idx);
 [[gnu::noinline]] bool syn_waiting(Worker& w, Conn& c, rte_mbuf* m, const Parsed& p, bool from_client);
 [[gnu::noinline]] bool icmp_resteer(Worker& w, rte_mbuf* m, const uint8_t* f, const Parsed& p, const IcmpQuote& q);
 
@@ -443,6 +444,9 @@ void new_flow(Worker& w, rte_mbuf* m, const Parsed& p, const Service& svc, uint3
   if (svc.persistence_s && svc.n_dests) idx = from_template(w, svc, tkey, &tmpl);
   const SchedCtx ctx{w.dest_counters, p.src, p.dst};
   if (idx < 0) idx = svc.n_weighted ? sched_pick(svc, w.sched[svc.id], ctx) : -1;
+  // Outlier ejection: one load of the pick's shared slot line when it is on.
+  if (idx >= 0 && sh.eject.k && sh.dest_slots[svc.dests[idx].slot].eject.ejected(w.now)) [[unlikely]]
+    idx = skip_ejected(w, svc, ctx, idx);
   if (idx < 0) {
     if (svc.drop_when_empty) return drop(w, m, kNoEndpointsDrop);
     // Only a SYN is refused: a mid-flow packet (mh picks flows up) of a
@@ -768,6 +772,19 @@ inline void syn_forget(Worker& w, Conn& c) {
   c.syn = 0;
 }
 
+// One failed connection to the destination in `slot` of `svc` (eject.h);
+// may eject it, within the service's share.
+void eject_fail(Worker& w, const Service& svc, uint32_t slot) {
+  const Shared& sh = *w.sh;
+  EjectState& e = sh.dest_slots[slot].eject;
+  if (e.ejected(w.now)) return;
+  uint32_t n_ejected = 0;
+  if (e.fails.load(std::memory_order_relaxed) + 1 >= sh.eject.k)  // only then: count the service's
+    for (uint32_t i = 0; i < svc.n_dests; ++i)
+      if (svc.dests[i].weight && sh.dest_slots[svc.dests[i].slot].eject.ejected(w.now)) ++n_ejected;
+  eject_failure(e, sh.eject, w.now, eject_allowed(sh.eject, svc.n_weighted, n_ejected));
+}
+
 // Moves a connection waiting for its SYN-ACK (SYN_RECV, c.syn) to the next
 // destination that did not get its SYN yet: the entry, the destinations'
 // counts, its persistence template, the timer. False when none is left or
@@ -781,6 +798,9 @@ bool resteer_conn(Worker& w, Conn& c, ResteerReason why) {
   const Service* svc = nullptr;
   if (rte_hash_lookup_with_hash_data(sh.vip_table, &key, vip_hash(key), &data) >= 0)
     svc = static_cast<const Service*>(data);
+  // The backend that refused or ignored the SYN: one failure (a client's
+  // retransmission alone says nothing about the backend).
+  if (svc && sh.eject.k && why != kResteerRetransmit) eject_fail(w, *svc, c.dest_slot);
   int32_t idx = -1;
   if (svc && s.n_tried <= sh.resteer_attempts && s.n_tried <= kResteerMax)
     idx = sched_next(*svc, w.sched[svc->id], SchedCtx{w.dest_counters, c.caddr, c.vaddr}, s.tried, s.n_tried);
@@ -852,6 +872,7 @@ bool syn_waiting(Worker& w, Conn& c, rte_mbuf* m, const Parsed& p, bool from_cli
   }
   switch (syn_answer(s, p.tcp_flags, bytes::rd32(l4 + 8))) {
     case SynAnswer::kSynAck:
+      if (w.sh->eject.k) eject_success(w.sh->dest_slots[c.dest_slot].eject, w.now);
       syn_forget(w, c);  // it got through
       return true;
     case SynAnswer::kRst:
@@ -877,6 +898,27 @@ bool icmp_resteer(Worker& w, rte_mbuf* m, const uint8_t* f, const Parsed& p, con
   if (!resteer_conn(w, *c, kResteerIcmp)) return false;
   send_saved_syn(w, *c, m);
   return true;
+}
+
+}  // namespace
+
+namespace {
+
+// The scheduler picked an ejected destination for a new connection: the
+// next ones in the scheduler's own order (sched_next: consistent for the
+// hashing ones) until one is not ejected. All ejected or nothing else: the
+// first pick (ejection never leaves a service without a backend).
+int32_t skip_ejected(Worker& w, const Service& svc, const SchedCtx& ctx, int32_t idx) {
+  uint32_t tried[kResteerMax + 1];
+  uint32_t n = 0;
+  int32_t j = idx;
+  while (n < kResteerMax + 1) {
+    tried[n++] = svc.dests[j].slot;
+    j = sched_next(svc, w.sched[svc.id], ctx, tried, n);
+    if (j < 0) break;
+    if (!w.sh->dest_slots[svc.dests[j].slot].eject.ejected(w.now)) return j;
+  }
+  return idx;
 }
 
 }  // namespace

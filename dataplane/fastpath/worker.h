@@ -76,6 +76,9 @@ struct Shared {
   // RST, ICMP and the client's retransmission re-steer).
   uint32_t resteer_attempts = 0;
   uint64_t t_resteer = 0;
+  // Outlier ejection (eject.h): k = 0 off. Failures are what re-steering
+  // sees, so it needs resteer_attempts too.
+  EjectParams eject;
   uint64_t arp_retry = 0, arp_give_up = 0;                           // TSC
   uint32_t idle_sleep_us = 0;
   // Kernel exception path (docs/gateway.md); both nullptr when it is off.
@@ -113,6 +116,7 @@ inline int local_addr_index(const Shared& sh, uint32_t ip) noexcept {
 // Publisher thread, after no worker can still read the destination.
 inline void bump_dest_gen(Shared& sh, uint32_t slot) noexcept {
   const uint32_t g = sh.dest_slots[slot].gen.fetch_add(1, std::memory_order_release) + 1;
+  sh.dest_slots[slot].eject.reset();
   for (DestCounters* dc : sh.dest_counters)
     if (dc) dc[slot].gen.store(g, std::memory_order_release);
 }

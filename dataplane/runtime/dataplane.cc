@@ -269,6 +269,11 @@ bool DpdkDataplane::init(std::string* error) {
   sh_.expire_quiescent_template = cfg_.expire_quiescent_template;
   sh_.resteer_attempts = cfg_.resteer_pool ? cfg_.resteer_attempts : 0;
   sh_.t_resteer = uint64_t{cfg_.resteer_timeout_ms} * sh_.tsc_hz / 1000;
+  sh_.eject.k = sh_.resteer_attempts ? cfg_.eject_failures : 0;
+  sh_.eject.t_base = uint64_t{cfg_.eject_time_ms} * sh_.tsc_hz / 1000;
+  sh_.eject.t_max = uint64_t{cfg_.eject_max_time_s} * sh_.tsc_hz;
+  if (sh_.eject.t_max < sh_.eject.t_base) sh_.eject.t_max = sh_.eject.t_base;
+  sh_.eject.max_pct = cfg_.eject_max_percent;
   sh_.arp_retry = sh_.tsc_hz / 5;  // 200 ms
   sh_.arp_give_up = sh_.tsc_hz;    // 1 s
   sh_.idle_sleep_us = cfg_.idle_sleep_us;
@@ -476,6 +481,9 @@ DestSnapshot DpdkDataplane::dest(const cp::ServiceKey& svc, uint32_t ip, uint16_
   }
   if (slot < 0) return {};
   DestSnapshot s = sum_dest(static_cast<uint32_t>(slot));
+  const EjectState& e = sh_.dest_slots[slot].eject;
+  s.ejections = e.ejections.load(std::memory_order_relaxed);
+  s.ejected = e.ejected(rte_rdtsc());
   // Counters count from the slot's last release; the gauges (active, inactive)
   // are not rebased: connections of the slot's previous destination still
   // count there until they expire, at their next packet or by timeout.

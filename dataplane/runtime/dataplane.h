@@ -47,6 +47,10 @@ struct WorkerSnapshot {
 struct DestSnapshot {
   uint64_t conns = 0, inpkts = 0, outpkts = 0, inbytes = 0, outbytes = 0;
   int64_t active = 0, inactive = 0;
+  // Outlier ejection (docs/scheduling.md): ejections so far (since the slot
+  // was last released) and whether it is ejected now.
+  uint64_t ejections = 0;
+  bool ejected = false;
 };
 
 struct PortSnapshot {

@@ -8,7 +8,11 @@
 # four pods, rr) in the namespace lab, the EndpointSlice never changed, so
 # only re-steering can keep clients from seeing a dead pod:
 #   pod4's server stopped (its kernel answers the SYN with RST): 400 requests,
-#     0 failed, none answered by pod4, re-steered by reason rst;
+#     0 failed, none answered by pod4, re-steered by reason rst; outlier
+#     ejection (docs/scheduling.md, "Outlier ejection", defaults: 3 failures,
+#     5 s) ejects pod4 after its third refusal: vipctl list marks it, the
+#     later requests are not re-steered any more (pod4 is not picked);
+#   pod4's server back: readmitted when its ejection time is up, answers again;
 #   pod4's link down (no answer at all): 400 requests, 0 failed, re-steered
 #     by reason timeout; the added latency (p50/p99 of the requests that took
 #     longer than any with all pods alive) is reported;
@@ -24,7 +28,8 @@ case $VARIANT in
   *) echo "usage: tests/integration/resteer_test.sh fnat|nat" >&2; exit 2 ;;
 esac
 NAME="resteer_test($VARIANT)"
-CHECKS=(vipd-starts baseline-all-alive rst-dead-pod-no-failures rst-counted link-down-no-failures
+CHECKS=(vipd-starts baseline-all-alive rst-dead-pod-no-failures rst-counted pod4-ejected pod4-readmitted
+        link-down-no-failures
         timeout-counted all-dead-refused vipd-alive)
 SKIP_HINT="run as root on a kernel with network namespaces, veth and bridge"
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -119,8 +124,29 @@ note "pod4 stopped: $(brief "$r")"
 note "pod4 stopped, latency: $(slow_summary "$r" "$base_max" 2>/dev/null); re-steered (rst): $((rst1 - rst0))"
 d=$(judge "$(brief "$r")" 'r["failed"] == 0 and r["ok"] == 400 and n("pod4") == 0')
 if [ -z "$d" ] && [ -n "$r" ]; then pass rst-dead-pod-no-failures; else fail rst-dead-pod-no-failures "want 400 ok, none from pod4: ${d:-no result}"; fi
-if [ $((rst1 - rst0)) -ge 50 ]; then pass rst-counted; else fail rst-counted "re-steered by rst: $((rst1 - rst0)), want >= 50 (rr: about 100)"; fi
+# With ejection (3 failures) only the first few connections to pod4 are
+# re-steered (without it: about 100 of 400, rr).
+if [ $((rst1 - rst0)) -ge 3 ] && [ $((rst1 - rst0)) -le 20 ]; then pass rst-counted
+else fail rst-counted "re-steered by rst: $((rst1 - rst0)), want 3..20 (ejected after 3)"; fi
+# vipctl list marks pod4 and only pod4; 40 more requests are not re-steered.
+list=$(vipctl list 2>/dev/null)
+ej=$(grep -c ' ejected (' <<<"$list")
+r=$(timed 40)
+rst2=$(resteers rst)
+note "pod4 ejected: $(grep '10.244.3.44:8080' <<<"$list" | sed 's/^ *//'); 40 more: $(brief "$r"), re-steered $((rst2 - rst1))"
+if grep -q '10.244.3.44:8080 .* ejected (' <<<"$list" && [ "$ej" = 1 ] && [ $((rst2 - rst1)) = 0 ] &&
+   [ -z "$(judge "$(brief "$r")" 'r["ok"] == 40')" ]; then pass pod4-ejected
+else fail pod4-ejected "want pod4 (only) marked ejected in vipctl list ($ej marked) and 40 ok, none re-steered ($((rst2 - rst1)))"; fi
 scripts/lab.sh start-pod 4 >/dev/null 2>&1 || note "warning: start-pod 4 failed"
+# Its ejection time is up (5 s after the ejection): back in the rotation.
+for _ in $(seq 1 100); do
+  vipctl list 2>/dev/null | grep -q '10.244.3.44:8080 .* ejected (' || break
+  sleep 0.2
+done
+r=$(timed 40)
+d=$(judge "$(brief "$r")" 'r["ok"] == 40 and n("pod4") > 0')
+if [ -z "$d" ] && [ -n "$r" ] && ! vipctl list 2>/dev/null | grep -q ' ejected ('; then pass pod4-readmitted
+else fail pod4-readmitted "want pod4 not ejected and answering again: ${d:-no result}"; fi
 
 # ---- pod4's link down: no answer -------------------------------------------------
 to0=$(resteers timeout)
@@ -131,7 +157,7 @@ note "pod4 link down: $(brief "$r")"
 note "pod4 link down, latency: $(slow_summary "$r" "$base_max" 2>/dev/null); re-steered (timeout): $((to1 - to0))"
 d=$(judge "$(brief "$r")" 'r["failed"] == 0 and r["ok"] == 400 and n("pod4") == 0')
 if [ -z "$d" ] && [ -n "$r" ]; then pass link-down-no-failures; else fail link-down-no-failures "want 400 ok, none from pod4: ${d:-no result}"; fi
-if [ $((to1 - to0)) -ge 50 ]; then pass timeout-counted; else fail timeout-counted "re-steered by timeout: $((to1 - to0)), want >= 50"; fi
+if [ $((to1 - to0)) -ge 3 ]; then pass timeout-counted; else fail timeout-counted "re-steered by timeout: $((to1 - to0)), want >= 3 (then ejected)"; fi
 ip -n "${P}sw" link set dev pod4 up
 
 # ---- every pod dead: the client's error, at once ----------------------------------

@@ -67,6 +67,20 @@ TEST(VipctlFormat, ListBriefExampleAndMasq) {
             "  -> 10.244.1.15:8080             Masq    1      0          0\n");
 }
 
+TEST(VipctlFormat, ListMarksEjectedBackends) {
+  json doc = sample_services();
+  doc["services"][0]["backends"][0]["ejected"] = true;
+  doc["services"][0]["backends"][0]["ejections"] = 2;
+  doc["services"][0]["backends"][1]["ejected"] = false;
+  doc["services"][0]["backends"][1]["ejections"] = 1;
+  const std::string out = format_list(doc);
+  EXPECT_NE(out.find("  -> 10.244.1.15:8080             FullNat 1      7          2  ejected "
+                     "(consecutive failed connections; ejections 2)\n"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("  -> 10.244.2.7:8080              FullNat 0      0          11\n"), std::string::npos) << out;
+}
+
 TEST(VipctlFormat, ListIpv6InBrackets) {
   json doc = json::parse(R"({"generation":4,"forward_method":"nat","services":[
     {"name":"default/web:http","protocol":"TCP","vip":"fd00:10:96::50","port":80,"scheduler":"rr",

@@ -93,7 +93,8 @@ inline void fill_seed(FakeStats& f) {
     f.set_dest(db_key(), a, 8080, dp::DestSnapshot{n, 5 * n, 4 * n, 500 * n, 4000 * n, 2, 1});
     n += 10;
   }
-  f.set_dest(dns_key(), "10.244.1.15", 9053, dp::DestSnapshot{7, 7, 7, 700, 900, 0, 3});
+  // Ejected twice, out now (outlier ejection series).
+  f.set_dest(dns_key(), "10.244.1.15", 9053, dp::DestSnapshot{7, 7, 7, 700, 900, 0, 3, 2, true});
   for (unsigned lcore : {1u, 2u}) {
     dp::WorkerSnapshot w;
     w.lcore = lcore;

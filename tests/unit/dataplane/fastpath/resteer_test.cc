@@ -182,6 +182,62 @@ TEST_P(ResteerTest, AllBackendsRefuseClientGetsTheRst) {
   EXPECT_EQ(w().counters.resteer_gave_up.load(), 1u);
 }
 
+// Outlier ejection (eject.h) through the pipeline: K refused SYNs eject the
+// backend, new connections skip it while it is out, its time runs out.
+TEST_P(ResteerTest, KRefusedConnectionsEjectTheBackendUntilItsTimeIsUp) {
+  sh().eject = EjectParams{2, 1'000'000, 10'000'000, 50};
+  const int64_t s1 = slot_of(kVip, kPort4, Protocol::kTcp, kB1, 80);
+  ASSERT_GE(s1, 0);
+  EjectState& e = sh().dest_slots[s1].eject;
+  uint16_t cport = 42000;
+  // Connections until kB1 refused two of them (rr: every fourth goes there).
+  int refused = 0;
+  for (int i = 0; i < 16 && refused < 2; ++i, ++cport) {
+    const Frame first = one_out(build_frame(syn(cport, kPort4)), 0, 1);
+    ASSERT_FALSE(first.empty());
+    Frame got = first;
+    if (ip_dst(first.data()) == kB1) {
+      EXPECT_FALSE(e.ejected(w().now)) << "ejected before K failures";
+      got = one_out(build_frame(answer(first, kTcpRst | kTcpAck, kIsn + 1)), 1, 1);
+      ASSERT_FALSE(got.empty());
+      ++refused;
+    }
+    one_out(build_frame(answer(got, kTcpSyn | kTcpAck, kIsn + 1)), 1, 0);
+  }
+  ASSERT_EQ(refused, 2);
+  EXPECT_TRUE(e.ejected(w().now));
+  EXPECT_EQ(e.ejections.load(), 1u);
+  // While it is out, no new connection goes there.
+  for (int i = 0; i < 12; ++i, ++cport) {
+    const Frame out = one_out(build_frame(syn(cport, kPort4)), 0, 1);
+    ASSERT_FALSE(out.empty());
+    EXPECT_NE(ip_dst(out.data()), kB1) << "an ejected backend got a new connection";
+  }
+  // Its time is up: back in the rotation.
+  w().now += 1'000'000;
+  EXPECT_FALSE(e.ejected(w().now));
+  bool back = false;
+  for (int i = 0; i < 4; ++i, ++cport) {
+    const Frame out = one_out(build_frame(syn(cport, kPort4)), 0, 1);
+    ASSERT_FALSE(out.empty());
+    back |= ip_dst(out.data()) == kB1;
+  }
+  EXPECT_TRUE(back);
+}
+
+TEST_P(ResteerTest, EjectionOffWithKZero) {
+  sh().eject = EjectParams{0, 1'000'000, 10'000'000, 100};
+  const int64_t s1 = slot_of(kVip, kPort4, Protocol::kTcp, kB1, 80);
+  ASSERT_GE(s1, 0);
+  for (uint16_t cport = 42100; cport < 42116; ++cport) {
+    const Frame first = one_out(build_frame(syn(cport, kPort4)), 0, 1);
+    ASSERT_FALSE(first.empty());
+    if (ip_dst(first.data()) == kB1) one_out(build_frame(answer(first, kTcpRst | kTcpAck, kIsn + 1)), 1, 1);
+  }
+  EXPECT_FALSE(sh().dest_slots[s1].eject.ejected(w().now));
+  EXPECT_EQ(sh().dest_slots[s1].eject.fails.load(), 0u);
+}
+
 TEST_P(ResteerTest, NoSynAckInTimeResteers) {
   const Frame first = one_out(build_frame(syn(41004, kPort4)), 0, 1);
   ASSERT_FALSE(first.empty());
