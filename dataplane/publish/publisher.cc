@@ -30,6 +30,15 @@ int64_t Publisher::dest_slot(const cp::ServiceKey& k, uint32_t ip, uint16_t port
   return s == it->second.slots.end() ? -1 : static_cast<int64_t>(s->second);
 }
 
+std::string Publisher::slot_owner(uint32_t slot) const {
+  for (const auto& [key, r] : recs_)
+    for (const auto& [id, s] : r.slots)
+      if (s == slot)
+        return r.spec.name + " (" + cp::to_string(key) + ") -> " + cp::ipv4_to_string(id.first) + ":" +
+               std::to_string(id.second);
+  return "";
+}
+
 void Publisher::vip_ref(uint32_t vip, int delta, Deferred& d) {
   uint32_t& n = vip_refs_[vip];
   if (delta > 0) {
@@ -134,6 +143,7 @@ bool Publisher::upsert(const cp::VirtualService& vs, Deferred& d, std::string* e
     } else {
       slot = free_slots_.front();
       free_slots_.pop_front();
+      if (slot >= slot_high_water_) slot_high_water_ = slot + 1;
     }
     slots[id] = slot;
     DestRef& dr = obj->dests[i];

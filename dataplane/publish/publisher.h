@@ -35,6 +35,12 @@ class Publisher {
 
   // Destination slot of (service, ip, port); -1 if not published.
   int64_t dest_slot(const cp::ServiceKey& k, uint32_t ip, uint16_t port) const;
+  // One more than the highest slot ever handed out (slots above it were never
+  // used: scans of per-slot state stop there).
+  uint32_t slot_high_water() const { return slot_high_water_; }
+  // "name (TCP 10.96.0.100:8080) -> 10.244.4.7:8080" for a slot in use,
+  // "" for a free one. O(services): for rare events (log lines) only.
+  std::string slot_owner(uint32_t slot) const;
   size_t services() const { return recs_.size(); }
 
  private:
@@ -67,6 +73,7 @@ class Publisher {
   std::function<void(uint32_t)> slot_released_;
   std::deque<uint32_t> free_slots_;  // FIFO: a slot is reused as late as possible
   std::map<uint32_t, uint32_t> vip_refs_;
+  uint32_t slot_high_water_ = 0;
 };
 
 }  // namespace vipd::dp

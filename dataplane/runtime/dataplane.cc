@@ -14,8 +14,11 @@
 #include <rte_ring.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <mutex>
+#include <thread>
 
 #include "common/log.h"
 #include "dataplane/fastpath/worker.h"
@@ -77,6 +80,7 @@ class DpdkDataplane final : public Dataplane {
   bool init_port(size_t i, std::string* error);
 
   DestSnapshot sum_dest(uint32_t slot) const;
+  void watch_ejections();
 
   DataplaneConfig cfg_;
   Shared sh_;
@@ -88,6 +92,10 @@ class DpdkDataplane final : public Dataplane {
   mutable std::mutex mu_;
   mutable std::mutex explain_mu_;  // one explain query at a time
   bool eal_ = false, started_ = false, stopped_ = false;
+  // Outlier ejection log lines (docs/scheduling.md): a control-side thread
+  // that reads the slots' EjectState once a second; runs while ejection is on.
+  std::thread eject_watch_;
+  std::atomic<bool> eject_stop_{false};
 };
 
 bool DpdkDataplane::init_eal(std::string* error) {
@@ -367,12 +375,63 @@ bool DpdkDataplane::start(std::string* error) {
   }
   started_ = true;
   if (exc_) exc_->start();
+  if (sh_.eject.k) eject_watch_ = std::thread([this] { watch_ejections(); });
   return true;
+}
+
+// One log line per ejection and per readmission of a backend. The workers
+// only update EjectState (eject.h); this reads it once a second, up to the
+// highest slot ever used, and names the backend through the publisher.
+void DpdkDataplane::watch_ejections() {
+  const uint32_t n = sh_.max_dests;
+  std::vector<uint64_t> last_ej(n, 0), last_readmit(n, 0);
+  std::vector<uint8_t> last_out(n, 0);
+  while (!eject_stop_.load()) {
+    for (int i = 0; i < 10 && !eject_stop_.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    uint32_t hw = 0;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      hw = pub_ ? std::min(pub_->slot_high_water(), n) : 0;
+    }
+    const uint64_t now = rte_rdtsc();
+    for (uint32_t s = 0; s < hw; ++s) {
+      const EjectState& e = sh_.dest_slots[s].eject;
+      const uint64_t ej = e.ejections.load(std::memory_order_relaxed);
+      const uint64_t readmit = e.readmissions.load(std::memory_order_relaxed);
+      const bool out = e.ejected(now);
+      const bool ejected_now = ej > last_ej[s];
+      const bool back = (last_out[s] || ejected_now) && !out;
+      if (ejected_now || back) {
+        std::string who;
+        {
+          std::lock_guard<std::mutex> g(mu_);
+          if (pub_) who = pub_->slot_owner(s);
+        }
+        if (who.empty()) who = "slot " + std::to_string(s);
+        if (ejected_now) {
+          const uint64_t until = e.until.load(std::memory_order_relaxed);
+          const uint64_t ms = until > now && sh_.tsc_hz ? (until - now) * 1000 / sh_.tsc_hz : 0;
+          log_warn("dpdk: backend " + who + " ejected: " + std::to_string(sh_.eject.k) +
+                   " consecutive failed connections (ejection " +
+                   std::to_string(e.streak.load(std::memory_order_relaxed)) + " in a row, " +
+                   std::to_string(ms) + " ms left)");
+        }
+        if (back)
+          log_info("dpdk: backend " + who + " readmitted: " +
+                   (readmit > last_readmit[s] ? "a connection through it succeeded" : "its ejection time is up"));
+      }
+      last_ej[s] = ej;
+      last_readmit[s] = readmit;
+      last_out[s] = out;
+    }
+  }
 }
 
 void DpdkDataplane::stop() {
   if (stopped_) return;
   stopped_ = true;
+  eject_stop_.store(true);
+  if (eject_watch_.joinable()) eject_watch_.join();
   sh_.stop.store(true);
   if (started_) rte_eal_mp_wait_lcore();
   exc_.reset();  // after the workers: they enqueue to its rings

@@ -134,9 +134,12 @@ ej=$(grep -c ' ejected (' <<<"$list")
 r=$(timed 40)
 rst2=$(resteers rst)
 note "pod4 ejected: $(grep '10.244.3.44:8080' <<<"$list" | sed 's/^ *//'); 40 more: $(brief "$r"), re-steered $((rst2 - rst1))"
+# ... and vipd logged the ejection (one line; the log is read once a second).
+logged() { local i; for i in $(seq 1 30); do grep -q "$1" "$TMP/vipd.log" && return 0; sleep 0.1; done; return 1; }
+ejlog=no; logged 'backend .* -> 10\.244\.3\.44:8080 ejected: ' && ejlog=yes
 if grep -q '10.244.3.44:8080 .* ejected (' <<<"$list" && [ "$ej" = 1 ] && [ $((rst2 - rst1)) = 0 ] &&
-   [ -z "$(judge "$(brief "$r")" 'r["ok"] == 40')" ]; then pass pod4-ejected
-else fail pod4-ejected "want pod4 (only) marked ejected in vipctl list ($ej marked) and 40 ok, none re-steered ($((rst2 - rst1)))"; fi
+   [ "$ejlog" = yes ] && [ -z "$(judge "$(brief "$r")" 'r["ok"] == 40')" ]; then pass pod4-ejected
+else fail pod4-ejected "want pod4 (only) marked ejected in vipctl list ($ej marked), its log line ($ejlog) and 40 ok, none re-steered ($((rst2 - rst1)))"; fi
 scripts/lab.sh start-pod 4 >/dev/null 2>&1 || note "warning: start-pod 4 failed"
 # Its ejection time is up (5 s after the ejection): back in the rotation.
 for _ in $(seq 1 100); do
@@ -145,8 +148,9 @@ for _ in $(seq 1 100); do
 done
 r=$(timed 40)
 d=$(judge "$(brief "$r")" 'r["ok"] == 40 and n("pod4") > 0')
-if [ -z "$d" ] && [ -n "$r" ] && ! vipctl list 2>/dev/null | grep -q ' ejected ('; then pass pod4-readmitted
-else fail pod4-readmitted "want pod4 not ejected and answering again: ${d:-no result}"; fi
+rdlog=no; logged 'backend .* -> 10\.244\.3\.44:8080 readmitted: ' && rdlog=yes
+if [ -z "$d" ] && [ -n "$r" ] && [ "$rdlog" = yes ] && ! vipctl list 2>/dev/null | grep -q ' ejected ('; then pass pod4-readmitted
+else fail pod4-readmitted "want pod4 not ejected, its readmission logged ($rdlog) and answering again: ${d:-no result}"; fi
 
 # ---- pod4's link down: no answer -------------------------------------------------
 to0=$(resteers timeout)
