@@ -473,7 +473,7 @@ int main(int argc, char** argv) {
         break;
       }
       if (now >= next_log) {
-        const auto left = std::chrono::duration_cast<std::chrono::seconds>(deadline - now).count();
+        const auto left = std::chrono::ceil<std::chrono::seconds>(deadline - now).count();
         log_info("vipd: draining before stopping: " + std::to_string(n) + " connection(s) left, up to " +
                  std::to_string(left) + " s more");
         next_log = now + std::chrono::seconds(1);
