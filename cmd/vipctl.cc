@@ -73,6 +73,8 @@ const char* kTopUsage =
     "  status   sync state: mode, generation, syncs, errors, latency\n"
     "  dump     the service table as dry-run JSON, one line\n"
     "  explain  PROTO SRC:PORT DST:PORT: which service and backend a packet gets, and why\n"
+    "  drain    withdraw the announced VIPs, keep forwarding (--cancel: announce again)\n"
+    "  undrain  announce the VIPs again (same as drain --cancel)\n"
     "\n"
     "Run 'vipctl COMMAND --help' for a command's options.\n"
     "Exit status: 0 ok, 1 vipd unreachable or bad answer, 2 usage error.\n";
@@ -241,6 +243,24 @@ int cmd_dump(const std::vector<std::string>& args, std::string& socket) {
   return kExitOk;
 }
 
+// `vipctl drain [--cancel]` and `vipctl undrain` (docs/gateway.md, "Draining").
+int cmd_drain(const std::vector<std::string>& args, std::string& socket, bool undrain) {
+  const std::string name = undrain ? "undrain" : "drain";
+  po::options_description desc("Options");
+  if (!undrain) desc.add_options()("cancel", "leave draining: announce the VIPs again (same as 'vipctl undrain')");
+  desc.add_options()("json", "print JSON instead of text");
+  po::variables_map vm;
+  const char* summary = undrain ? "Leave draining: the VIPs of the applied table are announced again."
+                                : "Drain the gateway: every announced VIP route is withdrawn at once and stays\n"
+                                  "withdrawn; the flows that still arrive are forwarded. Prints the state and\n"
+                                  "how many connections remain. Running it again only reports.";
+  if (!parse_command(name, summary, desc, args, vm, socket)) return kExitOk;
+  const bool cancel = undrain || vm.count("cancel") > 0;
+  auto doc = fetch_json<nlohmann::json>(socket, std::string("/v1/drain?action=") + (cancel ? "cancel" : "start"));
+  std::cout << (vm.count("json") ? doc.dump(2) + "\n" : vipd::ctl::format_drain(doc, vipd::now_unix_ns()));
+  return kExitOk;
+}
+
 // "10.0.0.2:40000": an IPv4 address and a port 1..65535.
 bool valid_ip_port(const std::string& s) {
   const auto colon = s.rfind(':');
@@ -343,11 +363,13 @@ int run(int argc, char** argv, std::string& socket) {
   if (cmd == "status") return cmd_status(rest, socket);
   if (cmd == "dump") return cmd_dump(rest, socket);
   if (cmd == "explain") return cmd_explain(rest, socket);
+  if (cmd == "drain") return cmd_drain(rest, socket, false);
+  if (cmd == "undrain") return cmd_drain(rest, socket, true);
   if (cmd == "help") {
     std::cout << kTopUsage << "\n" << global;
     return kExitOk;
   }
-  throw UsageError("unknown command '" + cmd + "' (expected list, stats, status, dump or explain)");
+  throw UsageError("unknown command '" + cmd + "' (expected list, stats, status, dump, explain, drain or undrain)");
 }
 
 }  // namespace

@@ -350,6 +350,34 @@ std::string format_age(double s) {
   return buf;
 }
 
+std::string drain_summary(const json& doc, int64_t now_unix_ns) {
+  if (field(doc, "draining") != true) return "no";
+  std::string out = "yes";
+  if (const uint64_t since = u64(doc, "since_unix_ns"); since > 0)
+    out += ", since " + format_age((static_cast<double>(now_unix_ns) - static_cast<double>(since)) / 1e9) + " ago";
+  out += ", " + std::to_string(u64(doc, "connections")) + " connection(s) left";
+  if (field(doc, "stopping") == true) out += " (stopping)";
+  return out;
+}
+
+std::string format_drain(const json& doc, int64_t now_unix_ns) {
+  std::string out;
+  const bool on = field(doc, "draining") == true;
+  out += field_line("Draining", on ? (field(doc, "stopping") == true ? "yes (stopping)" : "yes") : "no");
+  if (on) {
+    const uint64_t since = u64(doc, "since_unix_ns");
+    out += field_line("Since", since > 0 ? format_age((static_cast<double>(now_unix_ns) -
+                                                        static_cast<double>(since)) / 1e9) + " ago"
+                                         : "n/a");
+  }
+  out += field_line("Connections", std::to_string(u64(doc, "connections")));
+  const uint64_t table = u64(doc, "announce_table");
+  out += field_line("Announced VIPs", table > 0 ? std::to_string(u64(doc, "announced_vips")) + " (table " +
+                                                       std::to_string(table) + ")"
+                                                : "none (no --announce-table)");
+  return out;
+}
+
 std::string format_status(const json& doc, int64_t now_unix_ns) {
   std::string out;
   out += field_line("Mode", str(doc, "mode"));
@@ -394,6 +422,7 @@ std::string format_status(const json& doc, int64_t now_unix_ns) {
                        " of " + std::to_string(u64(pr, "threads")) + " threads keep root or a capability";
     out += field_line("Privileges", line);
   }
+  if (const json& dr = field(doc, "drain"); dr.is_object()) out += field_line("Draining", drain_summary(dr, now_unix_ns));
   const json& cfg = field(doc, "config");
   if (cfg.is_object() && !cfg.empty()) {
     out += "Config:\n";

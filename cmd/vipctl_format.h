@@ -40,6 +40,11 @@ std::string format_stats(const nlohmann::json& stats_doc);
 // `vipctl status`: one "Field: value" line each. `now_unix_ns` is used for the
 // age of the last sync.
 std::string format_status(const nlohmann::json& status_doc, int64_t now_unix_ns);
+// One line for the drain state of a /v1/drain document ("drain" in /v1/status):
+// "no" or "yes, since 12.0s ago, 3 connection(s) left".
+std::string drain_summary(const nlohmann::json& drain_doc, int64_t now_unix_ns);
+// `vipctl drain`: "Field: value" lines (draining, since, connections, announced VIPs).
+std::string format_drain(const nlohmann::json& drain_doc, int64_t now_unix_ns);
 
 // "4.2s", "3m12s", "2h03m", "5d04h".
 std::string format_age(double seconds);

@@ -4,16 +4,19 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <mutex>
 #include <thread>
 
 #include "cmd/admin_docs.h"
 #include "cmd/vipd_iptables.h"
 #include "cmd/vipd_ipvs.h"
 #include "cmd/vipd_nftables.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/privileges.h"
 #include "dataplane/runtime/dpdk_backend.h"
@@ -34,8 +37,12 @@
 namespace {
 
 std::atomic<bool> g_stop{false};
+std::atomic<int> g_signals{0};  // SIGTERM/SIGINT received (a second one ends --drain-on-sigterm's wait)
 
-void on_signal(int) { g_stop.store(true); }
+void on_signal(int) {
+  g_stop.store(true);
+  g_signals.fetch_add(1);
+}
 
 vipd::LogSeverity severity(vipd::config::LogLevel l) {
   switch (l) {
@@ -333,7 +340,60 @@ int main(int argc, char** argv) {
   cp::Observability observability(stats_source, cmd::observability_options(opt));
   sync.set_observer(observability.sync_observer());
 
+  // Draining (docs/gateway.md, "Draining"): the announced routes are withdrawn
+  // and stay so; the dataplane goes on forwarding what still arrives.
+  std::mutex drain_mu;           // serialises drain changes (admin thread, main thread at shutdown)
+  std::atomic<bool> draining{false};
+  std::atomic<int64_t> drain_since_ns{0};
+  std::atomic<bool> stopping{false};  // --drain-on-sigterm's drain runs: no cancel
+  auto connections = [&] {
+    uint64_t n = 0;
+    for (const auto& w : dataplane->workers()) n += w.active_flows;
+    return n;
+  };
+  auto set_drain = [&](bool on, std::string* why) {
+    std::lock_guard<std::mutex> lk(drain_mu);
+    if (on != draining.load()) {
+      drain_since_ns.store(on ? vipd::now_unix_ns() : 0);
+      draining.store(on);
+      log_info(on ? "vipd: draining: announced routes withdrawn, forwarding goes on ("
+                        + std::to_string(connections()) + " connection(s))"
+                  : std::string("vipd: drain cancelled: VIPs announced again"));
+    }
+    return announcing ? announcing->set_draining(on, why) : true;
+  };
+  auto drain_doc = [&] {
+    nlohmann::json j;
+    j["draining"] = draining.load();
+    j["since_unix_ns"] = drain_since_ns.load();
+    j["connections"] = connections();
+    j["announced_vips"] = announcing ? announcing->announced_count() : 0;
+    j["announce_table"] = opt.announce_table;
+    j["stopping"] = stopping.load();
+    return j;
+  };
+  stats_source.set_drain_stats([&] {
+    return cp::DrainStats{announcing ? announcing->announced_count() : 0, draining.load()};
+  });
+
   cp::AdminServer admin(opt.admin_socket);
+  // GET /v1/drain: the state; ?action=start drains, ?action=cancel re-announces
+  // (the admin socket is local and guarded by its file mode, docs/vipctl.md).
+  admin.handle_query("/v1/drain", [&](const cp::AdminServer::Query& q) {
+    const auto it = q.find("action");
+    const std::string action = it == q.end() ? "" : it->second;
+    if (action != "" && action != "start" && action != "cancel")
+      throw cp::AdminServer::HttpError(400, "action '" + action + "': expected start or cancel");
+    if (action == "cancel" && stopping.load())
+      throw cp::AdminServer::HttpError(409, "vipd is stopping (--drain-on-sigterm): the drain cannot be cancelled");
+    if (!action.empty()) {
+      std::string why;
+      if (!set_drain(action == "start", &why))
+        throw cp::AdminServer::HttpError(500, std::string(action == "start" ? "draining" : "drain cancelled") +
+                                                  ", but the routes could not all be changed: " + why);
+    }
+    return nlohmann::ordered_json::parse(drain_doc().dump());
+  });
   admin.handle_query("/v1/explain", [&](const cp::AdminServer::Query& q) {
     std::string why;
     auto eq = cp::parse_explain_query(q, &why);
@@ -354,6 +414,7 @@ int main(int argc, char** argv) {
     j["config"]["ports"] = opt.ports.size();
     j["config"]["conn_table_size"] = opt.dataplane.conn_table_size;
     j["config"]["exception_path"] = opt.dataplane.exception_path == vipd::ExceptionPath::kTap ? "tap" : "none";
+    j["drain"] = drain_doc();
     if (announcer) {
       // Read on the admin thread while the sync thread may change it: a copy
       // under no lock would race, so only the table and interface are shown
@@ -386,10 +447,47 @@ int main(int argc, char** argv) {
     log_info("vipd: running as root: every thread keeps root's capabilities (--user NAME drops them once started)");
   }
   sync.run(g_stop);
-  log_info("vipd: stopping");
-  if (announcer) {
+  if (opt.drain_on_sigterm > 0) {
+    // --drain-on-sigterm: withdraw, then wait for the connections to end. The
+    // table no longer follows the source meanwhile (the sync loop has ended).
+    stopping.store(true);
+    const int signals_at = g_signals.load();
     std::string why;
-    if (!announcer->withdraw_all(&why)) log_warn("vipd: " + why);
+    if (!set_drain(true, &why)) log_warn("vipd: drain: " + why);
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto deadline = t0 + std::chrono::seconds(opt.drain_on_sigterm);
+    auto next_log = t0;
+    for (;;) {
+      const uint64_t n = connections();
+      const auto now = std::chrono::steady_clock::now();
+      if (n == 0) {
+        log_info("vipd: drained: no connection left");
+        break;
+      }
+      if (now >= deadline) {
+        log_warn("vipd: drain timeout after " + std::to_string(opt.drain_on_sigterm) + " s: " + std::to_string(n) +
+                 " connection(s) left");
+        break;
+      }
+      if (g_signals.load() != signals_at) {
+        log_warn("vipd: second signal: stopping with " + std::to_string(n) + " connection(s) left");
+        break;
+      }
+      if (now >= next_log) {
+        const auto left = std::chrono::ceil<std::chrono::seconds>(deadline - now).count();
+        log_info("vipd: draining before stopping: " + std::to_string(n) + " connection(s) left, up to " +
+                 std::to_string(left) + " s more");
+        next_log = now + std::chrono::seconds(1);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+  log_info("vipd: stopping");
+  stopping.store(true);
+  if (announcing) {
+    std::string why;
+    std::lock_guard<std::mutex> lk(drain_mu);
+    if (!announcing->withdraw_all(&why)) log_warn("vipd: " + why);
   }
   observability.stop();
   admin.stop();

@@ -66,6 +66,8 @@ enum Fam : size_t {
   kExceptionPackets,
   kExceptionDrops,
   kNeighborEntries,
+  kAnnouncedVips,
+  kDraining,
   kServices,
   kBackends,
   kTableGeneration,
@@ -156,6 +158,8 @@ const std::vector<FamilyInfo> kFamilies = {
     {"vipd_exception_drops_total", "counter", "port,device,interface,reason",
      "Frames the exception path dropped (rate_limited, kernel_full, from_kernel_full)."},
     {"vipd_neighbor_entries", "gauge", "", "Entries in the ARP cache."},
+    {"vipd_announced_vips", "gauge", "", "VIPs announced now as /32 routes (--announce-table; 0 while draining)."},
+    {"vipd_draining", "gauge", "", "1 while the gateway is draining (vipctl drain, --drain-on-sigterm), else 0."},
     {"vipd_services", "gauge", "", "Virtual services in the applied table."},
     {"vipd_backends", "gauge", "", "Backends (service, backend pairs) in the applied table."},
     {"vipd_table_generation", "gauge", "", "Generation of the applied service table (0: none applied yet)."},
@@ -397,6 +401,9 @@ std::vector<MetricFamily> MetricsCollector::Collect() const {
     b.add(kExceptionDrops, with("reason", "from_kernel_full"), d(p.exc_from_kernel_full));
   }
   b.add(kNeighborEntries, {}, d(src_.neighbor_entries()));
+  const DrainStats ds = src_.drain_stats();
+  b.add(kAnnouncedVips, {}, d(ds.announced_vips));
+  b.add(kDraining, {}, ds.draining ? 1.0 : 0.0);
 
   // ---- table and sync ----
   const SyncStatus s = src_.sync_status();

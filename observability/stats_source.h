@@ -40,6 +40,11 @@ inline std::vector<SourceResourceStats> default_source_stats() {
   return {{"endpointslices", 0, 0, 0, 0}, {"services", 0, 0, 0, 0}};
 }
 
+struct DrainStats {
+  uint64_t announced_vips = 0;
+  bool draining = false;
+};
+
 class StatsSource {
  public:
   virtual ~StatsSource() = default;
@@ -53,6 +58,9 @@ class StatsSource {
   virtual std::shared_ptr<const ServiceTable> table() const = 0;
   virtual SyncStatus sync_status() const = 0;
   virtual std::vector<SourceResourceStats> source_stats() const { return default_source_stats(); }
+  // VIP announcement (docs/gateway.md): routes in place now, and whether the
+  // gateway is draining (vipctl drain).
+  virtual DrainStats drain_stats() const { return {}; }
 };
 
 // The daemon's StatsSource. `set_source_stats` lets a watching source (the
@@ -67,6 +75,9 @@ class DataplaneStatsSource : public StatsSource {
     source_stats_ = std::move(fn);
   }
 
+  // Set before the servers start; called on the metrics thread.
+  void set_drain_stats(std::function<DrainStats()> fn) { drain_stats_ = std::move(fn); }
+
   std::vector<dp::WorkerSnapshot> workers() const override { return dp_.workers(); }
   std::vector<dp::PortSnapshot> ports() const override { return dp_.ports(); }
   dp::DestSnapshot dest(const ServiceKey& svc, Ipv4 ip, uint16_t port) const override {
@@ -78,11 +89,13 @@ class DataplaneStatsSource : public StatsSource {
   std::vector<SourceResourceStats> source_stats() const override {
     return source_stats_ ? source_stats_() : default_source_stats();
   }
+  DrainStats drain_stats() const override { return drain_stats_ ? drain_stats_() : DrainStats{}; }
 
  private:
   const dp::Dataplane& dp_;
   const SyncLoop& sync_;
   std::function<std::vector<SourceResourceStats>()> source_stats_;
+  std::function<DrainStats()> drain_stats_;
 };
 
 }  // namespace vipd::cp

@@ -587,6 +587,13 @@ const std::vector<Setting>& settings() {
         "announce a VIP only while one of its services has a backend taking new flows",
         "With `--announce-table`: a VIP address is announced only while at least one of its services has a "
         "backend taking new flows (ready, weight > 0); `false`: every VIP address of the applied table."));
+    r.push_back(number("drain-on-sigterm", "SECONDS", &Options::drain_on_sigterm, 0, 86400,
+        "dpdk mode: on SIGTERM drain first (withdraw the announced VIPs) and wait up to SECONDS for the "
+        "connections to end; 0 = off",
+        "dpdk mode: on SIGTERM (or SIGINT) vipd first drains like `vipctl drain` (every announced route is "
+        "withdrawn, forwarding goes on), then waits until no connection is left or SECONDS have passed, "
+        "logging the count every second, and only then stops. A second SIGTERM ends the wait at once. "
+        "0: stop at once (docs/gateway.md, \"Draining\")."));
     r.push_back(number("main-lcore", "N", &DataplaneSettings::main_lcore, 0, kMaxLcore,
         "DPDK main (control) lcore", "DPDK main (control) lcore."));
     r.push_back(with(other("worker-lcores", "LIST", "DPDK worker lcores, e.g. 1,2 or 1-3 or 1-3,6",

@@ -40,6 +40,8 @@ struct Options {
   // routing table (0 = off) on the first exception interface (docs/gateway.md).
   uint32_t announce_table = 0;             // --announce-table
   bool announce_require_endpoints = true;  // --announce-require-endpoints
+  // dpdk mode: seconds to drain on SIGTERM before stopping (0: stop at once).
+  uint32_t drain_on_sigterm = 0;           // --drain-on-sigterm
   std::vector<PortConfig> ports;          // --port (repeatable)
   ForwardMethod forward_method = ForwardMethod::kFnat;  // --forward-method fnat|nat
   std::vector<uint32_t> fnat_local_addrs;  // --fnat-local-addrs "a,b,c" (required for fnat)

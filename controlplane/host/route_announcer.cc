@@ -15,8 +15,9 @@
 
 namespace vipd::cp::host {
 
-std::set<Ipv4> announced_vips(const ServiceTable& t, bool require_endpoints) {
+std::set<Ipv4> announced_vips(const ServiceTable& t, bool require_endpoints, bool draining) {
   std::set<Ipv4> out;
+  if (draining) return out;
   for (const auto& [key, svc] : t.services) {
     if (!key.vip.is_v4()) continue;  // IPv6 VIPs are not served by the dataplane yet
     bool ok = !require_endpoints;

@@ -6,7 +6,9 @@
 // interface vanish with it when vipd dies, so a kill -9 withdraws them too.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <mutex>
 #include <set>
 #include <string>
 
@@ -17,8 +19,9 @@ namespace vipd::cp::host {
 
 // The IPv4 VIP addresses to announce for a table: every service address, or
 // with require_endpoints only those with at least one service that has a
-// backend taking new flows (weight > 0). IPv6 entries are left out.
-std::set<Ipv4> announced_vips(const ServiceTable& t, bool require_endpoints);
+// backend taking new flows (weight > 0). IPv6 entries are left out. While
+// `draining` (vipctl drain, --drain-on-sigterm) nothing is announced.
+std::set<Ipv4> announced_vips(const ServiceTable& t, bool require_endpoints, bool draining);
 
 // The routes of one table and interface over rtnetlink (libnl-route-3).
 class RouteAnnouncer {
@@ -48,6 +51,8 @@ class RouteAnnouncer {
 // A Backend that programs `inner` and, after each successful apply, the
 // announcements of the table it applied (so a VIP is announced only once the
 // dataplane serves it). An announcement failure fails the apply (retried).
+// apply() runs on the sync thread, set_draining() on the admin thread (and at
+// shutdown): a mutex serialises them (control threads only, never the workers).
 class AnnouncingBackend final : public Backend {
  public:
   AnnouncingBackend(Backend& inner, RouteAnnouncer& ann, bool require_endpoints)
@@ -55,15 +60,39 @@ class AnnouncingBackend final : public Backend {
   const char* name() const override { return inner_.name(); }
   bool apply(const ServiceTable& next, const TableDiff& diff, bool full, std::string* error) override {
     if (!inner_.apply(next, diff, full, error)) return false;
-    return ann_.sync(announced_vips(next, require_endpoints_), error, full);
+    std::lock_guard<std::mutex> lk(mu_);
+    eligible_ = announced_vips(next, require_endpoints_, false);
+    const bool ok = ann_.sync(announced_vips(next, require_endpoints_, draining_), error, full);
+    announced_count_.store(ann_.announced().size(), std::memory_order_relaxed);
+    return ok;
   }
   uint32_t tick_interval_ms() const override { return inner_.tick_interval_ms(); }
   bool tick(std::string* error) override { return inner_.tick(error); }
+
+  // Draining withdraws every route at once and keeps them withdrawn through
+  // later applies; leaving it announces the last applied table's VIPs again.
+  // False + *error when a route could not be changed (the state is set anyway,
+  // the next apply retries).
+  bool set_draining(bool on, std::string* error) {
+    std::lock_guard<std::mutex> lk(mu_);
+    draining_ = on;
+    const bool ok = ann_.sync(on ? std::set<Ipv4>{} : eligible_, error);
+    announced_count_.store(ann_.announced().size(), std::memory_order_relaxed);
+    return ok;
+  }
+  // Shutdown: withdraw everything and announce nothing more.
+  bool withdraw_all(std::string* error) { return set_draining(true, error); }
+  // Routes in place now (any thread).
+  size_t announced_count() const { return announced_count_.load(std::memory_order_relaxed); }
 
  private:
   Backend& inner_;
   RouteAnnouncer& ann_;
   bool require_endpoints_;
+  std::mutex mu_;
+  bool draining_ = false;     // guarded by mu_
+  std::set<Ipv4> eligible_;   // guarded by mu_: the VIPs of the last applied table, not draining
+  std::atomic<size_t> announced_count_{0};
 };
 
 }  // namespace vipd::cp::host

@@ -21,6 +21,11 @@
 #                        (a service with ready endpoints), not 10.96.0.101 (none)
 #   announce-withdrawn   once the EndpointSlice is removed, 10.96.0.100 leaves table 100
 #   announce-back        and comes back with it
+#   drain-withdrawn      `vipctl drain`: 10.96.0.100 leaves table 100 at once
+#   drain-still-served   while draining, HTTP requests to the VIP still succeed
+#   drain-status         `vipctl status` says draining with a connection count;
+#                        /metrics has vipd_draining 1 and vipd_announced_vips 0
+#   undrain-back         `vipctl undrain`: the route is back, vipd_draining 0
 #   tap-gone-after-kill  after kill -9 of vipd, vipd-0 and vipd-1 are gone, and so
 #                        are the routes of table 100
 # Prints PASS/FAIL/SKIP lines (tests/integration/lib.sh); exit 77 when it cannot run.
@@ -33,7 +38,8 @@ case $VARIANT in
 esac
 NAME="exception_test($VARIANT)"
 CHECKS=(vipd-starts tap-created ping-kernel bgp-port-tcp vip-still-served flood-rate-limited
-        announce-routes announce-withdrawn announce-back tap-gone-after-kill)
+        announce-routes announce-withdrawn announce-back drain-withdrawn drain-still-served
+        drain-status undrain-back tap-gone-after-kill)
 SKIP_HINT="run as root on a kernel with network namespaces, veth, bridge and /dev/net/tun"
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 require_netns bridge
@@ -191,6 +197,38 @@ wait_generation $(( ${gen:-0} + 2 )) 100
 r=$(routes)
 if grep -q '10\.96\.0\.100 dev vipd-0' <<<"$r"; then pass announce-back
 else fail announce-back "10.96.0.100 not back in table 100 with its endpoints: '$r'"; fi
+
+# ---- drain: routes withdrawn, forwarding goes on; undrain: back ---------------------------
+metric() {
+  ip netns exec "${P}lb" curl -s -m 5 "http://127.0.0.1:$METRICS_PORT/metrics" | awk -v m="$1" '$1 == m {print $2}'
+}
+out=$(vipctl drain 2>&1); rc=$?
+r=$(routes)
+if [ "$rc" = 0 ] && grep -q '^Draining: *yes' <<<"$out" && ! grep -q '10\.96\.0\.100' <<<"$r"; then
+  pass drain-withdrawn
+else
+  fail drain-withdrawn "want rc 0, 'Draining: yes' and no 10.96.0.100 in table 100: rc $rc, '$(tr '\n' ' ' <<<"$out")', table '$r'"
+fi
+r=$(client http http://10.96.0.100:8080/ --count 20 --timeout 2 --max-time 20)
+d=$(judge "$r" 'r["failed"] == 0 and r["ok"] == 20')
+if [ -z "$d" ] && [ -n "$r" ]; then pass drain-still-served; else fail drain-still-served "want 20 ok while draining: ${d:-no result}"; fi
+st=$(vipctl status 2>&1 | grep '^Draining:')
+dm=$(metric vipd_draining); am=$(metric vipd_announced_vips)
+note "draining: status '$st', vipd_draining $dm, vipd_announced_vips $am"
+if grep -qE '^Draining: +yes, since [0-9.]+s ago, [0-9]+ connection\(s\) left' <<<"$st" && [ "$dm" = 1 ] && [ "$am" = 0 ]; then
+  pass drain-status
+else
+  fail drain-status "want 'Draining: yes, since ..s ago, N connection(s) left', vipd_draining 1, vipd_announced_vips 0: '$st', $dm, $am"
+fi
+out=$(vipctl undrain 2>&1); rc=$?
+r=$(routes)
+dm=$(metric vipd_draining); am=$(metric vipd_announced_vips)
+if [ "$rc" = 0 ] && grep -q '^Draining: *no' <<<"$out" && grep -q '10\.96\.0\.100 dev vipd-0' <<<"$r" &&
+   [ "$dm" = 0 ] && [ "$am" = 1 ]; then
+  pass undrain-back
+else
+  fail undrain-back "want rc 0, 'Draining: no', 10.96.0.100 back in table 100, vipd_draining 0, vipd_announced_vips 1: rc $rc, '$(tr '\n' ' ' <<<"$out")', table '$r', $dm, $am"
+fi
 
 # ---- kill -9: the interfaces go with the process ------------------------------------------
 kill -KILL "$VIPD_PID" 2>/dev/null

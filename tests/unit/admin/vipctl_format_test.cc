@@ -286,6 +286,44 @@ TEST(VipctlFormat, StatusShowsResyncRepairs) {
       << format_status(doc, 5);
 }
 
+TEST(VipctlFormat, Drain) {
+  const int64_t since = 1000000000000;
+  json on = json::parse(R"({"draining":true,"since_unix_ns":1000000000000,"connections":3,
+    "announced_vips":0,"announce_table":100,"stopping":false})");
+  EXPECT_EQ(format_drain(on, since + 12500000000),
+            "Draining:                  yes\n"
+            "Since:                     12.5s ago\n"
+            "Connections:               3\n"
+            "Announced VIPs:            0 (table 100)\n");
+  EXPECT_EQ(drain_summary(on, since + 12500000000), "yes, since 12.5s ago, 3 connection(s) left");
+  json off = json::parse(R"({"draining":false,"since_unix_ns":0,"connections":7,"announced_vips":2,
+    "announce_table":100,"stopping":false})");
+  EXPECT_EQ(format_drain(off, since),
+            "Draining:                  no\n"
+            "Connections:               7\n"
+            "Announced VIPs:            2 (table 100)\n");
+  EXPECT_EQ(drain_summary(off, since), "no");
+  json plain = json::parse(R"({"draining":true,"since_unix_ns":1000000000000,"connections":0,
+    "announced_vips":0,"announce_table":0,"stopping":true})");
+  EXPECT_EQ(format_drain(plain, since + 1000000000),
+            "Draining:                  yes (stopping)\n"
+            "Since:                     1.0s ago\n"
+            "Connections:               0\n"
+            "Announced VIPs:            none (no --announce-table)\n");
+  // A malformed answer: no crash, neutral values.
+  EXPECT_EQ(drain_summary(json::parse("[]"), 0), "no");
+}
+
+TEST(VipctlFormat, StatusShowsDraining) {
+  json doc = json::parse(R"({"mode":"dpdk","generation":1,"last_sync_unix_ns":0,"source_errors":[],
+    "drain":{"draining":true,"since_unix_ns":1000000000000,"connections":42,"stopping":false}})");
+  const std::string out = format_status(doc, 1000000000000 + 65000000000);
+  EXPECT_NE(out.find("Draining:                  yes, since 1m05s ago, 42 connection(s) left\n"), std::string::npos)
+      << out;
+  doc["drain"]["draining"] = false;
+  EXPECT_NE(format_status(doc, 0).find("Draining:                  no\n"), std::string::npos);
+}
+
 TEST(VipctlFormat, StatusPrivileges) {
   json doc = json::parse(R"({"mode":"dpdk","generation":1,"last_sync_unix_ns":0,"source_errors":[],
     "privileges":{"user":"vipd","uid":998,"threads":11,"privileged_threads":0,"no_new_privs_threads":11}})");

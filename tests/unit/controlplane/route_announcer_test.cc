@@ -23,9 +23,18 @@ TEST(AnnouncedVips, OnlyAddressesWithABackendTakingNewFlows) {
                  svc(c, 80, {{1, 80, 0, true}}),           // only a terminating (weight 0) one
                  svc(d, 80, {}), svc(d, 443, {{2, 443, 3, false}})})  // one of two ports served
     t.services[s.key] = s;
-  EXPECT_EQ(announced_vips(t, true), (std::set<Ipv4>{a, d}));
-  EXPECT_EQ(announced_vips(t, false), (std::set<Ipv4>{a, b, c, d}));
-  EXPECT_TRUE(announced_vips(ServiceTable{}, true).empty());
+  EXPECT_EQ(announced_vips(t, true, false), (std::set<Ipv4>{a, d}));
+  EXPECT_EQ(announced_vips(t, false, false), (std::set<Ipv4>{a, b, c, d}));
+  EXPECT_TRUE(announced_vips(ServiceTable{}, true, false).empty());
+}
+
+TEST(AnnouncedVips, NothingWhileDraining) {
+  ServiceTable t;
+  const Ipv4 a = 0x0a600001, b = 0x0a600002;
+  for (auto s : {svc(a, 80, {{1, 80, 1, false}}), svc(b, 80, {})}) t.services[s.key] = s;
+  EXPECT_TRUE(announced_vips(t, true, true).empty());
+  EXPECT_TRUE(announced_vips(t, false, true).empty());
+  EXPECT_EQ(announced_vips(t, false, false), (std::set<Ipv4>{a, b}));
 }
 
 class FakeBackend : public Backend {
@@ -58,6 +67,29 @@ TEST(AnnouncingBackend, NothingAnnouncedWhenTheApplyFails) {
   EXPECT_FALSE(be.apply(t, TableDiff{}, true, &err));
   EXPECT_NE(err.find("vipd-none-xx"), std::string::npos) << err;
   EXPECT_TRUE(ann.announced().empty());
+}
+
+TEST(AnnouncingBackend, DrainingKeepsRoutesWithdrawnUntilCancelled) {
+  FakeBackend inner;
+  // A missing interface again: a call that succeeds made no netlink request.
+  RouteAnnouncer ann("vipd-none-xx", 100);
+  AnnouncingBackend be(inner, ann, true);
+  ServiceTable t;
+  t.services[ServiceKey{0x0a600001, 80, Protocol::kTcp}] = svc(0x0a600001, 80, {{1, 80, 1, false}});
+  std::string err;
+  EXPECT_TRUE(be.set_draining(true, &err)) << err;
+  // Draining: a table with a ready VIP is applied and nothing is announced.
+  EXPECT_TRUE(be.apply(t, TableDiff{}, true, &err)) << err;
+  EXPECT_TRUE(ann.announced().empty());
+  EXPECT_EQ(be.announced_count(), 0u);
+  // Cancelled: the last applied table's VIP is announced at once (here: the
+  // missing interface is the error, so the attempt was made).
+  EXPECT_FALSE(be.set_draining(false, &err));
+  EXPECT_NE(err.find("10.96.0.1/32"), std::string::npos) << err;
+  // Draining again with nothing in place: no call, no error.
+  err.clear();
+  EXPECT_TRUE(be.withdraw_all(&err)) << err;
+  EXPECT_TRUE(be.apply(t, TableDiff{}, false, &err)) << err;
 }
 
 }  // namespace
