@@ -130,8 +130,9 @@ def tcp(src, dst, sport, dport, flags="S", **ipkw):
     return IP(src=src, dst=dst, **ipkw) / TCP(sport=sport, dport=dport, flags=flags, seq=1000, window=1024)
 
 
-# IPv6 (lab ranges): vipd's dpdk mode classifies IPv6 but forwards none yet
-# (docs/architecture.md "IPv6"); every frame here must be counted.
+# IPv6 (lab ranges): vipd's dpdk mode parses IPv6, answers NDP and echo for
+# the port's IPv6 address and forwards none yet (docs/architecture.md "IPv6");
+# every hostile frame here must be counted, the valid probes answered.
 V6_CLIENT = socket.inet_pton(socket.AF_INET6, "fd00:10::10")
 V6_VIP = socket.inet_pton(socket.AF_INET6, "fd00:10:96::100")
 
@@ -153,28 +154,104 @@ def ext6(nh, hdr_len=0, seg_left=0):
     return struct.pack("!BBBB", nh, hdr_len, 0, seg_left) + b"\0" * (4 + 8 * hdr_len)
 
 
-def ipv6_set(s):
+def ipv6_set(s, port_ip6):
+    """IPv6 hostile frames (each key: the drop reason vipd must count), and
+    valid NDP/echo probes for vipd's port address `port_ip6`, sent uncounted;
+    returns {probe: (kind, match)} for answered6()."""
     syn6 = struct.pack("!HHIIBBHHH", 61990, 8080, 1000, 0, 0x50, 0x02, 1024, 0, 0)
     udp6 = struct.pack("!HHHH", 61991, 9053, 9, 0) + b"x"
     six = lambda key, b: s.send(key, s.eth(0x86DD, b))
+    C, V = V6_CLIENT, V6_VIP
+    # -- fixed header: version, payload length (0, beyond the frame, shorter than the L4 header)
     six("ipv6_bad_header", b"\x60" + b"\0" * 39)                                # payload length 0
-    six("ipv6_bad_header", ipv6_bytes(V6_CLIENT, V6_VIP, 6, syn6, plen=400))      # beyond the frame
-    six("ipv6_no_service", ipv6_l4(V6_CLIENT, V6_VIP, 6, syn6, 16))              # IPv6 VIPs: not yet
-    six("ipv6_no_service", ipv6_l4(V6_CLIENT, V6_VIP, 17, udp6, 6, ext6(17, 1), first_nh=60))
-    six("ipv6_ext_chain_too_long", ipv6_bytes(V6_CLIENT, V6_VIP, 60, b"".join(ext6(60) for _ in range(9))))
-    six("ipv6_bad_ext_header", ipv6_bytes(V6_CLIENT, V6_VIP, 43, ext6(17, 2, 1) + udp6))  # routing, segs left
-    six("ipv6_bad_ext_header", ipv6_bytes(V6_CLIENT, V6_VIP, 60, ext6(0) + udp6))          # hop-by-hop second
-    six("ipv6_bad_ext_header", ipv6_bytes(V6_CLIENT, V6_VIP, 60, b"\x11\xc8" + b"\0" * 6))  # length > payload
-    frag = lambda off, more: struct.pack("!BBHI", 17, 0, off | more, 0x4711)
-    six("ipv6_fragment", ipv6_bytes(V6_CLIENT, V6_VIP, 44, frag(8, 0) + b"\0" * 16))       # not the first
-    six("ipv6_fragment", ipv6_bytes(V6_CLIENT, V6_VIP, 44, frag(0, 1) + udp6))              # more to come
-    # Neighbor Solicitations: hop limit 64 (invalid), and for an address vipd
-    # does not answer (the VIP twin: IPv6 VIPs are not served yet).
-    ns = lambda target: struct.pack("!BBHI", 135, 0, 0, 0) + target + b"\x01\x01" + s.me
-    group = bytes.fromhex("ff0200000000000000000001ff") + V6_VIP[13:]
+    six("ipv6_bad_header", ipv6_bytes(C, V, 6, syn6, plen=400))                 # beyond the frame
+    b = bytearray(ipv6_l4(C, V, 6, syn6, 16)); b[0] = 0x40                       # version 4 in IPv6
+    six("ipv6_bad_header", bytes(b))
+    six("bad_l4_header", ipv6_bytes(C, V, 6, syn6, plen=12))                     # cuts TCP to 12 bytes
+    six("ipv6_no_service", ipv6_l4(C, V, 6, syn6, 16) + b"\0" * 20)               # shorter than the frame: padding
+    # -- truncated / bad TCP, UDP, ICMPv6 headers
+    six("bad_l4_header", ipv6_bytes(C, V, 6, syn6[:12]))                         # 12 bytes of TCP
+    b = bytearray(syn6); b[12] = 0xF0; six("bad_l4_header", ipv6_bytes(C, V, 6, bytes(b)))  # data offset 15
+    six("bad_l4_header", ipv6_bytes(C, V, 17, udp6[:6]))                         # 6 bytes of UDP
+    b = bytearray(udp6); set16(b, 4, 200); six("bad_l4_header", ipv6_bytes(C, V, 17, bytes(b)))  # UDP length
+    six("bad_l4_header", ipv6_bytes(C, V, 17, udp6))                             # UDP checksum 0 (RFC 8200 8.1)
+    six("bad_l4_header", ipv6_bytes(C, V, 58, b"\x80\x00"))                      # 2 bytes of ICMPv6
+    # -- extension header chains
+    six("ipv6_no_service", ipv6_l4(C, V, 6, syn6, 16))                          # IPv6 VIPs: not yet
+    six("ipv6_no_service", ipv6_l4(C, V, 17, udp6, 6, ext6(17, 1), first_nh=60))
+    chain = ext6(60) + ext6(43, 1) + struct.pack("!BBBB", 60, 0, 0, 0) + b"\0" * 4 + ext6(17)  # hbh, do, rt0, do
+    six("ipv6_no_service", ipv6_l4(C, V, 17, udp6, 6, chain, first_nh=0))
+    six("ipv6_no_service", ipv6_l4(C, V, 17, udp6, 6, b"".join(ext6(60) for _ in range(7)) + ext6(17),
+                                   first_nh=60))                                 # 8 headers: the most taken
+    rt4 = struct.pack("!BBBB", 17, 0, 4, 0) + b"\0" * 4                           # SRH, segments left 0
+    six("ipv6_no_service", ipv6_l4(C, V, 17, udp6, 6, rt4, first_nh=43))
+    six("ipv6_ext_chain_too_long", ipv6_bytes(C, V, 60, b"".join(ext6(60) for _ in range(9))))
+    six("ipv6_ext_chain_too_long", ipv6_bytes(C, V, 0, ext6(60) + b"".join(ext6(60) for _ in range(8)) + udp6))
+    six("ipv6_bad_ext_header", ipv6_bytes(C, V, 43, ext6(17, 2, 1) + udp6))        # routing, segs left
+    six("ipv6_bad_ext_header", ipv6_bytes(C, V, 43, struct.pack("!BBBB", 17, 2, 2, 1) + b"\0" * 20 + udp6))  # type 2
+    six("ipv6_bad_ext_header", ipv6_bytes(C, V, 60, ext6(0) + udp6))              # hop-by-hop second
+    six("ipv6_bad_ext_header", ipv6_bytes(C, V, 60, b"\x11\xc8" + b"\0" * 6))      # length > payload
+    six("ipv6_bad_ext_header", ipv6_bytes(C, V, 60, ext6(60) + ext6(60)))         # chain runs past the end
+    six("ipv6_bad_ext_header", ipv6_bytes(C, V, 60, ext6(60) + b"\x3c\x00\0\0"))  # 4 bytes of a header
+    # -- fragments: only atomic ones (RFC 6946) are taken
+    frag = lambda nh, off, more: struct.pack("!BBHI", nh, 0, off | more, 0x4711)
+    six("ipv6_fragment", ipv6_bytes(C, V, 44, frag(17, 8, 0) + b"\0" * 16))     # not the first
+    six("ipv6_fragment", ipv6_bytes(C, V, 44, frag(17, 0, 1) + udp6))           # first, more to come
+    six("ipv6_fragment", ipv6_bytes(C, V, 44, frag(17, 16, 1) + b"\0" * 16))    # middle
+    six("ipv6_fragment", ipv6_bytes(C, V, 60, ext6(44) + frag(6, 0, 1) + syn6))  # behind dest options
+    six("ipv6_no_service", ipv6_l4(C, V, 17, udp6, 6, frag(17, 0, 0), first_nh=44))  # atomic
+    # -- Neighbor Solicitations
+    ns = lambda target, opts=None: struct.pack("!BBHI", 135, 0, 0, 0) + target + (
+        b"\x01\x01" + s.me if opts is None else opts)
+    group = lambda a: bytes.fromhex("ff0200000000000000000001ff") + a[13:]
+    P = port_ip6
     # To vipd's MAC (a group MAC may not reach the af_packet socket).
-    six("ndp_invalid", ipv6_l4(V6_CLIENT, group, 58, ns(V6_VIP), 2, hop=64))
-    six("ndp_ignored", ipv6_l4(V6_CLIENT, group, 58, ns(V6_VIP), 2, hop=255))
+    six("ndp_invalid", ipv6_l4(C, group(V), 58, ns(V), 2, hop=64))
+    six("ndp_invalid", ipv6_l4(C, group(P), 58, ns(P), 2, hop=64))               # hop limit 64
+    six("ndp_invalid", ipv6_l4(C, group(P), 58, ns(P), 2, hop=1))
+    mc = bytes.fromhex("ff020000000000000000000000000001")
+    six("ndp_invalid", ipv6_l4(C, group(mc), 58, ns(mc), 2, hop=255))            # multicast target
+    six("ndp_invalid", ipv6_l4(C, group(P), 58, ns(P, b"\x01\x00" + s.me), 2, hop=255))   # option length 0
+    six("ndp_invalid", ipv6_l4(C, group(P), 58, ns(P, b"\x01\x02" + s.me), 2, hop=255))   # option past the end
+    six("ndp_invalid", ipv6_l4(C, group(P), 58, ns(P, b"\x01"), 2, hop=255))     # 1 byte of an option
+    six("ndp_invalid", ipv6_l4(C, group(P), 58, ns(P)[:20], 2, hop=255))         # 20-byte NS
+    b = bytearray(ipv6_l4(C, group(P), 58, ns(P), 2, hop=255)); b[42] ^= 0x5A
+    six("ndp_invalid", bytes(b))                                                 # bad checksum
+    six("ndp_invalid", ipv6_l4(b"\0" * 16, group(P), 58, ns(P), 2, hop=255))     # DAD with a link-layer option
+    six("ndp_ignored", ipv6_l4(C, group(V), 58, ns(V), 2, hop=255))              # not our address
+    six("ndp_ignored", ipv6_l4(C, group(P), 58, struct.pack("!BBHI", 133, 0, 0, 0), 2, hop=255))  # RS
+    # -- ICMPv6 and others to addresses that are no VIP, and to the port address
+    echo = lambda ident, seq=1: struct.pack("!BBHHH", 128, 0, 0, ident, seq) + b"vipd6"
+    six("ipv6_no_service", ipv6_l4(C, V, 58, echo(0x5700), 2))                   # echo to no VIP
+    six("ipv6_no_service", ipv6_l4(C, bytes.fromhex("fd00001000960000000000000000dead"), 58, echo(0x5701), 2))
+    b = bytearray(ipv6_l4(C, P, 58, echo(0x5702), 2)); b[42] ^= 0x5A
+    six("icmp6_bad_checksum", bytes(b))                                          # echo, bad checksum
+    six("local_unhandled", ipv6_l4(C, P, 58, struct.pack("!BBHI", 1, 4, 0, 0) + b"\0" * 40, 2))  # an error
+    six("local_unhandled", ipv6_l4(C, P, 6, syn6, 16))                           # TCP to the port address
+    # -- valid: answered (uncounted: they are no drops)
+    probes = {}
+    raw = lambda name, b, want: (s.sock.send(s.eth(0x86DD, b)), probes.__setitem__(name, want))
+    raw("ns", ipv6_l4(C, group(P), 58, ns(P), 2, hop=255), (136, P))
+    raw("ns_unicast", ipv6_l4(C, P, 58, ns(P), 2, hop=255), (136, P))
+    raw("echo", ipv6_l4(C, P, 58, echo(0x5710), 2), (129, 0x5710))
+    raw("echo_ext_chain", ipv6_l4(C, P, 58, echo(0x5711), 2, ext6(60) + ext6(44) + frag(58, 0, 0), first_nh=0),
+        (129, 0x5711))
+    return probes
+
+
+def answered6(frames, probes):
+    """Which probes of ipv6_set got their answer from vipd among `frames`."""
+    got = {}
+    for name, (t, m) in probes.items():
+        ok = False
+        for r in frames:
+            d = bytes(r[IPv6].payload) if IPv6 in r else b""
+            if not d or r[IPv6].nh != 58 or len(d) < (24 if t == 136 else 8) or d[0] != t:
+                continue
+            if (t == 136 and d[8:24] == m) or (t == 129 and struct.unpack("!H", d[4:6])[0] == m):
+                ok = True
+        got[name] = ok
+    return got
 
 
 def client_set(a):
@@ -193,6 +270,7 @@ def client_set(a):
         src, vip, a.port_ip)
     from_vipd = lambda p: IP in p and p[IP].dst == src and p[IP].src in (vip, a.port_ip)
     sn = sniffer(a.iface, from_vipd, bpf)
+    sn6 = sniffer(a.iface, lambda p: IPv6 in p, "ip6 and dst host fd00:10::10 and icmp6")
     syn = lambda **kw: bytearray(ipv4_bytes(tcp(src, vip, nxt(), 8080, **kw)))
     # -- truncated frames and headers
     s.send("truncated", s.eth(0x0800, b""))                       # Ethernet header only
@@ -216,7 +294,7 @@ def client_set(a):
     b = bytearray(ipv4_bytes(IP(src=src, dst=vip) / ICMP()))[:24]
     set16(b, 2, 24); s.ip("bad_l4_header", fix_ip(b))                # 4 bytes of ICMP
     # -- not IPv4, not for us
-    ipv6_set(s)
+    probes6 = ipv6_set(s, socket.inet_pton(socket.AF_INET6, a.port_ip6))
     s.send("unsupported_ethertype", s.eth(0x88CC, b"\x02\x07\x04" + b"\0" * 40))
     s.send("unsupported_ethertype", s.eth(0x8100, b"\x00\x05\x08\x00" + bytes(syn())))
     s.ip("not_for_us", syn(), dst=b"\x02\x00\x00\xee\xee\xee")  # another unicast MAC
@@ -270,6 +348,7 @@ def client_set(a):
         s.ip("icmp_error_no_conn", bytes(IP(src=src, dst=a.local_addr) / ICMP(type=3, code=4, nexthopmtu=1000) / q))
     time.sleep(3.0)  # answers (the machine may be loaded)
     got = sn.stop() or []
+    answered_v6 = answered6(sn6.stop() or [], probes6)
 
     def answered_in(frames, p):
         l4 = UDP if UDP in p else TCP
@@ -305,7 +384,7 @@ def client_set(a):
     te = sum(1 for r in got if ICMP in r and r[ICMP].type == 11)
     bad_echo = sum(1 for r in got if ICMP in r and r[ICMP].type == 0 and r[ICMP].id == 0x7777 and
                    csum(bytes(r[ICMP])) != 0)
-    print(json.dumps({"sent": s.sent, "answered": answered, "resent": resent, "time_exceeded_seen": te,
+    print(json.dumps({"sent": s.sent, "answered": answered, "answered6": answered_v6, "resent": resent, "time_exceeded_seen": te,
                       "bad_echo_reply_seen": bad_echo}), flush=True)
     return 0
 
@@ -462,6 +541,7 @@ def main():
         c.add_argument(k)
     c.add_argument("--other-ip", default="10.96.0.222", help="an address in the VIP range that is no VIP")
     c.add_argument("--port-ip", default="10.0.0.1", help="vipd's address on the client port")
+    c.add_argument("--port-ip6", default="fd00:10::1", help="vipd's IPv6 address on the client port (--port-ipv6)")
     c.add_argument("--local-addr", help="fnat: a local address (errors sent to it from the wrong side)")
     p = sub.add_parser("pod")
     for k in ("iface", "mac", "pod_ip", "reply_to"):

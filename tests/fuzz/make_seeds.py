@@ -203,6 +203,47 @@ def packet_seeds():
         rec(v6_from_client(VIP_V6, 60, struct.pack("!BB", 17, 200) + b"\0" * 6)),  # ext beyond payload
         rec(v6_from_client(VIP_V6, 17, udp(1, 53), plen=400), end=True),          # payload beyond frame
     ])
+    # More IPv6 shapes (the hostile lab test sends the same, scripts/lab/hostile.py).
+    ns_msg = lambda target, opts: struct.pack("!BBHI", 135, 0, 0, 0) + target + opts
+    mc_all = bytes.fromhex("ff020000000000000000000000000001")
+    rt = lambda nh, type_, segs, hdr_len=0: struct.pack("!BBBB", nh, hdr_len, type_, segs) + b"\0" * (4 + 8 * hdr_len)
+    v6 = lambda dst, nh, payload, **kw: rec(v6_from_client(dst, nh, payload, **kw))
+    seeds["ipv6_hostile"] = b"\0" + b"".join([
+        v6(VIP_V6, 6, tcp(44100, 80, SYN)[:12]),                                  # 12 bytes of TCP
+        v6(VIP_V6, 6, tcp(44101, 80, SYN), plen=12),                              # payload length cuts TCP
+        v6(VIP_V6, 6, tcp(44102, 80, SYN) + b"\0" * 20, plen=20),                 # padding after the payload
+        v6(VIP_V6, 17, udp(44103, 53)[:6]),                                       # 6 bytes of UDP
+        rec(v6_from_client(VIP_V6, 17, udp(44104, 53, b"x")), fix=False),         # UDP checksum 0
+        v6(VIP_V6, 58, b"\x80\x00"),                                              # 2 bytes of ICMPv6
+        rec(eth(PORT_MAC[0], CLIENT_MAC, 0x86DD) + b"\x40" + ipv6(CLIENT_V6, VIP_V6, 59, b"\0" * 8)[1:]),  # version 4
+        v6(VIP_V6, 0, ext(60) + ext(43, 1) + rt(60, 0, 0) + ext(17) + udp(44105, 53, b"x")),  # hbh, do, rt0, do
+        v6(VIP_V6, 60, b"".join(ext(60) for _ in range(7)) + ext(17) + udp(44106, 53, b"x")),  # 8: the most taken
+        v6(VIP_V6, 43, rt(17, 4, 0) + udp(44107, 53, b"x")),                      # SRH, segments left 0
+        v6(VIP_V6, 43, rt(17, 2, 1, 2) + udp(44108, 53, b"x")),                   # type 2, segments left 1
+        v6(VIP_V6, 60, ext(60) + ext(60)),                                        # chain past the end
+        v6(VIP_V6, 60, ext(60) + b"\x3c\x00\0\0"),                                # 4 bytes of a header
+        v6(VIP_V6, 44, frag(17, 16, True) + b"\0" * 16),                          # middle fragment
+        v6(VIP_V6, 60, ext(44) + frag(6, 0, True) + tcp(44109, 80, SYN)),         # fragment behind options
+        v6(VIP_V6, 44, frag(17, 0, False) + udp(44110, 53, b"x")),                # atomic fragment
+        v6(PORT0_V6, 0, ext(60) + ext(44) + frag(58, 0, False) + echo6),          # echo behind an atomic fragment
+        rec(v6_from_client(PORT0_V6, 58, echo6), fix=False),                      # echo, bad checksum
+        v6(VIP_V6, 58, echo6),                                                    # echo to no VIP
+        v6(PORT0_V6, 58, struct.pack("!BBHI", 1, 4, 0, 0) + b"\0" * 40),          # ICMPv6 error to the port
+        v6(PORT0_V6, 6, tcp(44111, 22, SYN)),                                     # TCP to the port
+        v6(PORT0_V6, 58, ns_msg(PORT0_V6, b"\x01\x01" + CLIENT_MAC), hop=255),    # NS unicast: NA
+        v6(sol_node(mc_all), 58, ns_msg(mc_all, b"\x01\x01" + CLIENT_MAC), hop=255),  # multicast target
+        v6(sol_node(PORT0_V6), 58, ns_msg(PORT0_V6, b"\x01\x00" + CLIENT_MAC), hop=255),  # option length 0
+        v6(sol_node(PORT0_V6), 58, ns_msg(PORT0_V6, b"\x01\x02" + CLIENT_MAC), hop=255),  # option past the end
+        v6(sol_node(PORT0_V6), 58, ns_msg(PORT0_V6, b"\x01"), hop=255),           # 1 byte of an option
+        v6(sol_node(PORT0_V6), 58, ns_msg(PORT0_V6, b"")[:20], hop=255),          # 20-byte NS
+        rec(ns(PORT0_V6), fix=False),                                             # NS, bad checksum
+        rec(ns(PORT0_V6, src=b"\0" * 16)),                                        # DAD with a link-layer option
+        v6(sol_node(PORT0_V6), 58, struct.pack("!BBHI", 133, 0, 0, 0), hop=255),  # RS
+        v6(mc_all, 58, struct.pack("!BBHI", 136, 0, 0, 0x20000000) + PORT0_V6 + b"\x02\x01" + CLIENT_MAC,
+           hop=255),                                                              # unsolicited NA
+        rec(v6_from_client(PORT0_V6, 58, echo6), port=1, worker=1),               # port 1: no IPv6 address
+        rec(v6_from_client(PORT0_V6, 58, echo6), worker=1, end=True),             # echo via worker 1
+    ])
     seeds["hostile"] = b"\0" + b"".join([
         rec(from_client(CLIENT, VIP, tcp(43000, 8080, SYN), frag=0x2000)),  # first fragment
         rec(from_client(CLIENT, VIP, tcp(43001, 8080, SYN), frag=0x0010)),  # later fragment

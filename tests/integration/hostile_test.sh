@@ -15,6 +15,15 @@
 #     new connections). Every hostile frame must be explained by a counter (vipd's
 #     drop reasons, or the kernel counter of whoever drops it), the probes that are
 #     valid must be answered, and the legitimate traffic must see no error.
+#     IPv6 among them (vipd runs with --port-ipv6 fd00:10::1 on the client port):
+#     extension header chains (long, hop-by-hop not first, routing types,
+#     running past the end), payload length beyond / short of the frame,
+#     non-atomic fragments (first, middle, last) and an atomic one, truncated
+#     TCP/UDP/ICMPv6, Neighbor Solicitations with hop limit != 255, a multicast
+#     target, truncated options, a bad checksum; echo to addresses that are no
+#     VIP: each counted under its drop reason; a valid NS (to the solicited-node
+#     group and unicast) and echo (also behind hop-by-hop, destination options
+#     and an atomic fragment header) for the port's address must be answered.
 #  3. vipd again with --conn-table-size 1024: a SYN flood (spoofed sources in the
 #     client's /24) while 8 established connections carry requests: they see no
 #     error, the table never holds more than its capacity, the SYNs that found it
@@ -35,7 +44,7 @@ NAME="hostile_test($VARIANT)"
 CHECKS=(vipd-starts icmp-frag-needed-translated icmp-pmtu-lowered icmp-client-error-translated
         hostile-counted hostile-answered ttl1-dropped-silently legit-no-errors forwards-after-hostile
         synflood-established-ok synflood-table-bounded synflood-drops-counted synflood-recovers vipd-alive
-        ipv6-port-answers-ping)
+        ipv6-port-answers-ping hostile-ipv6-answered)
 SKIP_HINT="run as root with network namespaces, veth, bridges and python3-scapy"
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 require_netns bridge
@@ -329,7 +338,7 @@ for k, n in sorted(sent.items()):
     if got < n:
         bad.append("%s: %d counted for %d sent" % (k, got, n))
 print(json.dumps({"bad": bad, "rows": rows, "total": sum(sent.values()),
-                  "answered": hc.get("answered", {}), "resent": hc.get("resent", []),
+                  "answered": hc.get("answered", {}), "answered6": hc.get("answered6", {}), "resent": hc.get("resent", []),
                   "te": hc.get("time_exceeded_seen"),
                   "frag_drops": delta.get("ip_fragment", 0),
                   "nonzero": {r: d for r, d in delta.items() if d}}))
@@ -362,6 +371,10 @@ else
   note "client saw (hostile.py): $(head -c 600 <<<"$hc")"
   fail hostile-answered "not answered: ${d:-no result}"
 fi
+d=$(py '", ".join(k for k, v in s["answered6"].items() if not v)' "$verdict" 2>&1)
+note "IPv6 probes answered: $(py 's["answered6"]' "$verdict" 2>/dev/null)"
+if [ -z "$d" ] && [ "$(py 'len(s["answered6"])' "$verdict" 2>/dev/null)" = 4 ]; then pass hostile-ipv6-answered
+else fail hostile-ipv6-answered "not answered: ${d:-no result}"; fi
 if [ "$(py 's["te"]' "$verdict" 2>/dev/null)" = 0 ]; then pass ttl1-dropped-silently
 else fail ttl1-dropped-silently "ICMP time exceeded seen by the client: $(py 's["te"]' "$verdict" 2>&1)"; fi
 
