@@ -9,6 +9,9 @@ A lab "pod": runs inside a pod network namespace (scripts/lab.sh starts it).
 - A connection idle for 10 s (waiting for the next request) is closed; the
   environment variable LAB_POD_IDLE_TIMEOUT_S (seconds, > 0) changes that for
   the pods a test starts (scripts/lab.sh passes its environment on).
+- LAB_POD_DELAY_MS (milliseconds, >= 0, default 0): every HTTP response waits
+  that long first (a slow but alive pod: the kernel still answers the SYN at
+  once, only the answer to the request comes late).
 - --ipv6: the same HTTP and UDP servers also on IPv6 (separate IPv6-only
   sockets on [::], so IPv4 peers still appear as plain IPv4 addresses).
 Standard library only; one thread per TCP connection, so many short
@@ -23,14 +26,18 @@ import socket
 import socketserver
 import sys
 import threading
+import time
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "podserver/1"
     timeout = 10.0  # seconds a client may idle before we drop it (main() may change it)
+    delay = 0.0  # seconds before each response (main() may change it)
 
     def do_GET(self):  # noqa: N802 (stdlib naming)
+        if self.delay > 0:
+            time.sleep(self.delay)
         body = (self.server.pod_name + "\n").encode()
         self.send_response(200)
         self.send_header("Content-Type", "text/plain")
@@ -103,6 +110,14 @@ def main():
             ap.error("LAB_POD_IDLE_TIMEOUT_S must be a number of seconds, got %r" % idle)
         if not Handler.timeout > 0:
             ap.error("LAB_POD_IDLE_TIMEOUT_S must be above 0, got %r" % idle)
+    delay = os.environ.get("LAB_POD_DELAY_MS")
+    if delay:
+        try:
+            Handler.delay = float(delay) / 1000.0
+        except ValueError:
+            ap.error("LAB_POD_DELAY_MS must be a number of milliseconds, got %r" % delay)
+        if not Handler.delay >= 0:
+            ap.error("LAB_POD_DELAY_MS must be 0 or more, got %r" % delay)
 
     httpd = HTTPServer(("0.0.0.0", args.http_port), Handler)
     httpd.pod_name = args.name

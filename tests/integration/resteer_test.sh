@@ -18,6 +18,20 @@
 #     longer than any with all pods alive) is reported;
 #   every pod's server stopped: the client gets "refused" (today's error), at
 #     once, not a hang.
+# A second service in the same lab, dbmh (10.96.0.102:8080, annotation
+# vipd.io/scheduler: mh, the same four pods), is reached from 32 client
+# addresses (10.0.0.10-41, each one fixed source address; Maglev hashes it):
+#   all alive: each address always lands on one pod, some of them on pod4;
+#   pod4's server stopped (with db's checks): 4 rounds over the addresses,
+#     0 failed; an address that hashed to pod4 is re-steered (rst), every time
+#     to the same backend (the order is drawn from the address alone), and,
+#     once dbmh's pod4 is ejected after 3 failures, sent by the ejection to
+#     that same backend without a re-steer; the other addresses keep their pod;
+#     vipctl list and the log mark dbmh's pod4 ejected.
+# A slow but alive pod: pod4's server answering every request 250 ms late
+# (LAB_POD_DELAY_MS; the SYN-ACK comes from its kernel at once, so the delay is
+# above --resteer-timeout-ms but does not matter to it): 40 requests, 0 failed,
+# pod4 gets its share, nothing re-steered, pod4 not ejected.
 # Each check prints "PASS: <name>" / "FAIL: <name>: <detail>" / "SKIP: ...";
 # exit 0, 1 on failures, 77 when it cannot run here.
 set -uo pipefail
@@ -28,8 +42,8 @@ case $VARIANT in
   *) echo "usage: tests/integration/resteer_test.sh fnat|nat" >&2; exit 2 ;;
 esac
 NAME="resteer_test($VARIANT)"
-CHECKS=(vipd-starts baseline-all-alive rst-dead-pod-no-failures rst-counted pod4-ejected pod4-readmitted
-        link-down-no-failures
+CHECKS=(vipd-starts baseline-all-alive mh-baseline rst-dead-pod-no-failures rst-counted pod4-ejected
+        mh-resteer-consistent mh-pod4-ejected pod4-readmitted slow-pod-not-ejected link-down-no-failures
         timeout-counted all-dead-refused vipd-alive)
 SKIP_HINT="run as root on a kernel with network namespaces, veth and bridge"
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -45,6 +59,24 @@ lib_traps
 lab_up
 mkdir -p "$TMP/manifests"
 cp config/demo/manifests/*.yaml "$TMP/manifests/"
+cat >"$TMP/manifests/service-dbmh.yaml" <<'YAML'
+apiVersion: v1
+kind: Service
+metadata:
+  name: dbmh
+  namespace: default
+  annotations: {vipd.io/scheduler: mh}
+spec:
+  clusterIP: 10.96.0.102
+  ports: [{name: http, port: 8080, protocol: TCP}]
+YAML
+sed -e 's/name: db-abc12/name: dbmh-1/' -e 's/kubernetes.io\/service-name: db$/kubernetes.io\/service-name: dbmh/' \
+  config/demo/manifests/endpointslice-db.yaml >"$TMP/manifests/endpointslice-dbmh.yaml"
+# The mh clients: more addresses on the client's link (vipd answers them there).
+MH_ADDRS=()
+for i in $(seq 10 41); do
+  ip -n "${P}client" addr add "10.0.0.$i/24" dev eth0 && MH_ADDRS+=("10.0.0.$i")
+done
 EAL=$(sed -n 's/^[[:space:]]*eal-args[[:space:]]*=[[:space:]]*//p' "$CONF" | tail -n 1)
 ip netns exec "${P}lb" "$VIPD" --config "$CONF" --forward-method "$VARIANT" \
   --manifests-dir "$TMP/manifests" --admin-socket "$TMP/admin.sock" \
@@ -87,6 +119,42 @@ res["lat_ms"].sort()
 print(json.dumps(res))
 PY
 }
+# mh_map ROUNDS ADDR...: ROUNDS rounds of one GET to dbmh from each address (its
+# own source address, a new connection each). One JSON line: ok, failed,
+# errors, by_addr (address -> the pods that answered, in order).
+mh_map() {
+  ip netns exec "${P}client" "$PYTHON" - "$@" <<'PY'
+import json, socket, sys
+rounds, addrs = int(sys.argv[1]), sys.argv[2:]
+res = {"ok": 0, "failed": 0, "errors": {}, "by_addr": {a: [] for a in addrs}}
+for _ in range(rounds):
+    for a in addrs:
+        try:
+            s = socket.create_connection(("10.96.0.102", 8080), timeout=2.0, source_address=(a, 0))
+            try:
+                s.settimeout(2.0)
+                s.sendall(b"GET / HTTP/1.1\r\nHost: dbmh\r\nConnection: close\r\n\r\n")
+                data = b""
+                while True:
+                    chunk = s.recv(4096)
+                    if not chunk:
+                        break
+                    data += chunk
+            finally:
+                s.close()
+            head, _, body = data.partition(b"\r\n\r\n")
+            if b" 200 " not in head.split(b"\r\n", 1)[0] + b" ":
+                raise ValueError("bad answer")
+            res["by_addr"][a].append(body.split(b"\n", 1)[0].decode(errors="replace"))
+            res["ok"] += 1
+        except Exception as e:
+            res["failed"] += 1
+            k = type(e).__name__
+            res["errors"][k] = res["errors"].get(k, 0) + 1
+            res["by_addr"][a].append("-")
+print(json.dumps(res))
+PY
+}
 # The result without its latencies (for judge and the log).
 brief() { "$PYTHON" -c 'import json,sys; r=json.loads(sys.argv[1]); r.pop("lat_ms", None); print(json.dumps(r))' "$1" 2>/dev/null; }
 # Sum of a worker counter over the workers (resteers: by reason).
@@ -114,6 +182,13 @@ d=$(judge "$(brief "$r")" 'r["failed"] == 0 and all(n("pod%d" % i) > 0 for i in 
 if [ -z "$d" ] && [ -n "$r" ]; then pass baseline-all-alive; else fail baseline-all-alive "want 0 failed, all pods: ${d:-no result}"; fi
 base_max=$("$PYTHON" -c 'import json,sys; l=json.loads(sys.argv[1])["lat_ms"]; print(l[-1] if l else 0)' "$r" 2>/dev/null || echo 0)
 note "baseline: $(slow_summary "$r" "$base_max" 2>/dev/null)"
+mh0=$(mh_map 2 "${MH_ADDRS[@]}")
+# MH_POD4: the addresses Maglev sends to pod4; MH_HOME: address -> its pod.
+MH_POD4=$("$PYTHON" -c 'import json,sys; r=json.loads(sys.argv[1]); print(" ".join(a for a,p in r["by_addr"].items() if p and p[0]=="pod4"))' "$mh0" 2>/dev/null)
+d=$(judge "$mh0" 'r["failed"] == 0 and len(r["by_addr"]) == 32 and all(len(set(p)) == 1 for p in r["by_addr"].values()) and len({p[0] for p in r["by_addr"].values()}) >= 3 and any(p[0] == "pod4" for p in r["by_addr"].values())')
+note "mh: $("$PYTHON" -c 'import json,sys,collections; r=json.loads(sys.argv[1]); print(r["ok"], "ok,", r["failed"], "failed; addresses per pod:", dict(sorted(collections.Counter(p[0] for p in r["by_addr"].values() if p).items())))' "$mh0" 2>/dev/null); on pod4: ${MH_POD4:-none}"
+if [ -z "$d" ] && [ -n "$mh0" ]; then pass mh-baseline
+else fail mh-baseline "want 0 failed, each of the 32 addresses on one pod, >= 3 pods, pod4 among them: ${d:-no result}"; fi
 
 # ---- pod4's server stopped: RST -------------------------------------------------
 rst0=$(resteers rst)
@@ -133,16 +208,47 @@ list=$(vipctl list 2>/dev/null)
 ej=$(grep -c ' ejected (' <<<"$list")
 r=$(timed 40)
 rst2=$(resteers rst)
-note "pod4 ejected: $(grep '10.244.3.44:8080' <<<"$list" | sed 's/^ *//'); 40 more: $(brief "$r"), re-steered $((rst2 - rst1))"
+note "pod4 ejected: $(grep -m1 '10.244.3.44:8080' <<<"$list" | sed 's/^ *//'); 40 more: $(brief "$r"), re-steered $((rst2 - rst1))"
 # ... and vipd logged the ejection (one line; the log is read once a second).
 logged() { local i; for i in $(seq 1 30); do grep -q "$1" "$TMP/vipd.log" && return 0; sleep 0.1; done; return 1; }
 ejlog=no; logged 'backend .* -> 10\.244\.3\.44:8080 ejected: ' && ejlog=yes
 if grep -q '10.244.3.44:8080 .* ejected (' <<<"$list" && [ "$ej" = 1 ] && [ $((rst2 - rst1)) = 0 ] &&
    [ "$ejlog" = yes ] && [ -z "$(judge "$(brief "$r")" 'r["ok"] == 40')" ]; then pass pod4-ejected
 else fail pod4-ejected "want pod4 (only) marked ejected in vipctl list ($ej marked), its log line ($ejlog) and 40 ok, none re-steered ($((rst2 - rst1)))"; fi
+
+# ---- mh, pod4's server still stopped: re-steered consistently, then ejected ------------
+rst0=$(resteers rst)
+mh1=$(mh_map 4 "${MH_ADDRS[@]}")
+rst1=$(resteers rst)
+list=$(vipctl list 2>/dev/null)
+# Per address: the pods of the 4 rounds (as one string), and its pod before.
+note "mh, pod4 stopped: $("$PYTHON" -c '
+import json,sys
+r0, r1 = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+print(r1["ok"], "ok,", r1["failed"], "failed", r1["errors"], "; was pod4 ->", {a: ",".join(p) for a, p in r1["by_addr"].items() if r0["by_addr"][a][:1] == ["pod4"]})' "$mh0" "$mh1" 2>/dev/null); re-steered (rst): $((rst1 - rst0))"
+d=$("$PYTHON" -c '
+import json,sys
+try:
+    r0, r = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+    ok = r["failed"] == 0 and r["ok"] == 128 and all(
+        len(set(p)) == 1 and p[0] != "pod4" and (p[0] == r0["by_addr"][a][0] or r0["by_addr"][a][0] == "pod4")
+        for a, p in r["by_addr"].items())
+except Exception as e:
+    ok = False
+print("" if ok else json.dumps(r.get("by_addr") if "r" in dir() else sys.argv[2]))' "$mh0" "$mh1" 2>&1)
+np4=$(wc -w <<<"$MH_POD4")
+if [ -z "$d" ] && [ -n "$mh1" ] && [ "$np4" -ge 1 ] && [ $((rst1 - rst0)) -ge 3 ] && [ $((rst1 - rst0)) -le $((np4 * 4)) ]; then pass mh-resteer-consistent
+else fail mh-resteer-consistent "want 128 ok, each address one pod in all rounds (pod4's addresses ($np4) moved to one other, the others kept theirs), 3..$((np4 * 4)) re-steered ($((rst1 - rst0))): ${d:-no result}"; fi
+ejlog=no; logged 'backend default/dbmh:http .* -> 10\.244\.3\.44:8080 ejected: ' && ejlog=yes
+# dbmh's backend lines in vipctl list (those under its service line).
+mhlist=$(awk '/^ *->/ { if (s) print; next } { s = /10\.96\.0\.102:8080/ }' <<<"$list")
+mhej=$(grep -c ' ejected (' <<<"$mhlist")
+if grep -q '10.244.3.44:8080 .* ejected (' <<<"$mhlist" && [ "$mhej" = 1 ] && [ "$ejlog" = yes ]; then pass mh-pod4-ejected
+else fail mh-pod4-ejected "want dbmh's pod4 (only) marked ejected in vipctl list ($mhej of $(wc -l <<<"$mhlist") backends) and its ejection logged ($ejlog)"; fi
+
 scripts/lab.sh start-pod 4 >/dev/null 2>&1 || note "warning: start-pod 4 failed"
 # Its ejection time is up (5 s after the ejection): back in the rotation.
-for _ in $(seq 1 100); do
+for _ in $(seq 1 150); do
   vipctl list 2>/dev/null | grep -q '10.244.3.44:8080 .* ejected (' || break
   sleep 0.2
 done
@@ -151,6 +257,18 @@ d=$(judge "$(brief "$r")" 'r["ok"] == 40 and n("pod4") > 0')
 rdlog=no; logged 'backend .* -> 10\.244\.3\.44:8080 readmitted: ' && rdlog=yes
 if [ -z "$d" ] && [ -n "$r" ] && [ "$rdlog" = yes ] && ! vipctl list 2>/dev/null | grep -q ' ejected ('; then pass pod4-readmitted
 else fail pod4-readmitted "want pod4 not ejected, its readmission logged ($rdlog) and answering again: ${d:-no result}"; fi
+
+# ---- pod4 slow but alive: its answers 250 ms late, its SYN-ACKs at once -------------
+scripts/lab.sh kill-pod 4 >/dev/null 2>&1 || note "warning: kill-pod 4 failed"
+LAB_POD_DELAY_MS=250 scripts/lab.sh start-pod 4 >/dev/null 2>&1 || note "warning: start-pod 4 (slow) failed"
+rs0=$(( $(resteers rst) + $(resteers timeout) + $(resteers icmp) + $(resteers retransmit) ))
+r=$(timed 40)
+rs1=$(( $(resteers rst) + $(resteers timeout) + $(resteers icmp) + $(resteers retransmit) ))
+d=$(judge "$(brief "$r")" 'r["failed"] == 0 and r["ok"] == 40 and n("pod4") >= 8')
+nslow=$("$PYTHON" -c 'import json,sys; print(sum(1 for x in json.loads(sys.argv[1])["lat_ms"] if x >= 250))' "$r" 2>/dev/null || echo 0)
+note "pod4 slow: $(brief "$r"); $nslow took >= 250 ms; re-steered: $((rs1 - rs0))"
+if [ -z "$d" ] && [ -n "$r" ] && [ "$nslow" -ge 8 ] && [ "$rs1" = "$rs0" ] && ! vipctl list 2>/dev/null | grep -q ' ejected ('; then pass slow-pod-not-ejected
+else fail slow-pod-not-ejected "want 40 ok, >= 8 from pod4 and >= 8 taking >= 250 ms ($nslow), none re-steered ($((rs1 - rs0))), nothing ejected: ${d:-no result}"; fi
 
 # ---- pod4's link down: no answer -------------------------------------------------
 to0=$(resteers timeout)
