@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# usage: tests/integration/gateway_test.sh
+# usage: tests/integration/gateway_test.sh [hold|bfd]
+# variants: hold bfd
 # timeout: 180
 #
 # VIP announcement to a real routing daemon (docs/gateway.md): vipd (fnat, one
@@ -9,6 +10,7 @@
 # 10.0.0.1 on vipd-0) and BIRD 2 in ${P}client (the "router" on the client side:
 # BGP AS 64513 from 10.0.0.2, learned routes exported to its kernel table). Each
 # BIRD has its own config, control socket and pid file under the test's temp dir.
+# Variant hold: BGP alone (hold time 3 s); bfd: BGP with BFD (100 ms x 3) on the link.
 #   vipd-starts               generation >= 1
 #   bgp-established           the router's session to 10.0.0.1 is Established
 #   router-learns-vip         the router has 10.96.0.100/32 via 10.0.0.1 (birdc show
@@ -18,11 +20,17 @@
 #                             kernel table within 5 s (time measured, printed)
 #   undrain-back-at-router    `vipctl undrain`: it is back within 5 s (measured)
 #   kill-withdrawn-at-router  kill -9 of vipd: the router loses the route and the
-#                             session within 10 s (hold time 3 s; measured)
+#                             session within 10 s (hold: hold time 3 s) or 2 s (bfd:
+#                             "BFD session down"); measured
 # Prints PASS/FAIL/SKIP lines (tests/integration/lib.sh); exit 77 when it cannot run.
 set -uo pipefail
 
-NAME="gateway_test"
+VARIANT=${1:-hold}
+case $VARIANT in
+  hold|bfd) ;;
+  *) echo "usage: tests/integration/gateway_test.sh [hold|bfd]" >&2; exit 2 ;;
+esac
+NAME="gateway_test($VARIANT)"
 CHECKS=(vipd-starts bgp-established router-learns-vip no-endpoints-not-announced
         drain-withdrawn-at-router undrain-back-at-router kill-withdrawn-at-router)
 SKIP_HINT="run as root with /dev/net/tun and BIRD 2 (Debian bird2: apt-get install bird2)"
@@ -35,7 +43,7 @@ require_netns bridge
 require_vipd
 [ -c /dev/net/tun ] || skip_all "no /dev/net/tun: DPDK's net_tap cannot create the exception interfaces"
 
-export LAB_PREFIX="vg$$-"
+export LAB_PREFIX="vg${VARIANT:0:1}$$-"
 P=$LAB_PREFIX
 TMP=$(mktemp -d /tmp/vipd-gateway.XXXXXX)
 CONF=config/demo/vipd.conf
@@ -73,6 +81,13 @@ else
 fi
 
 # ---- the two BIRDs ----------------------------------------------------------------------
+GW_BFD= RT_BFD= BGP_BFD= KILL_LIMIT_MS=10000 KILL_WHY="Hold timer expired"
+if [ "$VARIANT" = bfd ]; then
+  GW_BFD='protocol bfd { interface "vipd-0" { interval 100 ms; multiplier 3; }; }'
+  RT_BFD='protocol bfd { interface "eth0" { interval 100 ms; multiplier 3; }; }'
+  BGP_BFD='bfd on;'
+  KILL_LIMIT_MS=2000 KILL_WHY="BFD session down"
+fi
 # The gateway: routes of table 100 (vipd's) learned into its own table "vips",
 # exported by BGP with itself (the port address) as next hop.
 cat >"$TMP/gw-bird.conf" <<EOF_GW
@@ -80,6 +95,7 @@ log "$TMP/gw-bird.log" all;
 router id 10.0.0.1;
 protocol device { scan time 10; }
 ipv4 table vips;
+$GW_BFD
 protocol kernel vipd_vips {
   kernel table 100;            # --announce-table 100
   learn;                       # take routes BIRD did not make (vipd's: proto static)
@@ -89,6 +105,7 @@ protocol kernel vipd_vips {
 protocol bgp uplink {
   local 10.0.0.1 as 64512;     # the port address, on vipd-0
   neighbor 10.0.0.2 as 64513;
+  $BGP_BFD
   hold time 3; keepalive time 1;
   connect delay time 1; connect retry time 2; error wait time 1, 5;
   ipv4 { table vips; import none; export all; next hop self; };
@@ -99,12 +116,14 @@ cat >"$TMP/rt-bird.conf" <<EOF_RT
 log "$TMP/rt-bird.log" all;
 router id 10.0.0.2;
 protocol device { scan time 10; }
+$RT_BFD
 protocol kernel {
   ipv4 { import none; export all; };
 }
 protocol bgp vipd_gw {
   local 10.0.0.2 as 64513;
   neighbor 10.0.0.1 as 64512;
+  $BGP_BFD
   hold time 3; keepalive time 1;
   connect delay time 1; connect retry time 2; error wait time 1, 5;
   ipv4 { import all; export none; };
@@ -204,11 +223,11 @@ t0=$(now_ms)
 kill -KILL "$VIPD_PID" 2>/dev/null
 { wait "$VIPD_PID"; } 2>/dev/null
 VIPD_PID=
-ms=$(wait_route 10.96.0.100 0 "$t0" 10000)
+ms=$(wait_route 10.96.0.100 0 "$t0" "$KILL_LIMIT_MS")
 st=$(rtc show protocols vipd_gw | awk '$1 == "vipd_gw"')
 note "kill -9: route gone at the router after $ms ms; router's session: '$st'"
-if [ "$ms" != timeout ] && ! grep -q Established <<<"$st"; then
+if [ "$ms" != timeout ] && ! grep -q Established <<<"$st" && grep -q "$KILL_WHY" <<<"$st"; then
   pass kill-withdrawn-at-router
 else
-  fail kill-withdrawn-at-router "want the route gone and the session down within 10 s: $ms, session '$st', birdc '$(rtc show route 10.96.0.100/32 | tr '\n' ' ')'"
+  fail kill-withdrawn-at-router "want the route gone and the session down ($KILL_WHY) within $KILL_LIMIT_MS ms: $ms, session '$st', birdc '$(rtc show route 10.96.0.100/32 | tr '\n' ' ')'"
 fi
