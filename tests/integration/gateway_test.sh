@@ -219,13 +219,20 @@ else
 fi
 
 # ---- kill -9: the session drops, the route goes --------------------------------------------
+timers=$(rtc show protocols all vipd_gw | grep -iE 'hold timer|keepalive timer|session:' | tr -s ' \t\n' ' ')
 t0=$(now_ms)
 kill -KILL "$VIPD_PID" 2>/dev/null
 { wait "$VIPD_PID"; } 2>/dev/null
 VIPD_PID=
+reaped=$(( $(now_ms) - t0 ))
+tap=timeout
+while [ $(( $(now_ms) - t0 )) -le "$KILL_LIMIT_MS" ]; do
+  ip -n "${P}lb" -o link show vipd-0 >/dev/null 2>&1 || { tap=$(( $(now_ms) - t0 )); break; }
+  sleep 0.05
+done
 ms=$(wait_route 10.96.0.100 0 "$t0" "$KILL_LIMIT_MS")
 st=$(rtc show protocols vipd_gw | awk '$1 == "vipd_gw"')
-note "kill -9: route gone at the router after $ms ms; router's session: '$st'"
+note "kill -9: vipd reaped after $reaped ms, vipd-0 gone after $tap ms, route gone at the router after $ms ms; router's session: '$st' (before the kill: $timers)"
 if [ "$ms" != timeout ] && ! grep -q Established <<<"$st" && grep -q "$KILL_WHY" <<<"$st"; then
   pass kill-withdrawn-at-router
 else
