@@ -175,7 +175,7 @@ bool BenchDataplane::init(const DpOptions& o, std::string* err) {
   sh.arp_retry = sh.tsc_hz / 5;
   sh.arp_give_up = sh.tsc_hz;
   sh.idle_sleep_us = defaults.idle_sleep_us;
-  sh.resteer_attempts = defaults.resteer_attempts;  // re-steering on, as the daemon's default
+  sh.resteer_attempts = o.resteer_attempts;  // re-steering on by default, as in the daemon
   sh.t_resteer = uint64_t{defaults.resteer_timeout_ms} * sh.tsc_hz / 1000;
 
   create_vip_tables(sh, "bench_", std::max<uint32_t>(o.max_services, 64), sock);

@@ -59,6 +59,7 @@ struct DpOptions {
   bool fnat = true;
   uint32_t n_local_addrs = 16;      // fnat: 16 x 64512 ports per worker
   uint32_t mbufs = DataplaneSettings{}.mbuf_count;
+  uint32_t resteer_attempts = DataplaneSettings{}.resteer_attempts;  // 0: re-steering off
 };
 
 // How benchmark 1 (pipeline) sizes the tables for `flows` established flows

@@ -361,6 +361,7 @@ int run_pipeline(const Args& a) {
   o.conn_capacity = static_cast<uint32_t>(conn_cap);
   o.fnat = fnat;
   o.n_local_addrs = kPipelineLocalAddrs;
+  o.resteer_attempts = static_cast<uint32_t>(a.num("resteer-attempts", o.resteer_attempts));
   BenchDataplane d;
   const int64_t heap0 = dpdk_heap_used();
   if (!d.init(o, &err)) {

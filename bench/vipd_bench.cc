@@ -3,6 +3,7 @@
 //                       [--proto tcp|udp] [--fwd fnat|nat] [--backends N]
 //                       [--phases fill,est,reply,newconn,baseline,l3fwd] [--no-prefault]
 //                       [--no-warmup] [--hugepages | --huge-dir DIR] [--mem MB]
+//                       [--resteer-attempts N]  (0: re-steering off; default: the daemon's)
 //   vipd_bench cp [--services N] [--endpoints N] [--changes N]
 //                 [--worker running|offline] [--hugepages] [--mem MB]
 //   vipd_bench sync [--services N] [--endpoints N] [--changes N] [--baseline-changes N]

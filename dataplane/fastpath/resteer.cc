@@ -47,22 +47,10 @@ bool SynPool::init(const std::string& name, uint32_t capacity, int socket, std::
   return true;
 }
 
-void syn_save(SynMem& s, const uint8_t* f, size_t room, const Parsed& p) noexcept {
-  const uint8_t* tcp = f + p.l4_off;
-  s.tcp_len = static_cast<uint8_t>((tcp[12] >> 4) * 4u);  // parse_frame: 20 <= doff <= l4_len
-  s.tos = f[p.l3_off + 1];
-  s.ttl = p.ttl;
-  // A fixed-size copy where the buffer has the bytes (nearly always: the
-  // tailroom); only tcp_len of them count.
-  if (p.l4_off + kTcpHdrMax <= room) std::memcpy(s.tcp, tcp, kTcpHdrMax);
-  else std::memcpy(s.tcp, tcp, s.tcp_len);
-  s.isn = rd32(tcp + 4);
-}
-
 size_t syn_build(uint8_t* f, const SynMem& s, uint32_t src, uint16_t sport, uint32_t dst, uint16_t dport) noexcept {
   wr16(f + 12, kEtherTypeIpv4);
   uint8_t* ip = f + kEthLen;
-  const size_t tcp_len = s.tcp_len;
+  const size_t tcp_len = syn_tcp_len(s);
   const uint16_t total = static_cast<uint16_t>(20 + tcp_len);
   ip[0] = 0x45;
   ip[1] = s.tos;

@@ -23,8 +23,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 
+#include "dataplane/fastpath/bytes.h"
 #include "dataplane/fastpath/conn_table.h"
 #include "dataplane/fastpath/packet.h"
 
@@ -39,18 +41,17 @@ enum ResteerReason : uint8_t { kResteerRst, kResteerIcmp, kResteerTimeout, kRest
 const char* resteer_reason_name(unsigned r) noexcept;
 
 // One connection's saved SYN and its re-steering state.
-struct SynMem {
+struct alignas(64) SynMem {  // two cache lines: handles index with a shift
   Conn* conn;         // the connection (entries never move)
   uint64_t deadline;  // TSC: re-steer when no SYN-ACK came by then (0 = no timer)
   uint32_t prev, next;  // deadline list (handles, 0 = none), oldest first
-  uint32_t isn;         // the client's SYN's seq
-  uint8_t tcp_len;      // bytes of tcp: the header with its options
   uint8_t n_tried;      // backends the SYN went to (tried[0 .. n_tried))
   uint8_t tos, ttl;     // of the client's SYN as received
   uint8_t linked;       // on the deadline list
   // The client's TCP header as received (ports and checksum rewritten when
   // it is sent again; seq, flags, window and options kept). Copied whole:
-  // one fixed-size copy is cheaper than parsing it on every new connection.
+  // one fixed-size copy is cheaper than parsing it on every new connection;
+  // its length and the ISN are read from it (syn_tcp_len, syn_isn).
   uint8_t tcp[kTcpHdrMax];
   uint32_t tried[kResteerMax + 1];  // their destination slots
 };
@@ -79,6 +80,25 @@ class SynPool {
     free_[n_free_++] = h - 1;
   }
   SynMem& at(uint32_t h) noexcept { return slots_[h - 1]; }
+  // alloc() for a new connection, its entry put at the end of the deadline
+  // list in the same pass (deadline 0: no timer). 0 = pool empty.
+  uint32_t alloc_armed(uint64_t deadline) noexcept {
+    if (!n_free_) return 0;
+    const uint32_t h = free_[--n_free_] + 1;
+    SynMem& s = slots_[h - 1];
+    if (!deadline) {
+      s.linked = 0;
+      return h;
+    }
+    const uint32_t t = tail_;
+    s.deadline = deadline;
+    s.prev = t;
+    s.next = 0;
+    s.linked = 1;
+    if (t) slots_[t - 1].next = h; else head_ = h;
+    tail_ = h;
+    return h;
+  }
   // Puts h at the end of the deadline list with this deadline.
   void arm(uint32_t h, uint64_t deadline) noexcept {
     SynMem& s = at(h);
@@ -112,9 +132,25 @@ class SynPool {
   uint32_t head_ = 0, tail_ = 0;
 };
 
-// Fills a new SynMem from the client's SYN (a TCP frame parsed into p, in a
-// buffer with `room` bytes from `frame` on: data and tailroom).
-void syn_save(SynMem& s, const uint8_t* frame, size_t room, const Parsed& p) noexcept;
+// The saved TCP header's length (with options) and the client's ISN.
+inline size_t syn_tcp_len(const SynMem& s) noexcept { return (s.tcp[12] >> 4) * 4u; }
+inline uint32_t syn_isn(const SynMem& s) noexcept { return bytes::rd32(s.tcp + 4); }
+
+// Fills a new SynMem's TCP header, TOS and TTL from the client's SYN (a TCP
+// frame parsed into p, in a buffer with `room` bytes from `frame` on: data
+// and tailroom). Inline: it is on every new connection's path.
+inline void syn_save(SynMem& s, const uint8_t* frame, size_t room, const Parsed& p) noexcept {
+  const uint8_t* tcp = frame + p.l4_off;
+  const bool whole = size_t{p.l4_off} + kTcpHdrMax <= room;
+  const uint8_t tos = frame[p.l3_off + 1];
+  const uint8_t ttl = p.ttl;
+  // A fixed-size copy where the buffer has the bytes (nearly always: the
+  // tailroom); only the header's length of them count.
+  if (whole) [[likely]] std::memcpy(s.tcp, tcp, kTcpHdrMax);
+  else std::memcpy(s.tcp, tcp, (tcp[12] >> 4) * 4u);  // parse_frame: 20 <= doff <= l4_len
+  s.tos = tos;
+  s.ttl = ttl;
+}
 // Writes the saved SYN as src:sport -> dst:dport into `frame` (room for
 // kEthLen + 20 + kTcpHdrMax bytes; the Ethernet addresses are left for
 // the output stage): IPv4 (DF, TTL one less than received, checksum) and
@@ -127,7 +163,7 @@ size_t syn_build(uint8_t* frame, const SynMem& s, uint32_t src, uint16_t sport, 
 // SYN-ACK (flags and ack as received).
 enum class SynAnswer : uint8_t { kOther, kSynAck, kRst };
 inline SynAnswer syn_answer(const SynMem& s, uint8_t flags, uint32_t ack) noexcept {
-  if (!(flags & kTcpAck) || ack != s.isn + 1) return SynAnswer::kOther;
+  if (!(flags & kTcpAck) || ack != syn_isn(s) + 1) return SynAnswer::kOther;
   if (flags & kTcpRst) return SynAnswer::kRst;
   if (flags & kTcpSyn) return SynAnswer::kSynAck;
   return SynAnswer::kOther;

@@ -413,16 +413,20 @@ uint32_t proxy_open(Worker& w, const uint8_t* f, const Parsed& p, const Service&
 // Re-steering (resteer.h): keeps a new connection's SYN (before its rewrite)
 // and starts its timer. The pool empty: counted, and the connection goes
 // without re-steering.
-[[gnu::noinline]] void syn_open(Worker& w, const uint8_t* f, size_t room, const Parsed& p, Conn& c) {
-  const uint32_t h = w.syn.alloc();
-  if (!h) return bump(w.counters.resteer_pool_full);
-  SynMem& s = w.syn.at(h);
-  syn_save(s, f, room, p);
-  s.conn = &c;
-  s.tried[0] = c.dest_slot;
-  s.n_tried = 1;
+[[gnu::noinline]] void syn_open(Worker& w, const rte_mbuf* m, const Parsed& p, Conn& c) {
+  // Everything read before the first store (the SYN's bytes alias all).
+  const uint64_t t = w.sh->t_resteer;
+  const uint32_t slot = c.dest_slot;
+  const uint8_t* f = rte_pktmbuf_mtod(m, const uint8_t*);
+  const size_t room = size_t{m->buf_len} - m->data_off;  // data and tailroom
+  const uint32_t h = w.syn.alloc_armed(t ? w.now + t : 0);
+  if (!h) [[unlikely]] return bump(w.counters.resteer_pool_full);
   c.syn = h;
-  if (w.sh->t_resteer) w.syn.arm(h, w.now + w.sh->t_resteer);
+  SynMem& s = w.syn.at(h);
+  s.conn = &c;
+  s.tried[0] = slot;
+  s.n_tried = 1;
+  syn_save(s, f, room, p);
 }
 
 // sig: conn_hash of the packet's flow key; fwd_absent: that key was just
@@ -504,7 +508,7 @@ void new_flow(Worker& w, rte_mbuf* m, const Parsed& p, const Service& svc, uint3
   c->expires = w.now + timeout_for(sh, c->state);
   // Re-steering: the SYN is kept until the backend answers it.
   if (sh.resteer_attempts && syn && p.proto == kProtoTcp && svc.n_weighted > 1) [[unlikely]]
-    syn_open(w, rte_pktmbuf_mtod(m, const uint8_t*), rte_pktmbuf_data_len(m) + rte_pktmbuf_tailroom(m), p, *c);
+    syn_open(w, m, p, *c);
   if (svc.persistence_s) {
     if (!tmpl) tmpl = w.tmpls.insert(tkey);  // full: no affinity for this flow, counted below
     if (tmpl) {
@@ -866,7 +870,7 @@ bool syn_waiting(Worker& w, Conn& c, rte_mbuf* m, const Parsed& p, bool from_cli
   SynMem& s = w.syn.at(c.syn);
   const uint8_t* l4 = rte_pktmbuf_mtod(m, const uint8_t*) + p.l4_off;
   if (from_client) {
-    if ((p.tcp_flags & (kTcpSyn | kTcpAck | kTcpRst | kTcpFin)) == kTcpSyn && bytes::rd32(l4 + 4) == s.isn)
+    if ((p.tcp_flags & (kTcpSyn | kTcpAck | kTcpRst | kTcpFin)) == kTcpSyn && bytes::rd32(l4 + 4) == syn_isn(s))
       resteer_conn(w, c, kResteerRetransmit);
     return true;
   }
@@ -894,7 +898,7 @@ bool icmp_resteer(Worker& w, rte_mbuf* m, const uint8_t* f, const Parsed& p, con
   Conn* c = w.conns.lookup(make_key(q.dst, q.dport, q.src, q.sport, q.proto), &reply);
   if (!c || !reply || !c->syn || c->state != ConnState::kSynRecv) return false;
   if (c->daddr != q.dst || c->dport != q.dport || c->laddr != q.src || c->lport != q.sport) return false;
-  if (bytes::rd32(f + q.l4_off + 4) != w.syn.at(c->syn).isn) return false;
+  if (bytes::rd32(f + q.l4_off + 4) != syn_isn(w.syn.at(c->syn))) return false;
   if (!resteer_conn(w, *c, kResteerIcmp)) return false;
   send_saved_syn(w, *c, m);
   return true;
