@@ -10,6 +10,8 @@
 #include <netlink/route/link.h>
 #include <sys/socket.h>
 
+#include "controlplane/host/rtnl.h"
+
 namespace vipd::cp::host {
 
 bool add_iface_address(const std::string& ifname, uint32_t ip, uint8_t prefix_len, std::string* error) {
@@ -17,16 +19,14 @@ bool add_iface_address(const std::string& ifname, uint32_t ip, uint8_t prefix_le
     *error = "exception path: interface '" + ifname + "': " + what + ": " + nl_geterror(nle);
     return false;
   };
-  nl_sock* sock = nl_socket_alloc();
-  if (!sock) {
+  RtnlSocket rtnl;
+  if (int r = rtnl.connect(); r == -NLE_NOMEM) {
     *error = "exception path: cannot allocate a netlink socket";
     return false;
+  } else if (r < 0) {
+    return fail("netlink connect", r);
   }
-  struct Closer {
-    nl_sock* s;
-    ~Closer() { nl_socket_free(s); }
-  } closer{sock};
-  if (int r = nl_connect(sock, NETLINK_ROUTE); r < 0) return fail("netlink connect", r);
+  nl_sock* sock = rtnl.get();
   rtnl_link* link = nullptr;
   if (int r = rtnl_link_get_kernel(sock, 0, ifname.c_str(), &link); r < 0 || !link)
     return fail("no such interface", r < 0 ? r : -NLE_OBJ_NOTFOUND);

@@ -6,12 +6,13 @@
 #include <netlink/addr.h>
 #include <netlink/errno.h>
 #include <netlink/netlink.h>
-#include <netlink/route/link.h>
 #include <netlink/route/nexthop.h>
 #include <netlink/route/route.h>
 #include <sys/socket.h>
 
 #include <vector>
+
+#include "controlplane/host/rtnl.h"
 
 namespace vipd::cp::host {
 
@@ -27,24 +28,26 @@ std::set<Ipv4> announced_vips(const ServiceTable& t, bool require_endpoints, boo
   return out;
 }
 
-bool RouteAnnouncer::route_op(Ipv4 vip, bool add, std::string* error) {
+// One sync's netlink socket and interface index, opened at its first route
+// operation (a sync with nothing to change opens nothing) and kept for the
+// rest of the sync: one socket and one interface lookup per sync, not per VIP.
+struct RouteAnnouncer::Session {
+  RtnlSocket sock;
+  int idx = 0;
+};
+
+bool RouteAnnouncer::route_op(Session& s, Ipv4 vip, bool add, std::string* error) {
   auto fail = [&](const std::string& what, int nle) {
     *error = "announce: " + ipv4_to_string(vip) + "/32 table " + std::to_string(table_) + " dev " + ifname_ +
              ": " + what + ": " + nl_geterror(nle);
     return false;
   };
-  nl_sock* sock = nl_socket_alloc();
-  if (!sock) return fail("netlink socket", -NLE_NOMEM);
-  struct Closer {
-    nl_sock* s;
-    ~Closer() { nl_socket_free(s); }
-  } closer{sock};
-  if (int r = nl_connect(sock, NETLINK_ROUTE); r < 0) return fail("netlink connect", r);
-  rtnl_link* link = nullptr;
-  if (int r = rtnl_link_get_kernel(sock, 0, ifname_.c_str(), &link); r < 0 || !link)
-    return fail("no such interface", r < 0 ? r : -NLE_OBJ_NOTFOUND);
-  const int idx = rtnl_link_get_ifindex(link);
-  rtnl_link_put(link);
+  if (!s.idx) {
+    if (int r = s.sock.connect(); r < 0) return fail(r == -NLE_NOMEM ? "netlink socket" : "netlink connect", r);
+    if (int r = s.sock.ifindex(ifname_, &s.idx); r < 0) return fail("no such interface", r);
+  }
+  nl_sock* sock = s.sock.get();
+  const int idx = s.idx;
   const uint32_t be = htonl(vip);
   nl_addr* dst = nl_addr_build(AF_INET, &be, 4);
   rtnl_route* route = rtnl_route_alloc();
@@ -73,16 +76,17 @@ bool RouteAnnouncer::route_op(Ipv4 vip, bool add, std::string* error) {
 }
 
 bool RouteAnnouncer::sync(const std::set<Ipv4>& want, std::string* error, bool refresh) {
+  Session s;
   std::vector<Ipv4> gone;
   for (Ipv4 v : have_)
     if (!want.count(v)) gone.push_back(v);
   for (Ipv4 v : gone) {
-    if (!route_op(v, false, error)) return false;
+    if (!route_op(s, v, false, error)) return false;
     have_.erase(v);
   }
   for (Ipv4 v : want) {
     if (have_.count(v) && !refresh) continue;
-    if (!route_op(v, true, error)) return false;
+    if (!route_op(s, v, true, error)) return false;
     have_.insert(v);
   }
   return true;

@@ -42,7 +42,8 @@ class RouteAnnouncer {
   uint32_t table() const { return table_; }
 
  private:
-  bool route_op(Ipv4 vip, bool add, std::string* error);
+  struct Session;
+  bool route_op(Session& s, Ipv4 vip, bool add, std::string* error);
   std::string ifname_;
   uint32_t table_;
   std::set<Ipv4> have_;
