@@ -101,6 +101,9 @@ bool parse_ipv6(const uint8_t* f, size_t len, Parsed6* out) noexcept {
   p->hop_limit = ip[7];
   std::memcpy(p->src, ip + 8, 16);
   std::memcpy(p->dst, ip + 24, 16);
+  // A multicast source is never valid (RFC 4291 2.7); answering one (an NA
+  // or echo reply) would send a unicast answer to a group.
+  if (ip[8] == 0xff) return fail(p, kIpv6BadHeader);
   uint8_t next = ip[6];
   size_t off = kEthLen + kIp6Len;
   const size_t end = off + plen;

@@ -102,6 +102,9 @@ TEST(Ipv6Parse, HostileFramesGetTheirReasons) {
   Bytes v = f;
   v[14] = 0x40;
   expect_drop(v, kIpv6BadHeader, "version 4");
+  Bytes mc = f;
+  mc[22] = 0xff;  // source ff..: a multicast source is never valid
+  expect_drop(mc, kIpv6BadHeader, "multicast source");
   auto s = base(kProtoTcp, tcp6(1, 2, kTcpSyn));
   s.plen_delta = 1;
   expect_drop(build6(s), kIpv6BadHeader, "payload length beyond the frame");
