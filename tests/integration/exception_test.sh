@@ -93,8 +93,8 @@ for pair in "vipd-0 c0 10.0.0.1/24" "vipd-1 p0 10.244.0.1/16"; do
   read -r tap port addr <<<"$pair"
   tm=$(mac_of "${P}lb" "$tap"); pm=$(mac_of "${P}lb" "$port")
   [ -n "$tm" ] && [ "$tm" = "$pm" ] || d+="$tap mac '${tm:-none}' != $port mac '$pm'; "
-  ip -n "${P}lb" -o addr show dev "$tap" 2>/dev/null | grep -q "inet $addr " || d+="$tap lacks $addr; "
-  ip -n "${P}lb" -o link show "$tap" 2>/dev/null | grep -q '[<,]UP[,>]' || d+="$tap not up; "
+  grep -q "inet $addr " <<<"$(ip -n "${P}lb" -o addr show dev "$tap" 2>/dev/null)" || d+="$tap lacks $addr; "
+  grep -q '[<,]UP[,>]' <<<"$(ip -n "${P}lb" -o link show "$tap" 2>/dev/null)" || d+="$tap not up; "
 done
 if [ -z "$d" ]; then pass tap-created; else fail tap-created "$d"; fi
 

@@ -318,7 +318,7 @@ sampler s3 10.96.0.100 8080
 sleep 0.5
 printf 'apiVersion: v1\nkind: Service\nmetadata: {name: db, namespace: default\nspec: [unclosed\n' >"$TMP/stage/bad.yaml"
 mv -f "$TMP/stage/bad.yaml" "$M/services.yaml"
-if wait_cond 50 source_has services.yaml && [ "$(generation)" = "$G" ] && vipctl status 2>/dev/null | grep -q 'services.yaml'; then
+if wait_cond 50 source_has services.yaml && [ "$(generation)" = "$G" ] && grep -q 'services.yaml' <<<"$(vipctl status 2>/dev/null)"; then
   pass broken-file-kept; note "vipctl status: $(vipctl status 2>/dev/null | grep -m1 'services.yaml' | cut -c1-200)"
 else fail broken-file-kept "no source error for services.yaml, or generation $G -> $(generation): $(status_json | cut -c1-300)"; fi
 cat >"$TMP/stage/extra.yaml" <<'YAML'

@@ -38,7 +38,7 @@ SKIP_HINT="run as root with /dev/net/tun and BIRD 2 (Debian bird2: apt-get insta
 BIRD=$(command -v bird || true)
 BIRDC=$(command -v birdc || true)
 [ -n "$BIRD" ] && [ -n "$BIRDC" ] || skip_all "BIRD 2 (bird, birdc) is not installed"
-"$BIRD" --version 2>&1 | grep -q 'BIRD version 2\.' || skip_all "bird is not BIRD 2: $("$BIRD" --version 2>&1 | head -n 1)"
+grep -q 'BIRD version 2\.' <<<"$("$BIRD" --version 2>&1)" || skip_all "bird is not BIRD 2: $("$BIRD" --version 2>&1 | head -n 1)"
 require_netns bridge
 require_vipd
 [ -c /dev/net/tun ] || skip_all "no /dev/net/tun: DPDK's net_tap cannot create the exception interfaces"

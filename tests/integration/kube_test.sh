@@ -135,7 +135,7 @@ r=$(tail -n 1 "$TMP/load2.out")
 note "traffic across the 410: $r"
 gone=$("$PYTHON" -c 'import json,sys; print(json.loads(sys.argv[1])["gone"])' "$(api_stats)" 2>/dev/null)
 late=
-for _ in $(seq 1 100); do vipctl list 2>/dev/null | grep -q '10\.96\.0\.102' && { late=yes; break; }; sleep 0.1; done
+for _ in $(seq 1 100); do grep -q '10\.96\.0\.102' <<<"$(vipctl list 2>/dev/null)" && { late=yes; break; }; sleep 0.1; done
 note "api stats: $(api_stats | cut -c1-200)"
 note "vipd: $(grep -E '410|relist' "$TMP/vipd.log" | tail -n 2 | tr '\n' ' ' | cut -c1-400)"
 d=$(judge "$r" 'r["failed"] == 0 and n("pod4") == 0 and r["ok"] == 500')

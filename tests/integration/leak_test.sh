@@ -78,7 +78,7 @@ if [ "$TOOL" = asan ]; then
   fi
   AVIPD=$BA/vipd
   [ -x "$AVIPD" ] || AVIPD=$BA/cmd/vipd
-  if [ -x "$AVIPD" ] && ldd "$AVIPD" 2>/dev/null | grep -q libasan && ldd "$AVIPD" 2>/dev/null | grep -q libubsan; then
+  if [ -x "$AVIPD" ] && libs=$(ldd "$AVIPD" 2>/dev/null) && grep -q libasan <<<"$libs" && grep -q libubsan <<<"$libs"; then
     pass leak-checker; note "LeakSanitizer: $AVIPD (ASan + UBSan), ninja: $(( $(date +%s) - t0 )) s"
   else fail leak-checker "$AVIPD is not linked with libasan and libubsan"; exit 1; fi
 else
@@ -131,8 +131,8 @@ if g++ -g -O1 "${cflags[@]}" -o "$TMP/leaky" "$TMP/leaky.cc" 2>"$TMP/leaky.err";
   checker "$TMP/san/control"
   "${CHK[@]}" "$TMP/leaky" >/dev/null 2>&1
   rc=$?
-  if [ "$rc" -ne 0 ] && reports "$TMP/san/control" | grep -qE 'detected memory leaks|definitely lost: 4,242 bytes' &&
-     reports "$TMP/san/control" | grep -qE '4242 byte|4,242 bytes'; then
+  if [ "$rc" -ne 0 ] && grep -qE 'detected memory leaks|definitely lost: 4,242 bytes' <<<"$(reports "$TMP/san/control")" &&
+     grep -qE '4242 byte|4,242 bytes' <<<"$(reports "$TMP/san/control")"; then
     pass checker-detects-leaks
   else fail checker-detects-leaks "a program that leaks 4242 bytes exited $rc without a report from $TOOL: $(reports "$TMP/san/control" | head -n 3 | tr '\n' ' ')"; fi
 else fail checker-detects-leaks "g++ ${cflags[*]} failed: $(head -n 3 "$TMP/leaky.err" | tr '\n' ' ')"; fi

@@ -224,7 +224,7 @@ kernel_v6_manifests() {
       "  ipFamilyPolicy: SingleStack" "  ports: [$ports]" >"$TMP/manifests/$([ $name = db6 ] && echo service6 || echo empty6).yaml"
   done
   kernel_write_slice6 "$TMP/manifests/endpointslice-db6.yaml" "${KERNEL_POD6[@]}"
-  if ! "$VIPD" --dry-run --manifests-dir "$TMP/manifests" 2>/dev/null | grep -q '"vip":"fd00:96::100"'; then
+  if ! grep -q '"vip":"fd00:96::100"' <<<"$("$VIPD" --dry-run --manifests-dir "$TMP/manifests" 2>/dev/null)"; then
     echo "this vipd's sources give no IPv6 ServiceTable entry for an IPv6 Service (IPv6 ignored)"
     rm -f "$TMP/manifests/service6.yaml" "$TMP/manifests/empty6.yaml" "$TMP/manifests/endpointslice-db6.yaml"
     return 1
@@ -321,7 +321,7 @@ start_api() {
     ${API_TOKEN:+--token "$API_TOKEN"} --state "$TMP/api-state.json" --bookmark-s "${API_BOOKMARK_S:-2}" "$@" \
     >>"$TMP/api.log" 2>&1 &
   API_PID=$!
-  for _ in $(seq 1 100); do api_stats 2>/dev/null | grep -q '"rv"' && return 0; sleep 0.1; done
+  for _ in $(seq 1 100); do grep -q '"rv"' <<<"$(api_stats 2>/dev/null)" && return 0; sleep 0.1; done
   return 1
 }
 api_kubeconfig() {

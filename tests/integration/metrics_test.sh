@@ -409,7 +409,7 @@ applied=
 for _ in $(seq 1 100); do   # ~10 s
   g=$(generation)
   [ -n "$g" ] && [ -n "$gen_before" ] && [ "$g" -gt "$gen_before" ] &&
-    vipctl list --json 2>/dev/null | grep -q '"default/fdtest:http"' && { applied=$g; break; }
+    grep -q '"default/fdtest:http"' <<<"$(vipctl list --json 2>/dev/null)" && { applied=$g; break; }
   sleep 0.1
 done
 t_applied=$(now)

@@ -154,7 +154,7 @@ else
 fi
 if [ "$stale6_rc" -ne 0 ]; then
   skip stale-ip6-table-removed "could not create a table ip6 vipd in ${P}lb: $(tr '\n' ' ' <<<"$stale6_out" | head -c 200)"
-elif ! inlb nft list table ip6 vipd >/dev/null 2>&1 || { v6 && ! table_now ip6 | grep -q STALE6; }; then
+elif ! inlb nft list table ip6 vipd >/dev/null 2>&1 || { v6 && ! grep -q STALE6 <<<"$(table_now ip6)"; }; then
   pass stale-ip6-table-removed   # (with IPv6 entries: replaced by vipd's own)
 else
   fail stale-ip6-table-removed "table ip6 vipd of an earlier run still there after the first full sync: $(inlb nft list table ip6 vipd 2>&1 | head -c 300 | tr '\n' ' ')"
@@ -225,7 +225,7 @@ DB_POD4='10\.244\.3\.44(:| \. )8080 .*comment "default/db:http'
 sep4=$(table_now | chain_with 'dnat to 10.244.3.44:8080 comment "default/db:http')
 note "db's endpoint chain for pod4 before the change: ${sep4:-none}"
 if [ "$METHOD" = fnat ]; then
-  if [ -z "$sep4" ] && table_now | grep -qE "$DB_POD4"; then pass endpoint-layout
+  if [ -z "$sep4" ] && grep -qE "$DB_POD4" <<<"$(table_now)"; then pass endpoint-layout
   else fail endpoint-layout "fnat: want db's pod4 in its service chain's map, no endpoint chain (found '${sep4:-none}')"; fi
 elif [ -n "$sep4" ]; then pass endpoint-layout
 else fail endpoint-layout "nat: want an endpoint chain that DNATs db:http to pod4"; fi

@@ -231,7 +231,7 @@ chmod 0644 "$TMP/pki/client.key"
 : >"$TMP/vipd.log"
 kube_vipd &
 VIPD_PID=$!
-if wait_generation 1 && grep -q "dropped privileges: now nobody" "$TMP/vipd.log" && vipctl list 2>/dev/null | grep -q '10\.96\.0\.77'; then
+if wait_generation 1 && grep -q "dropped privileges: now nobody" "$TMP/vipd.log" && grep -q '10\.96\.0\.77' <<<"$(vipctl list 2>/dev/null)"; then
   pass kube-syncs-after-drop
 else
   fail kube-syncs-after-drop "want generation >= 1 and 10.96.0.77 listed after the drop: $(tail -n 3 "$TMP/vipd.log" | tr '\n' ' ')"

@@ -249,13 +249,13 @@ else fail mh-pod4-ejected "want dbmh's pod4 (only) marked ejected in vipctl list
 scripts/lab.sh start-pod 4 >/dev/null 2>&1 || note "warning: start-pod 4 failed"
 # Its ejection time is up (5 s after the ejection): back in the rotation.
 for _ in $(seq 1 150); do
-  vipctl list 2>/dev/null | grep -q '10.244.3.44:8080 .* ejected (' || break
+  grep -q '10.244.3.44:8080 .* ejected (' <<<"$(vipctl list 2>/dev/null)" || break
   sleep 0.2
 done
 r=$(timed 40)
 d=$(judge "$(brief "$r")" 'r["ok"] == 40 and n("pod4") > 0')
 rdlog=no; logged 'backend .* -> 10\.244\.3\.44:8080 readmitted: ' && rdlog=yes
-if [ -z "$d" ] && [ -n "$r" ] && [ "$rdlog" = yes ] && ! vipctl list 2>/dev/null | grep -q ' ejected ('; then pass pod4-readmitted
+if [ -z "$d" ] && [ -n "$r" ] && [ "$rdlog" = yes ] && ! grep -q ' ejected (' <<<"$(vipctl list 2>/dev/null)"; then pass pod4-readmitted
 else fail pod4-readmitted "want pod4 not ejected, its readmission logged ($rdlog) and answering again: ${d:-no result}"; fi
 
 # ---- pod4 slow but alive: its answers 250 ms late, its SYN-ACKs at once -------------
@@ -267,7 +267,7 @@ rs1=$(( $(resteers rst) + $(resteers timeout) + $(resteers icmp) + $(resteers re
 d=$(judge "$(brief "$r")" 'r["failed"] == 0 and r["ok"] == 40 and n("pod4") >= 8')
 nslow=$("$PYTHON" -c 'import json,sys; print(sum(1 for x in json.loads(sys.argv[1])["lat_ms"] if x >= 250))' "$r" 2>/dev/null || echo 0)
 note "pod4 slow: $(brief "$r"); $nslow took >= 250 ms; re-steered: $((rs1 - rs0))"
-if [ -z "$d" ] && [ -n "$r" ] && [ "$nslow" -ge 8 ] && [ "$rs1" = "$rs0" ] && ! vipctl list 2>/dev/null | grep -q ' ejected ('; then pass slow-pod-not-ejected
+if [ -z "$d" ] && [ -n "$r" ] && [ "$nslow" -ge 8 ] && [ "$rs1" = "$rs0" ] && ! grep -q ' ejected (' <<<"$(vipctl list 2>/dev/null)"; then pass slow-pod-not-ejected
 else fail slow-pod-not-ejected "want 40 ok, >= 8 from pod4 and >= 8 taking >= 250 ms ($nslow), none re-steered ($((rs1 - rs0))), nothing ejected: ${d:-no result}"; fi
 
 # ---- pod4's link down: no answer -------------------------------------------------
