@@ -25,10 +25,11 @@ PKGS=(
   valgrind gnuplot-nox  # tests/integration/bench_test.sh: instruction counts (callgrind) and plots
   nginx-light haproxy  # tests/integration/proxyproto_test.sh: PROXY protocol backends, inside lab namespaces only
   bird2  # docs/gateway.md: the routing daemon that exports --announce-table over BGP, inside lab namespaces only
+  frr  # docs/gateway.md: the ECMP router of gateway_test.sh ecmp (zebra, bgpd, bfdd), inside lab namespaces only
 )
 # Installed for the lab, which starts them inside its namespaces: never as
 # host services (not started by the install, disabled afterwards).
-HOST_SERVICES=(nginx haproxy bird)
+HOST_SERVICES=(nginx haproxy bird frr)
 
 missing=()
 for p in "${PKGS[@]}"; do

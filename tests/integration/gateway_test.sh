@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# usage: tests/integration/gateway_test.sh [hold|bfd]
-# variants: hold bfd
-# timeout: 180
+# usage: tests/integration/gateway_test.sh [hold|bfd|ecmp]
+# variants: hold bfd ecmp
+# timeout: 300
 #
 # VIP announcement to a real routing daemon (docs/gateway.md): vipd (fnat, one
 # worker, af_packet ports) in the lab's ${P}lb namespace with --exception-path tap
@@ -22,13 +22,16 @@
 #   kill-withdrawn-at-router  kill -9 of vipd: the router loses the route and the
 #                             session within 10 s (hold: hold time 3 s) or 2 s (bfd:
 #                             "BFD session down"); measured
+# Variant ecmp: three gateways behind an ECMP router, in tests/integration/gateway_ecmp.sh
+# (its header lists its lab and checks).
 # Prints PASS/FAIL/SKIP lines (tests/integration/lib.sh); exit 77 when it cannot run.
 set -uo pipefail
 
 VARIANT=${1:-hold}
 case $VARIANT in
   hold|bfd) ;;
-  *) echo "usage: tests/integration/gateway_test.sh [hold|bfd]" >&2; exit 2 ;;
+  ecmp) exec bash "$(dirname "${BASH_SOURCE[0]}")/gateway_ecmp.sh" ;;
+  *) echo "usage: tests/integration/gateway_test.sh [hold|bfd|ecmp]" >&2; exit 2 ;;
 esac
 NAME="gateway_test($VARIANT)"
 CHECKS=(vipd-starts bgp-established router-learns-vip no-endpoints-not-announced

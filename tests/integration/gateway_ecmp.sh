@@ -1,0 +1,583 @@
+#!/usr/bin/env bash
+# usage: tests/integration/gateway_ecmp.sh   (run as `gateway_test.sh ecmp`)
+#
+# Variant `ecmp` of gateway_test.sh: a tier of three vipd gateways behind a router
+# that spreads the VIPs over them by ECMP (docs/gateway.md, "Several gateways
+# behind ECMP"). One lab, built here on top of scripts/lab.sh's pods and switch:
+#
+#   ${P}client  eth0 10.1.0.2/24 and 10.1.0.10-41 (mh hashes the client address),
+#               route 10.96.0.0/12 via 10.1.0.1
+#     | veth
+#   ${P}rt      c0 10.1.0.1/24; bridge br0 10.0.0.2/24 with g1 g2 g3 (veths to the
+#               gateways); ip_forward 1, fib_multipath_hash_policy 1 (L4 hash);
+#               the router's daemon: FRR (zebra, bgpd with maximum-paths, bfdd)
+#               when installed, else BIRD 2 (kernel protocol with merge paths);
+#               AS 64513; BFD 200 ms x 5 with every gateway (100 ms x 3 flapped
+#               on the loaded 2-core lab machine)
+#     | br0
+#   ${P}gwN     (N = 1..3) vipd dpdk, nat, scheduler mh, one worker (idle sleep),
+#               ports c0 10.0.0.1N/24 via 10.0.0.2 and p0 10.244.0.1N/16
+#               (af_packet), --exception-path tap --announce-table 100
+#               --tcp-timeout 5; BIRD 2 on vipd-0 (AS 64512, BFD, exports table 100)
+#     | p0 -> ${P}sw's bridge (g1 g2 g3 beside pod1..pod4)
+#   ${P}pod1..4 the seed pods; replies to 10.1.0.0/24 go back through the gateway
+#               the connection last came through: each pod marks its connections
+#               with the source MAC of their last incoming packet (iptables
+#               CONNMARK) and routes replies by that mark (ip rule fwmark)
+#
+# Checks (PASS/FAIL lines, tests/integration/lib.sh):
+#   gateways-start           the three vipds reach generation >= 1
+#   bgp-established          the router's three sessions are Established
+#   router-ecmp-nexthops     10.96.0.100/32 at the router with the 3 gateways as next hops
+#   no-endpoints-not-announced  10.96.0.101 (no ready endpoint) is not at the router
+#   flows-spread             300 new connections: every gateway schedules >= 10 %
+#   mh-same-backend          48 fixed flows: `vipctl explain` on every gateway names
+#                            the same backend, and the pod that answered is that one
+#   drain-no-broken          vipctl drain on gw1 under load (24 keep-alive
+#                            connections + new connections): the router drops gw1
+#                            (measured), gw1's active connections reach 0, no
+#                            connection broken, no request failed
+#   kill9-failover-window    kill -9 of gw2 under new-connection load (0.5 s per
+#                            request): the router drops gw2 (measured); requests
+#                            fail only in a window (measured) of at most 3 s
+#   kill9-established-survive  the keep-alive connections (those gw2 carried among
+#                            them) all go on through gw1/gw3 (mh picks them up)
+#   gateway-join-no-broken   vipd on gw2 starts again under load: the router has 3
+#                            next hops again (measured); no keep-alive connection
+#                            broken, no request failed
+#   fnat-kill9-breaks-only-its-own  the gateways restarted in full NAT (local address
+#                            10.244.255.1N each), kill -9 of gw2 under the same load:
+#                            the keep-alive connections gw2 carried break (their
+#                            backends know them by gw2's local address), no others;
+#                            the count and the new-connection window are reported
+set -uo pipefail
+
+NAME="gateway_test(ecmp)"
+CHECKS=(gateways-start bgp-established router-ecmp-nexthops no-endpoints-not-announced
+        flows-spread mh-same-backend drain-no-broken kill9-failover-window
+        kill9-established-survive gateway-join-no-broken fnat-kill9-breaks-only-its-own)
+SKIP_HINT="run as root with /dev/net/tun, iptables and BIRD 2 (apt-get install bird2; frr for the FRR router)"
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+BIRD=$(command -v bird || true)
+BIRDC=$(command -v birdc || true)
+[ -n "$BIRD" ] && [ -n "$BIRDC" ] || skip_all "BIRD 2 (bird, birdc) is not installed"
+"$BIRD" --version 2>&1 | grep -q 'BIRD version 2\.' || skip_all "bird is not BIRD 2: $("$BIRD" --version 2>&1 | head -n 1)"
+command -v iptables >/dev/null 2>&1 || skip_all "iptables is not installed (the pods' return routing)"
+require_netns bridge
+require_vipd
+[ -c /dev/net/tun ] || skip_all "no /dev/net/tun: DPDK's net_tap cannot create the exception interfaces"
+FRR_DIR=/usr/lib/frr
+ROUTER=${VIPD_ECMP_ROUTER:-frr}
+if [ "$ROUTER" = frr ] && ! { [ -x $FRR_DIR/zebra ] && [ -x $FRR_DIR/bgpd ] && [ -x $FRR_DIR/bfdd ] &&
+                              command -v vtysh >/dev/null 2>&1 && id frr >/dev/null 2>&1; }; then
+  skip frr-router "FRR (zebra, bgpd, bfdd, vtysh; Debian frr) is not installed: the router runs BIRD 2 instead"
+  ROUTER=bird
+fi
+
+export LAB_PREFIX="ve$$-"
+P=$LAB_PREFIX
+TMP=$(mktemp -d /tmp/vipd-ecmp.XXXXXX)
+GWS=(1 2 3)
+EXTRA_NS=("${P}rt" "${P}gw1" "${P}gw2" "${P}gw3")
+declare -A GW_PID=() GW_BIRD_PID=()
+RT_PIDS=()
+LOAD_PIDS=()
+cleanup_extra() {
+  local g p ns
+  # VIPD_ECMP_KEEP=DIR: keep the daemons' logs and configurations there (debugging).
+  [ -n "${VIPD_ECMP_KEEP:-}" ] && mkdir -p "$VIPD_ECMP_KEEP" && cp -r "$TMP"/. "$VIPD_ECMP_KEEP"/ 2>/dev/null
+  if [ "$NFAIL" -gt 0 ]; then
+    for g in "${GWS[@]}"; do
+      [ -f "$TMP/gw$g.log" ] && { echo "--- tail of $TMP/gw$g.log"; tail -n 8 "$TMP/gw$g.log"; }
+    done
+    for p in "$TMP"/rt-*.log "$TMP"/gw1-bird.log; do
+      [ -f "$p" ] && { echo "--- tail of $p"; tail -n 10 "$p"; }
+    done
+  fi
+  for p in "${LOAD_PIDS[@]}" "${GW_BIRD_PID[@]}" "${RT_PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done
+  for g in "${GWS[@]}"; do stop_pid "${GW_PID[$g]:-}"; done
+  for ns in "${EXTRA_NS[@]}"; do
+    [ -e "/run/netns/$ns" ] || continue
+    for p in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
+    ip netns del "$ns" 2>/dev/null
+  done
+  return 0
+}
+lib_traps
+now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
+gwctl() { local g=$1; shift; "$VIPCTL" --socket "$TMP/gw$g.sock" "$@"; }
+inns() { local ns=$1; shift; ip netns exec "$ns" "$@"; }
+jf() { "$PYTHON" -c 'import json,sys; print(json.loads(sys.argv[1]).get(sys.argv[2], "?"))' "$1" "$2" 2>/dev/null; }
+off() { inns "$1" ethtool -K "$2" tx off rx off tso off gso off gro off >/dev/null 2>&1 || true; }
+mac() { printf '02:ec:00:00:%02x:%02x' "$1" "$2"; }   # gateway N, port 1 (c0) or 2 (p0)
+
+# ---- the lab: pods and switch from lab.sh, the rest here ----------------------------------
+lab_up
+topo() {
+  local g n ns
+  # lab.sh's client <-> lb and lb <-> switch links go; ${P}lb stays unused.
+  ip -n "${P}lb" link del c0 && ip -n "${P}lb" link del p0 || return 1
+  ip netns add "${P}rt" || return 1
+  inns "${P}rt" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1 \
+    net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.default.rp_filter=0 \
+    net.ipv4.ip_forward=1 net.ipv4.fib_multipath_hash_policy=1 >/dev/null || return 1
+  ip -n "${P}rt" link set lo up
+  ip -n "${P}client" link add name eth0 type veth peer name c0 netns "${P}rt" || return 1
+  off "${P}client" eth0; off "${P}rt" c0
+  ip -n "${P}client" addr add 10.1.0.2/24 dev eth0 && ip -n "${P}client" link set eth0 up &&
+    ip -n "${P}client" route add 10.96.0.0/12 via 10.1.0.1 dev eth0 || return 1
+  for n in $(seq 10 41); do ip -n "${P}client" addr add "10.1.0.$n/24" dev eth0 || return 1; done
+  ip -n "${P}rt" addr add 10.1.0.1/24 dev c0 && ip -n "${P}rt" link set c0 up || return 1
+  ip -n "${P}rt" link add name br0 type bridge stp_state 0 forward_delay 0 &&
+    ip -n "${P}rt" addr add 10.0.0.2/24 dev br0 && ip -n "${P}rt" link set br0 up || return 1
+  for g in "${GWS[@]}"; do
+    ns=${P}gw$g
+    ip netns add "$ns" || return 1
+    inns "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1 \
+      net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.default.rp_filter=0 >/dev/null || return 1
+    ip -n "$ns" link set lo up
+    ip -n "${P}rt" link add name "g$g" type veth peer name c0 netns "$ns" || return 1
+    ip -n "${P}sw" link add name "g$g" type veth peer name p0 netns "$ns" || return 1
+    ip -n "$ns" link set c0 address "$(mac "$g" 1)" && ip -n "$ns" link set p0 address "$(mac "$g" 2)" || return 1
+    off "${P}rt" "g$g"; off "${P}sw" "g$g"; off "$ns" c0; off "$ns" p0
+    ip -n "${P}rt" link set "g$g" master br0 && ip -n "${P}rt" link set "g$g" up &&
+      ip -n "${P}sw" link set "g$g" master br0 && ip -n "${P}sw" link set "g$g" up &&
+      ip -n "$ns" link set c0 up && ip -n "$ns" link set p0 up || return 1
+  done
+  # The pods: replies to the clients through the gateway of the connection's last packet.
+  for n in 1 2 3 4; do
+    ns=${P}pod$n
+    ip -n "$ns" route add 10.1.0.0/24 via 10.244.0.11 dev eth0 || return 1
+    for g in "${GWS[@]}"; do
+      ip -n "$ns" route add 10.1.0.0/24 via "10.244.0.1$g" dev eth0 table $((100 + g)) &&
+        ip -n "$ns" rule add fwmark "$g" table $((100 + g)) &&
+        inns "$ns" iptables -t mangle -A PREROUTING -m mac --mac-source "$(mac "$g" 2)" \
+          -j CONNMARK --set-mark "$g" || return 1
+    done
+    inns "$ns" iptables -t mangle -A OUTPUT -j CONNMARK --restore-mark || return 1
+  done
+}
+if ! topo >"$TMP/topo.log" 2>&1; then
+  fail gateways-start "could not build the ECMP topology: $(tail -n 3 "$TMP/topo.log" | tr '\n' ' ')"
+  exit 1
+fi
+mkdir -p "$TMP/manifests"
+cp config/demo/manifests/*.yaml "$TMP/manifests/"
+
+FWD=nat
+start_gw() {
+  local g=$1 fnat=()
+  [ "$FWD" = fnat ] && fnat=(--fnat-local-addrs "10.244.255.1$g")
+  ip netns exec "${P}gw$g" "$VIPD" --mode dpdk --forward-method "$FWD" "${fnat[@]}" --scheduler mh \
+    --port "net_af_packet0,iface=c0 10.0.0.1$g/24 via 10.0.0.2" \
+    --port "net_af_packet1,iface=p0 10.244.0.1$g/16" \
+    --main-lcore 0 --worker-lcores 1 --worker-idle-sleep-us 200 \
+    --conn-table-size 16384 --tcp-timeout 5 \
+    --manifests-dir "$TMP/manifests" --admin-socket "$TMP/gw$g.sock" \
+    --metrics-address off --health-address off \
+    --exception-path tap --announce-table 100 \
+    "--eal-args=--no-huge -m 128 --no-shconf --file-prefix ${P}gw$g" \
+    </dev/null >>"$TMP/gw$g.log" 2>&1 &
+  GW_PID[$g]=$!
+}
+gw_gen() { local st; st=$(gwctl "$1" status --json 2>/dev/null) && generation_of "$st"; }
+wait_gw() {   # 0 once gateway $1 has generation >= 1 (up to 30 s)
+  local g=$1 x _
+  for _ in $(seq 1 300); do
+    kill -0 "${GW_PID[$g]}" 2>/dev/null || return 1
+    x=$(gw_gen "$g") && [ -n "$x" ] && [ "$x" -ge 1 ] && return 0
+    sleep 0.1
+  done
+  return 1
+}
+for g in "${GWS[@]}"; do start_gw "$g"; done
+bad=
+for g in "${GWS[@]}"; do wait_gw "$g" || bad="$bad gw$g($(tail -n 2 "$TMP/gw$g.log" | tr '\n' ' '))"; done
+if [ -z "$bad" ]; then
+  pass gateways-start
+else
+  fail gateways-start "no generation >= 1 within 30 s:$bad"
+  exit 1
+fi
+
+# ---- BIRD 2 on every gateway ---------------------------------------------------------------
+for g in "${GWS[@]}"; do
+  cat >"$TMP/gw$g-bird.conf" <<EOF_GW
+log "$TMP/gw$g-bird.log" all;
+router id 10.0.0.1$g;
+protocol device { scan time 10; }
+ipv4 table vips;
+protocol bfd { interface "vipd-0" { interval 200 ms; multiplier 5; }; }
+protocol kernel vipd_vips {
+  kernel table 100;            # --announce-table 100
+  learn;
+  scan time 10;
+  ipv4 { table vips; import all; export none; };
+}
+protocol bgp uplink {
+  local 10.0.0.1$g as 64512;   # the port address, on vipd-0
+  neighbor 10.0.0.2 as 64513;
+  bfd on;
+  hold time 3; keepalive time 1;
+  connect delay time 1; connect retry time 2; error wait time 1, 5;
+  ipv4 { table vips; import none; export all; next hop self; };
+}
+EOF_GW
+  if ! out=$("$BIRD" -p -c "$TMP/gw$g-bird.conf" 2>&1); then
+    fail bgp-established "BIRD rejects $TMP/gw$g-bird.conf: $out"; exit 1
+  fi
+  ip netns exec "${P}gw$g" "$BIRD" -f -c "$TMP/gw$g-bird.conf" -s "$TMP/gw$g-bird.ctl" \
+    -P "$TMP/gw$g-bird.pid" >"$TMP/gw$g-bird.out" 2>&1 &
+  GW_BIRD_PID[$g]=$!
+  disown "${GW_BIRD_PID[$g]}"
+done
+
+# ---- the router: FRR or BIRD 2 -------------------------------------------------------------
+if [ "$ROUTER" = frr ]; then
+  RT_PROTO=bgp
+  mkdir -p "$TMP/frr"
+  cat >"$TMP/frr/zebra.conf" <<'EOF_Z'
+hostname rt
+EOF_Z
+  cat >"$TMP/frr/bfdd.conf" <<'EOF_BFD'
+hostname rt
+bfd
+ profile fast
+  detect-multiplier 5
+  receive-interval 200
+  transmit-interval 200
+ !
+!
+EOF_BFD
+  {
+    echo "frr defaults traditional"
+    echo "hostname rt"
+    echo "router bgp 64513"
+    echo " bgp router-id 10.0.0.2"
+    echo " bgp log-neighbor-changes"
+    echo " no bgp ebgp-requires-policy"
+    echo " timers bgp 1 3"
+    echo " neighbor GW peer-group"
+    echo " neighbor GW remote-as 64512"
+    echo " neighbor GW timers connect 1"
+    echo " neighbor GW advertisement-interval 0"
+    echo " neighbor GW bfd profile fast"
+    for g in "${GWS[@]}"; do echo " neighbor 10.0.0.1$g peer-group GW"; done
+    echo " address-family ipv4 unicast"
+    echo "  maximum-paths 8"
+    echo " exit-address-family"
+  } >"$TMP/frr/bgpd.conf"
+  chown -R frr:frr "$TMP/frr" && chmod 755 "$TMP"
+  fd() {   # DAEMON ARGS...: an FRR daemon in the router namespace, in the foreground
+    local d=$1; shift
+    ip netns exec "${P}rt" "$FRR_DIR/$d" -f "$TMP/frr/$d.conf" -i "$TMP/frr/$d.pid" \
+      -z "$TMP/frr/zserv.api" --vty_socket "$TMP/frr" -P 0 --log "file:$TMP/rt-$d.log" "$@" \
+      >"$TMP/rt-$d.out" 2>&1 &
+    RT_PIDS+=($!)
+    disown $!
+  }
+  fd zebra
+  for _ in $(seq 1 50); do [ -S "$TMP/frr/zserv.api" ] && break; sleep 0.1; done
+  fd bfdd --bfdctl "$TMP/frr/bfdd.sock"
+  fd bgpd -l 10.0.0.2
+  rtc() { vtysh --vty_socket "$TMP/frr" -c "$*" 2>&1; }
+  # Established sessions at the router (count).
+  rt_sessions() {
+    rtc show bgp ipv4 unicast summary json | "$PYTHON" -c '
+import json, sys
+try:
+    d = json.load(sys.stdin)
+except ValueError:
+    print(0); sys.exit()
+print(sum(1 for p in d.get("peers", {}).values() if p.get("state") == "Established"))'
+  }
+  rt_state() { rtc show bgp ipv4 unicast summary | grep -E '^10\.0\.0\.' | tr -s ' \n' ' '; }
+  rt_bfd() { rtc show bfd peers brief | awk '$3 ~ /^10\.0\.0\.1/ {print $3 "=" $NF}' | tr '\n' ' '; }
+else
+  RT_PROTO=bird
+  {
+    echo "log \"$TMP/rt-bird.log\" all;"
+    echo "router id 10.0.0.2;"
+    echo "protocol device { scan time 10; }"
+    echo 'protocol bfd { interface "br0" { interval 200 ms; multiplier 5; }; }'
+    echo "protocol kernel { merge paths on; ipv4 { import none; export all; }; }"
+    echo "template bgp gws {"
+    echo "  local 10.0.0.2 as 64513; bfd on;"
+    echo "  hold time 3; keepalive time 1;"
+    echo "  connect delay time 1; connect retry time 2; error wait time 1, 5;"
+    echo "  ipv4 { import all; export none; };"
+    echo "}"
+    for g in "${GWS[@]}"; do echo "protocol bgp gw$g from gws { neighbor 10.0.0.1$g as 64512; }"; done
+  } >"$TMP/rt-bird.conf"
+  if ! out=$("$BIRD" -p -c "$TMP/rt-bird.conf" 2>&1); then
+    fail bgp-established "BIRD rejects $TMP/rt-bird.conf: $out"; exit 1
+  fi
+  ip netns exec "${P}rt" "$BIRD" -f -c "$TMP/rt-bird.conf" -s "$TMP/rt-bird.ctl" \
+    -P "$TMP/rt-bird.pid" >"$TMP/rt-bird.out" 2>&1 &
+  RT_PIDS+=($!)
+  disown $!
+  rtc() { "$BIRDC" -s "$TMP/rt-bird.ctl" "$@" 2>&1; }
+  rt_sessions() { rtc show protocols | awk '$1 ~ /^gw[0-9]$/ && /Established/' | wc -l; }
+  rt_state() { rtc show protocols | awk '$1 ~ /^gw[0-9]$/' | tr -s ' \n' ' '; }
+  rt_bfd() { rtc show bfd sessions | awk '$1 ~ /^10\.0\.0\./ {print $1 "=" $3}' | tr '\n' ' '; }
+fi
+note "router daemon: $ROUTER"
+
+# Next hops (gateway numbers, sorted, space-separated) of VIP in the router's kernel table.
+rt_nh() {
+  ip -n "${P}rt" -4 route show "$1/32" proto "$RT_PROTO" 2>/dev/null |
+    grep -oE 'via 10\.0\.0\.1[0-9]' | sed 's/.*10\.0\.0\.1//' | sort -u | tr '\n' ' ' | sed 's/ $//'
+}
+# Polls every 50 ms until rt_nh VIP equals WANT; prints ms since T0, or "timeout".
+# NH_STATES: every next-hop set seen on the way, with its time ("1 2 3@0ms -> 1 3@380ms").
+wait_nh() {
+  local vip=$1 want=$2 t0=$3 limit_ms=$4 cur last=none
+  NH_STATES=
+  while :; do
+    cur=$(rt_nh "$vip")
+    if [ "$cur" != "$last" ]; then
+      NH_STATES="${NH_STATES:+$NH_STATES -> }[${cur:-none}]@$(( $(now_ms) - t0 ))ms"; last=$cur
+      echo "$NH_STATES" >"$TMP/nh_states"
+    fi
+    [ "$cur" = "$want" ] && { echo $(( $(now_ms) - t0 )); return 0; }
+    [ $(( $(now_ms) - t0 )) -gt "$limit_ms" ] && { echo timeout; return 1; }
+    sleep 0.05
+  done
+}
+
+t0=$(now_ms)
+n=0
+for _ in $(seq 1 150); do
+  n=$(rt_sessions)
+  [ "$n" = 3 ] && break
+  sleep 0.2
+done
+if [ "$n" = 3 ]; then
+  pass bgp-established
+  note "3 sessions Established $(( $(now_ms) - t0 )) ms after the daemons started"
+else
+  fail bgp-established "want 3 Established sessions at the router within 30 s, have $n: $(rt_state)"
+  exit 1
+fi
+
+# ---- what the router learns ---------------------------------------------------------------
+ms=$(wait_nh 10.96.0.100 "1 2 3" "$(now_ms)" 10000)
+k=$(ip -n "${P}rt" -4 route show 10.96.0.100/32 | tr -s ' \n' ' ')
+note "router: 10.96.0.100/32 '$k' (after $ms ms)"
+if [ "$ms" != timeout ]; then
+  pass router-ecmp-nexthops
+else
+  fail router-ecmp-nexthops "want 10.96.0.100/32 via 10.0.0.11, .12, .13: '$k'; sessions: $(rt_state)"
+fi
+k=$(ip -n "${P}rt" -4 route show 10.96.0.101/32)
+if [ -z "$k" ] && [ -n "$(rt_nh 10.96.0.100)" ]; then
+  pass no-endpoints-not-announced
+else
+  fail no-endpoints-not-announced "10.96.0.101 (no endpoints) reached the router: '$k'"
+fi
+
+# ---- spread and agreement ------------------------------------------------------------------
+new_flows() { gwctl "$1" stats --json 2>/dev/null | "$PYTHON" -c '
+import json, sys
+try:
+    print(sum(w.get("new_flows", 0) for w in json.load(sys.stdin)["workers"]))
+except (ValueError, KeyError):
+    print(-1)'; }
+declare -A NF0=()
+for g in "${GWS[@]}"; do NF0[$g]=$(new_flows "$g"); done
+r=$(client http http://10.96.0.100:8080/ --count 300 --timeout 3 --max-time 60)
+spread= low=
+for g in "${GWS[@]}"; do
+  d=$(( $(new_flows "$g") - NF0[$g] ))
+  spread="$spread gw$g=$d"
+  [ "$d" -ge 30 ] || low=1
+done
+note "300 new connections through the router:$spread; client: $r"
+why=$(judge "$r" 'r["ok"] == 300')
+if [ -z "$low" ] && [ -z "$why" ]; then
+  pass flows-spread
+else
+  fail flows-spread "want 300 ok and >= 30 new flows on each gateway:$spread; client: $r"
+fi
+
+explain_backend() {   # gateway, client IP:port -> backend IP
+  gwctl "$1" explain tcp "$2" 10.96.0.100:8080 --json 2>/dev/null |
+    "$PYTHON" -c 'import json,sys
+try: print((json.load(sys.stdin).get("backend") or "none").rsplit(":", 1)[0])
+except ValueError: print("error")'
+}
+declare -A POD_OF=([10.244.1.15]=pod1 [10.244.2.88]=pod2 [10.244.3.12]=pod3 [10.244.3.44]=pod4)
+FIRST=41000 NFLOWS=48
+declare -A WANT=()
+disagree=
+SRCS=$(seq -s, -f '10.1.0.%g' 10 41)
+for i in $(seq 0 $((NFLOWS - 1))); do
+  p=10.1.0.$((10 + i % 32)):$((FIRST + i))
+  b1=$(explain_backend 1 "$p"); b2=$(explain_backend 2 "$p"); b3=$(explain_backend 3 "$p")
+  if [ "$b1" != "$b2" ] || [ "$b1" != "$b3" ] || [ -z "${POD_OF[$b1]:-}" ]; then
+    disagree="$disagree $p:$b1/$b2/$b3"
+  fi
+  WANT[$p]=${POD_OF[$b1]:-none}
+done
+r=$(ip netns exec "${P}client" "$PYTHON" scripts/lab/flowprobe.py ports 10.96.0.100:8080 \
+      --src "$SRCS" --first $FIRST --count $NFLOWS)
+wrong=$("$PYTHON" -c '
+import json, sys
+r = json.loads(sys.argv[1]); want = dict(a.split("=") for a in sys.argv[2:])
+bad = [p + ":" + r["pods"].get(p, "failed") + "!=" + w for p, w in want.items() if r["pods"].get(p) != w]
+print(" ".join(bad))' "$r" $(for p in "${!WANT[@]}"; do echo "$p=${WANT[$p]}"; done) 2>&1)
+pods_seen=$("$PYTHON" -c 'import collections,json,sys; print(dict(sorted(collections.Counter(json.loads(sys.argv[1])["pods"].values()).items())))' "$r" 2>/dev/null)
+note "$NFLOWS fixed flows (10.1.0.10-41, ports $FIRST..): explain agrees on all 3 gateways for $((NFLOWS - $(wc -w <<<"$disagree")))/$NFLOWS; pods seen $pods_seen"
+if [ -z "$disagree" ] && [ -z "$wrong" ] && [ "$(jf "$r" ok)" = "$NFLOWS" ] &&
+   [ "$("$PYTHON" -c 'import json,sys; print(len(set(json.loads(sys.argv[1])["pods"].values())))' "$r" 2>/dev/null)" -ge 3 ]; then
+  pass mh-same-backend
+else
+  fail mh-same-backend "want $NFLOWS ok over >= 3 pods, each on the backend all gateways name: gateways disagree (flow:gw1/gw2/gw3):${disagree:- none}; observed pod != predicted: ${wrong:-none}; $r"
+fi
+
+# ---- load helpers ---------------------------------------------------------------------------
+# start_load TAG CONNS REQ_TIMEOUT: keep-alive connections and a new-connection loop in
+# the background until $TMP/TAG.stop exists; stop_load TAG waits for both results.
+start_load() {
+  local tag=$1
+  rm -f "$TMP/$tag.stop" "$TMP/$tag.mark"
+  client keepalive 10.96.0.100:8080 --conns "$2" --interval 0.05 --timeout 5 --max-time 90 \
+    --stop "$TMP/$tag.stop" --mark "$TMP/$tag.mark" --until-after-mark 2 >"$TMP/$tag.ka" 2>&1 &
+  LOAD_PIDS+=($!); KA_PID=$!
+  ip netns exec "${P}client" "$PYTHON" scripts/lab/flowprobe.py load 10.96.0.100:8080 \
+    --stop "$TMP/$tag.stop" --timeout "$3" --interval 0.01 --max-time 90 >"$TMP/$tag.load" 2>&1 &
+  LOAD_PIDS+=($!); NL_PID=$!
+  for _ in $(seq 1 50); do grep -q '^open' "$TMP/$tag.ka" 2>/dev/null && break; sleep 0.1; done
+}
+# The keep-alive client stops once every connection has 2 answers after the mark.
+stop_load() {
+  local tag=$1 _
+  touch "$TMP/$tag.mark"
+  for _ in $(seq 1 150); do kill -0 "$KA_PID" 2>/dev/null || break; sleep 0.1; done
+  touch "$TMP/$tag.stop"
+  wait "$KA_PID" "$NL_PID" 2>/dev/null
+  LOAD_PIDS=()
+  KA=$(grep '^{' "$TMP/$tag.ka" | tail -n 1 | "$PYTHON" -c 'import json,sys
+try: d=json.load(sys.stdin); d.pop("per_conn", None); print(json.dumps(d))
+except ValueError: print("{}")')
+  NL=$(grep '^{' "$TMP/$tag.load" | tail -n 1)
+  [ -n "$NL" ] || NL='{}'
+}
+active_conns() { gwctl "$1" list --json 2>/dev/null | "$PYTHON" -c '
+import json, sys
+try:
+    print(sum(b.get("active_conns", 0) for s in json.load(sys.stdin)["services"] for b in s["backends"]))
+except (ValueError, KeyError):
+    print(-1)'; }
+
+# ---- drain gw1 -------------------------------------------------------------------------------
+start_load drain 24 2
+sleep 1
+t0=$(now_ms)
+out=$(gwctl 1 drain 2>&1); rc=$?
+ms=$(wait_nh 10.96.0.100 "2 3" "$t0" 5000)
+ac=-1 t_zero=timeout
+while [ $(( $(now_ms) - t0 )) -le 15000 ]; do
+  ac=$(active_conns 1)
+  [ "$ac" = 0 ] && { t_zero=$(( $(now_ms) - t0 )); break; }
+  sleep 0.2
+done
+conns=$(json_field "$(gwctl 1 drain --json 2>/dev/null)" connections 2>/dev/null)
+stop_load drain
+note "drain gw1: withdrawn at the router after $ms ms; gw1 active connections 0 after $t_zero ms (all entries incl. TIME_WAIT: ${conns:-?}); keep-alive $KA; new connections $(jf "$NL" ok) ok, $(jf "$NL" failed) failed"
+if [ "$rc" = 0 ] && [ "$ms" != timeout ] && [ "$t_zero" != timeout ] &&
+   [ "$(jf "$KA" broken_conns)" = 0 ] && [ "$(jf "$KA" failed)" = 0 ] && [ "$(jf "$KA" conns)" = 24 ] &&
+   [ "$(jf "$NL" failed)" = 0 ] && [ "$(jf "$NL" ok)" != 0 ]; then
+  pass drain-no-broken
+else
+  fail drain-no-broken "want drain rc 0 ($rc: $(tr '\n' ' ' <<<"$out")), gw1 off the router ($ms), its active connections 0 ($t_zero, last $ac), nothing broken or failed: keep-alive $KA; new $NL"
+fi
+gwctl 1 undrain >/dev/null 2>&1
+ms=$(wait_nh 10.96.0.100 "1 2 3" "$(now_ms)" 5000)
+note "undrain gw1: back at the router after $ms ms"
+
+# ---- kill -9 of gw2 under load ------------------------------------------------------------
+start_load kill 24 0.5
+sleep 1.5
+on2=$(active_conns 2)
+bfd=$(rt_bfd)
+tk=$(now_ms)
+kill -KILL "${GW_PID[2]}" 2>/dev/null
+{ wait "${GW_PID[2]}"; } 2>/dev/null
+GW_PID[2]=
+ms=$(wait_nh 10.96.0.100 "1 3" "$tk" 5000)
+note "router's next hops after the kill: $(cat "$TMP/nh_states"); BFD before: $bfd"
+sleep 3
+stop_load kill
+win=$("$PYTHON" -c '
+import json, sys
+r = json.loads(sys.argv[1]); tk = int(sys.argv[2]) / 1000.0
+ft = [t - tk for t in r.get("fail_times", [])]
+after = [t for t in ft if t >= -0.6]
+print("%d %d %d" % (len(ft), round(1000 * min(after)) if after else 0, round(1000 * (max(after) + 0.5)) if after else 0))' "$NL" "$tk" 2>/dev/null)
+read -r nfail wfirst wlast <<<"${win:-? ? ?}"
+note "kill -9 gw2 (it carried $on2 active connections): route gone at the router after $ms ms; new connections $(jf "$NL" ok) ok, $nfail failed (0.5 s each), failures from $wfirst ms to $wlast ms after the kill; keep-alive $KA"
+if [ "$ms" != timeout ] && [ "$nfail" != "?" ] && [ "${wlast:-0}" -le 3000 ] && [ "$(jf "$NL" ok)" != 0 ] &&
+   [ "$("$PYTHON" -c 'import json,sys; r=json.loads(sys.argv[1]); print(len(r.get("fail_times",[])) == r.get("failed"))' "$NL")" = True ]; then
+  pass kill9-failover-window
+else
+  fail kill9-failover-window "want the route gone ($ms) and failures only within 3 s of the kill: $nfail failed, window $wfirst..$wlast ms; $NL"
+fi
+if [ "$(jf "$KA" broken_conns)" = 0 ] && [ "$(jf "$KA" conns)" = 24 ] && [ "$(jf "$KA" conns_one_pod)" = 24 ] &&
+   [ "$on2" -gt 0 ] 2>/dev/null; then
+  pass kill9-established-survive
+else
+  fail kill9-established-survive "want all 24 keep-alive connections (gw2 had $on2 active) unbroken: $KA"
+fi
+
+# ---- gw2 joins again under load ------------------------------------------------------------
+start_load join 24 2
+sleep 1
+tj=$(now_ms)
+start_gw 2
+wait_gw 2 || note "gw2 did not come back: $(tail -n 2 "$TMP/gw2.log" | tr '\n' ' ')"
+ms=$(wait_nh 10.96.0.100 "1 2 3" "$tj" 20000)
+sleep 2
+on2=$(active_conns 2)
+stop_load join
+note "gw2 started again: 3 next hops at the router after $ms ms (gw2 then had $on2 active connections); keep-alive $KA; new connections $(jf "$NL" ok) ok, $(jf "$NL" failed) failed"
+if [ "$ms" != timeout ] && [ "$(jf "$KA" broken_conns)" = 0 ] && [ "$(jf "$KA" failed)" = 0 ] &&
+   [ "$(jf "$KA" conns)" = 24 ] && [ "$(jf "$KA" conns_one_pod)" = 24 ] &&
+   [ "$(jf "$NL" failed)" = 0 ] && [ "$(jf "$NL" ok)" != 0 ]; then
+  pass gateway-join-no-broken
+else
+  fail gateway-join-no-broken "want gw2 back at the router ($ms) and nothing broken or failed: keep-alive $KA; new $NL"
+fi
+
+# ---- full NAT: what kill -9 of a gateway breaks ---------------------------------------------
+for g in "${GWS[@]}"; do stop_pid "${GW_PID[$g]}"; GW_PID[$g]=; done
+FWD=fnat
+for g in "${GWS[@]}"; do start_gw "$g"; done
+bad=
+for g in "${GWS[@]}"; do wait_gw "$g" || bad="$bad gw$g"; done
+ms=$(wait_nh 10.96.0.100 "1 2 3" "$(now_ms)" 20000)
+note "full NAT: gateways restarted (failed:${bad:- none}); 3 next hops after $ms ms"
+start_load fnat 24 0.5
+sleep 1.5
+on2=$(active_conns 2)
+tk=$(now_ms)
+kill -KILL "${GW_PID[2]}" 2>/dev/null
+{ wait "${GW_PID[2]}"; } 2>/dev/null
+GW_PID[2]=
+ms=$(wait_nh 10.96.0.100 "1 3" "$tk" 5000)
+sleep 3
+stop_load fnat
+win=$("$PYTHON" -c '
+import json, sys
+r = json.loads(sys.argv[1]); tk = int(sys.argv[2]) / 1000.0
+after = [t - tk for t in r.get("fail_times", []) if t - tk >= -0.6]
+print("%d %d %d" % (len(r.get("fail_times", [])), round(1000 * min(after)) if after else 0, round(1000 * (max(after) + 0.5)) if after else 0))' "$NL" "$tk" 2>/dev/null)
+read -r nfail wfirst wlast <<<"${win:-? ? ?}"
+br=$(jf "$KA" broken_conns)
+note "full NAT, kill -9 gw2 (it carried $on2 active connections): route gone after $ms ms; keep-alive connections broken: $br of 24; new connections $(jf "$NL" ok) ok, $nfail failed, from $wfirst ms to $wlast ms after the kill; keep-alive $KA"
+if [ -z "$bad" ] && [ "$ms" != timeout ] && [ "$(jf "$KA" conns)" = 24 ] && [ "$br" != "?" ] &&
+   [ "$br" -le "$on2" ] 2>/dev/null; then
+  pass fnat-kill9-breaks-only-its-own
+else
+  fail fnat-kill9-breaks-only-its-own "want gateways back (failed:${bad:- none}), the route gone ($ms) and at most gw2's $on2 connections broken: $KA"
+fi
