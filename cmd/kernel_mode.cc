@@ -36,8 +36,8 @@ int run_kernel_mode(const config::Options& opt, cp::Source& source, cp::Backend&
                     const cp::SyncOptions& so, const KernelMode& mode, const std::atomic<bool>& stop) {
   if (::geteuid() != 0)
     log_warn("vipd: " + mode.name + " mode needs CAP_NET_ADMIN (normally root); syncs will fail until it has it");
-  // IPv6 entries reach only a backend that programs them (iptables mode); the
-  // other kernel modes warn and skip them.
+  // IPv6 entries reach only a backend that programs them (iptables, ipvs); a
+  // kernel mode that does not warns and skips them.
   cp::FamilyGate family_gate(backend, mode.name + " mode");
   cp::Backend& inner = mode.programs_ipv6 ? backend : static_cast<cp::Backend&>(family_gate);
   // The kernel cannot insert the PROXY protocol header: warn, program without it.

@@ -31,7 +31,8 @@ struct KernelMode {
   // /v1/services: backends the kernel still has although the table dropped them (optional).
   std::function<void(const cp::ServiceKey&, const cp::VirtualService&, nlohmann::json& backends)> extra_backends;
   nlohmann::json extra_config = nlohmann::json::object();  // merged into /v1/status "config"
-  // The backend programs IPv6 entries itself (iptables: ip6tables); otherwise a
+  // The backend programs IPv6 entries itself (iptables: ip6tables; ipvs: AF_INET6
+  // services and ip6tables); otherwise a
   // FamilyGate drops them before it with a warning.
   bool programs_ipv6 = false;
 };

@@ -137,8 +137,8 @@ nlohmann::json services_json(const vipd::cp::SyncLoop& sync, const vipd::dp::Dat
 }
 
 // A mode's dry-run payload skips IPv6 entries as its syncs do (FamilyGate), and
-// says so on stderr.
-vipd::cp::DryRunPrinter ipv4_only(vipd::cp::DryRunPrinter print, std::string mode) {
+// says so on stderr (for a mode that does not program IPv6; none at present).
+[[maybe_unused]] vipd::cp::DryRunPrinter ipv4_only(vipd::cp::DryRunPrinter print, std::string mode) {
   return [print = std::move(print), mode = std::move(mode)](const vipd::cp::ServiceTable& t, std::ostream& out,
                                                             std::ostream& err) {
     vipd::cp::ServiceTable v4;
@@ -247,8 +247,7 @@ int main(int argc, char** argv) {
                          nftables_dry_run_printer(opt));
     // ipvs mode prints the IPVS state (ipvsadm -Ln form), addresses and rules.
     if (opt.mode == config::Mode::kIpvs)
-      return cp::dry_run(source, std::cout, std::cerr, 30000,
-                         ipv4_only(ipvs_dry_run_printer(opt), "ipvs mode"));
+      return cp::dry_run(source, std::cout, std::cerr, 30000, ipvs_dry_run_printer(opt));
     return cp::dry_run(source, std::cout, std::cerr);
   }
   if (opt.mode == config::Mode::kIptables) {

@@ -35,6 +35,9 @@ nlohmann::json backend_json(const cp::ipvs::IpvsBackendStats& s, const std::stri
           {"stale_services_deleted", s.stale_services_deleted},
           {"foreign_services", s.foreign_services},
           {"vips_bound", s.vips_bound},
+          {"ipv6_services", s.ipv6_services},
+          {"ipv6_rules", s.ipv6_rules},
+          {"cross_family_skipped", s.cross_family_skipped},
           {"rules_applied", s.rules_applied},
           {"jump_rules_added", s.jump_rules_added},
           {"sysctl_errors", s.sysctl_errors},
@@ -88,12 +91,13 @@ int run_ipvs_mode(const config::Options& opt, cp::Source& source, const cp::Sync
       bool listed = false;
       for (const auto& b : svc.backends) listed = listed || (b.ip == d.ip && b.port == d.port);
       if (!listed)
-        backends.push_back({{"ip", cp::ipv4_to_string(d.ip)}, {"port", d.port}, {"weight", 0},
+        backends.push_back({{"ip", d.ip.to_string()}, {"port", d.port}, {"weight", 0},
                             {"terminating", true}, {"draining", true}, {"active_conns", d.active_conns},
                             {"inactive_conns", d.inactive_conns}});
     }
   };
   mode.extra_config = {{"ipvs_interface", iface_name}};
+  mode.programs_ipv6 = true;  // AF_INET6 services, /128 VIPs, ip6tables chains
   return cmd::run_kernel_mode(opt, source, backend, so, mode, stop);
 }
 

@@ -14,7 +14,8 @@
 namespace vipd {
 
 // For cp::dry_run: prints the desired IPVS state (ipvsadm -Ln form), the dummy
-// interface's addresses, the sysctls and the iptables payload.
+// interface's addresses, the sysctls and the iptables payload (then the
+// ip6tables one when the table has IPv6 entries).
 cp::DryRunPrinter ipvs_dry_run_printer(const config::Options& opt);
 
 // Runs until `stop` is set: SyncLoop + IpvsBackend (with its graceful-termination

@@ -502,10 +502,10 @@ const std::vector<Setting>& settings() {
         "address is needed. With `--mode iptables` it prints the full `iptables-restore --noflush` payload "
         "instead, with `--mode nftables` the full-sync nft transaction (`nft -c -f` accepts it), with `--mode "
         "ipvs` the IPVS services in `ipvsadm -Ln` form, the addresses of the dummy interface, the sysctls and the "
-        "iptables payload (see [modes.md](modes.md))."));
+        "iptables payload, then the ip6tables one when there are IPv6 entries (see [modes.md](modes.md))."));
     r.push_back(with(text("ipvs-interface", "NAME", &Options::ipvs_interface,
         "ipvs mode: dummy interface the VIPs are bound to (created when missing)",
-        "ipvs mode: the dummy interface the VIPs are bound to (/32); created when missing, left in place on exit.",
+        "ipvs mode: the dummy interface the VIPs are bound to (/32, IPv6 /128); created when missing, left in place on exit.",
         interface_name), "NAME (1..15 of `[A-Za-z0-9_.-]`)"));
     r.push_back(with(other("eal-args", "ARGS",
         "extra DPDK EAL arguments, split on whitespace (e.g. \"--no-pci --vdev net_null0\")",

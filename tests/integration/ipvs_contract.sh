@@ -20,7 +20,7 @@ if [ -z "${PYTHON:-}" ]; then if [ -x /usr/bin/python3 ]; then PYTHON=/usr/bin/p
 # As tests/integration/ipvs_test.sh (dependencies are added by kernel-vm.sh).
 MODULES="crc32c_generic nf_conntrack ip_vs ip_vs_rr ip_vs_wrr ip_vs_sh ip_vs_mh xt_ipvs veth bridge dummy
  nf_tables nft_compat nft_chain_nat nft_ct nft_masq nft_reject_ipv4 xt_MASQUERADE xt_conntrack xt_comment
- xt_tcpudp ipt_REJECT"
+ xt_tcpudp ipt_REJECT ip6t_REJECT"
 
 # ---- guest ------------------------------------------------------------------------
 if [ "${1:-}" = --guest ]; then

@@ -13,6 +13,7 @@ VIPCTL=${VIPCTL_BIN:?}
 VIPD_PID=
 BG_PIDS=()
 PODS_ALL=(10.244.1.15 10.244.2.88 10.244.3.12 10.244.3.44)
+POD6_ALL=(fd00:244::1:15 fd00:244::2:88 fd00:244::3:12 fd00:244::3:44)
 
 pass() { echo "PASS: $1" | tee -a "$R"; }
 fail() { echo "FAIL: $1: $2" | tee -a "$R"; }
@@ -103,6 +104,24 @@ write_slice() {  # SERVICE FILE POD_IP...
     for a in "$@"; do echo "  - {addresses: [\"$a\"], conditions: {ready: true}}"; done
   } >"$file"
 }
+write_slice6() {  # FILE POD_IP6...: db6's EndpointSlice (addressType IPv6)
+  local file=$1 a
+  shift
+  {
+    echo "apiVersion: discovery.k8s.io/v1"
+    echo "kind: EndpointSlice"
+    echo "metadata: {name: db6-1, namespace: default, labels: {kubernetes.io/service-name: db6}}"
+    echo "addressType: IPv6"
+    echo "ports: [{name: http, port: 8080, protocol: TCP}, {name: dns, port: 9053, protocol: UDP}]"
+    echo "endpoints:"
+    for a in "$@"; do echo "  - {addresses: [\"$a\"], conditions: {ready: true}}"; done
+  } >"$file"
+}
+write_service6() {  # NAME IP PORTS FILE: an IPv6 single-stack ClusterIP Service
+  printf '%s\n' "apiVersion: v1" "kind: Service" "metadata: {name: $1, namespace: default}" "spec:" \
+    "  type: ClusterIP" "  clusterIP: $2" "  clusterIPs: [$2]" "  ipFamilies: [IPv6]" \
+    "  ipFamilyPolicy: SingleStack" "  ports: [$3]" >"$4"
+}
 # Replaces a manifest in one rename(2), so vipd's inotify sees a complete file.
 install_manifest() { cp "$1" "$G/stage/$(basename "$2")" && mv -f "$G/stage/$(basename "$2")" "$2"; }
 
@@ -167,7 +186,9 @@ guest_cleanup() {
 guest_main() {
   local t0 st gen out r d
   t0=$(date +%s)
-  export LAB_PREFIX=$P PYTHON
+  # LAB_IPV6=1: client fd00:10::2, pods fd00:244::x (podserver on [::] too);
+  # ${P}lb gets fd00:10::1 / fd00:244::1 below (vipd sets IPv6 forwarding itself).
+  export LAB_PREFIX=$P PYTHON LAB_IPV6=1
   : >"$R"
   mkdir -p "$G/manifests" "$G/stage"
   trap guest_cleanup EXIT
@@ -177,6 +198,11 @@ guest_main() {
   fi
   ip -n "${P}lb" addr add 10.0.0.1/24 dev c0 && ip -n "${P}lb" addr add 10.244.0.1/16 dev p0 ||
     { fail vipd-starts "cannot address ${P}lb"; return 1; }
+  inlb sysctl -qw net.ipv6.conf.all.disable_ipv6=0 net.ipv6.conf.default.disable_ipv6=0 \
+    net.ipv6.conf.all.accept_dad=0 net.ipv6.conf.default.accept_dad=0 \
+    net.ipv6.conf.c0.disable_ipv6=0 net.ipv6.conf.p0.disable_ipv6=0 net.ipv6.conf.all.forwarding=0 >/dev/null &&
+    ip -n "${P}lb" addr add fd00:10::1/64 dev c0 nodad && ip -n "${P}lb" addr add fd00:244::1/64 dev p0 nodad ||
+    { fail vipd-starts "cannot give ${P}lb its IPv6 addresses"; return 1; }
   note "lab up $(( $(date +%s) - t0 )) s after the guest command started"
   cp config/demo/manifests/service.yaml "$G/manifests/"
   write_slice db "$G/manifests/endpointslice-db.yaml" "${PODS_ALL[@]}"
@@ -191,13 +217,20 @@ spec:
   ports: [{name: http, port: 8080, protocol: TCP}]
 EOF
   write_slice sticky "$G/manifests/sticky-slice.yaml" "${PODS_ALL[@]}"
+  # IPv6 (the lab's LAB_IPV6 addresses): db6 in front of the four pods, empty6 without endpoints.
+  write_service6 db6 fd00:96::100 "{name: http, port: 8080, protocol: TCP}, {name: dns, port: 9053, protocol: UDP}" \
+    "$G/manifests/service6.yaml"
+  write_service6 empty6 fd00:96::101 "{name: http, port: 80, protocol: TCP}, {name: dns, port: 53, protocol: UDP}" \
+    "$G/manifests/empty6.yaml"
+  write_slice6 "$G/manifests/endpointslice-db6.yaml" "${POD6_ALL[@]}"
 
   # ---- start ---------------------------------------------------------------------
   start_vipd
-  if st=$(wait_gen_above 0) && [ "$(jget "$st" mode)" = ipvs ] && [ "$(jget "$st" ipvs.services)" = 5 ]; then
+  if st=$(wait_gen_above 0) && [ "$(jget "$st" mode)" = ipvs ] && [ "$(jget "$st" ipvs.services)" = 9 ] &&
+     [ "$(jget "$st" ipvs.ipv6_services)" = 4 ]; then
     pass vipd-starts
   else
-    fail vipd-starts "no successful sync in mode ipvs with 5 services: $(status_json | head -c 300) $(tail -n 3 "$G/vipd.log" | tr '\n' ' ')"
+    fail vipd-starts "no successful sync in mode ipvs with 9 services (4 IPv6): $(status_json | head -c 300) $(tail -n 3 "$G/vipd.log" | tr '\n' ' ')"
     return 1
   fi
   gen=$(generation_of "$st")
@@ -393,6 +426,78 @@ EOF
     fail vipctl "list: $(head -c 200 <<<"$out" | tr '\n' ' '); status: $(head -c 200 <<<"$st")"
   fi
 
+  # ---- IPv6 (runs while pod4's IPv4 real server drains) ------------------------------------
+  local t6 fwd6 ipt6 n6
+  t6=$(date +%s)
+  out=$(ip -n "${P}lb" -6 addr show dev vipd-ipvs0 2>&1)
+  fwd6=$(inlb cat /proc/sys/net/ipv6/conf/all/forwarding 2>&1)
+  ipt6=$(inlb ip6tables-save 2>&1)
+  n6=$(inlb ipvsadm -Ln | awk '$1 == "TCP" || $1 == "UDP" { cur = $1 " " $2 }
+    cur == "TCP [fd00:96::100]:8080" && $1 == "->" && $2 ~ /^\[fd00:244::/ { n++ } END { print n + 0 }')
+  if [ "$(grep -c 'inet6 fd00:96::10[01]/128' <<<"$out")" -eq 2 ] && [ "$fwd6" = 1 ] && [ "$n6" = 4 ] &&
+     [ "$(grep -c '^-A POSTROUTING .*-j VIPD-IPVS-POSTROUTING' <<<"$ipt6")" -eq 1 ] &&
+     [ "$(grep -c '^-A INPUT .*-j VIPD-IPVS-SERVICES' <<<"$ipt6")" -eq 1 ] &&
+     grep -q '^-A VIPD-IPVS-POSTROUTING .*-m ipvs .*-j MASQUERADE' <<<"$ipt6" &&
+     grep -q '^-A VIPD-IPVS-SERVICES .*fd00:96::101/128.*--dport 80 .*-j REJECT --reject-with icmp6-port-unreachable' <<<"$ipt6" &&
+     ! grep -q '10\.96\.' <<<"$ipt6"; then
+    pass v6-programmed
+  else
+    fail v6-programmed "want fd00:96::100,101/128 on vipd-ipvs0 ($(grep -o 'inet6 [0-9a-f:/]*' <<<"$out" | tr '\n' ' ')), IPv6 forwarding 1 ($fwd6), 4 IPv6 real servers of db6 ($n6), ip6tables chains+jumps once: $(grep VIPD <<<"$ipt6" | tr '\n' '|' | head -c 500)"
+  fi
+  r=$(client http "http://[fd00:96::100]:8080/" --count 100 --timeout 3 --max-time 60)
+  note "IPv6, 100 requests: $r"
+  d=$(judge "$r" 'r["failed"] == 0 and all(20 <= n("pod%d" % i) <= 30 for i in range(1, 5))')
+  if [ -z "$d" ] && [ -n "$r" ]; then pass v6-http-four-pods; else fail v6-http-four-pods "want 0 failed, 20..30 per pod (rr): ${d:-no result}"; fi
+
+  # pod4 leaves db6's slice while requests run (they reached pod4 first): weight
+  # 0 in the kernel, no request fails. Change-to-kernel time: from the manifest's
+  # rename to vipd's "draining" line (logged once the kernel acked the weight 0),
+  # and to the first `ipvsadm -Ln` that shows it (polled: an upper bound).
+  local c6_0 c6 bg6 t_mv t_seen='' t_log='' w6 line6 _a _i
+  read -r _ _a _i <<<"$(dest_info "TCP [fd00:96::100]:8080" "[fd00:244::3:44]:8080")"
+  c6_0=$(( ${_a:-0} + ${_i:-0} ))
+  client http "http://[fd00:96::100]:8080/" --count 80 --interval 0.02 --timeout 3 --max-time 60 >"$G/during6.out" 2>&1 &
+  bg6=$!
+  BG_PIDS+=("$bg6")
+  for _ in $(seq 1 100); do   # bounded: ~10+ s
+    read -r _ _a _i <<<"$(dest_info "TCP [fd00:96::100]:8080" "[fd00:244::3:44]:8080")"
+    c6=$(( ${_a:-0} + ${_i:-0} ))
+    [ "$c6" -gt "$c6_0" ] && break
+    sleep 0.1
+  done
+  write_slice6 "$G/stage6.yaml" "${POD6_ALL[@]:0:3}"
+  t_mv=$(date +%s%3N)
+  install_manifest "$G/stage6.yaml" "$G/manifests/endpointslice-db6.yaml"
+  while [ $(( $(date +%s%3N) - t_mv )) -lt 10000 ]; do   # bounded: 10 s
+    read -r w6 _ <<<"$(dest_info "TCP [fd00:96::100]:8080" "[fd00:244::3:44]:8080")"
+    if [ "$w6" = 0 ]; then t_seen=$(( $(date +%s%3N) - t_mv )); break; fi
+    sleep 0.01
+  done
+  line6=$(grep -m 1 'real server \[fd00:244::3:44\]:8080 of TCP \[fd00:96::100\]:8080 draining' "$G/vipd.log")
+  if [[ $line6 =~ ^([0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3})Z ]]; then
+    t_log=$(( $(date -u -d "$(date -u +%F) ${BASH_REMATCH[1]}" +%s%3N) - t_mv ))
+  fi
+  note "IPv6: change to kernel (pod4's IPv6 real server at weight 0): ${t_log:-?} ms by vipd's log, ${t_seen:-not within 10 s} ms until ipvsadm -Ln showed it; vipd's sync $(jget "$(status_json)" ipvs.last_sync_ms) ms"
+  wait "$bg6" 2>/dev/null
+  r=$(tail -n 1 "$G/during6.out")
+  note "IPv6 requests during the change: $r"
+  d=$(judge "$r" 'r["failed"] == 0 and r["ok"] == 80 and n("pod4") >= 1')
+  if [ -n "$t_seen" ] && [ -z "$d" ]; then pass v6-removal-no-failures
+  else fail v6-removal-no-failures "want pod4 at weight 0 within 10 s (${t_seen:-not}) and 80 ok, 0 failed, pod4 reached before the change: ${d:-ok}"; fi
+  r=$(client http "http://[fd00:96::100]:8080/" --count 30 --timeout 3 --max-time 60)
+  d=$(judge "$r" 'r["failed"] == 0 and n("pod4") == 0 and all(n("pod%d" % i) > 0 for i in range(1, 4))')
+  if [ -z "$d" ] && [ -n "$r" ]; then pass v6-removed-no-new-flows; else fail v6-removed-no-new-flows "want 0 failed, none to pod4: ${d:-no result}"; fi
+
+  rej6_count() { inlb ip6tables -w 5 -t filter -L VIPD-IPVS-SERVICES -v -n -x 2>/dev/null | awk '$3 == "REJECT" {s += $1} END {print s + 0}'; }
+  rej_before=$(rej6_count)
+  out=$(client connect "[fd00:96::101]:80" --timeout 3)
+  r=$(client udp "[fd00:96::101]:53" --count 3 --timeout 1 --max-time 10)
+  rej_after=$(rej6_count)
+  d=$(judge "$r" 'r["ok"] == 0 and r["errors"].get("ConnectionRefusedError", 0) == 3')
+  if [ "$out" = refused ] && [ -z "$d" ] && [ "$rej_after" -ge $((rej_before + 4)) ]; then pass v6-no-endpoints-refused
+  else fail v6-no-endpoints-refused "connect [fd00:96::101]:80: '$out' (want refused); UDP :53 ${d:-ok}; ip6tables REJECT counter $rej_before -> $rej_after (want +4)"; fi
+  note "IPv6 checks took $(( $(date +%s) - t6 )) s"
+
   # ---- pod4 deleted once its connections are gone (TIME_WAIT: 120 s in IPVS) -------------------
   local gone=
   # Bounded: 300 s after the removal (a loaded host slows the guest's clock:
@@ -406,8 +511,9 @@ EOF
   done
   if [ -n "$gone" ]; then note "pod4's real server deleted $(( $(date +%s) - t_removed )) s after its removal"
   else note "pod4's real server still there $(( $(date +%s) - t_removed )) s after its removal"; fi
+  # (pod4's IPv6 real server, removed later, may still drain.)
   if [ -n "$gone" ] && grep -q 'real server 10.244.3.44:8080 of TCP 10.96.0.100:8080 drained' "$G/vipd.log" &&
-     [ -z "$(ipvs_diff)" ]; then
+     [ -z "$(ipvs_diff --draining "[fd00:244::3:44]:8080")" ]; then
     pass graceful-drain-deleted
   else
     fail graceful-drain-deleted "pod4 still in ipvsadm -Ln or no 'drained' log line: $(tr '\n' '|' <"$G/cur.txt")"

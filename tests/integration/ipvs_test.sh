@@ -10,12 +10,16 @@
 #
 #   ${P}client 10.0.0.2 --veth-- ${P}lb c0 10.0.0.1, p0 10.244.0.1 --veth-- ${P}sw br0 -- pod1..pod4
 #
+# with IPv6 beside it (scripts/lab.sh LAB_IPV6=1: client fd00:10::2, lb c0
+# fd00:10::1 and p0 fd00:244::1, pods fd00:244::1:15 ... fd00:244::3:44).
+#
 # vipd runs in ${P}lb (IPVS, its sysctls, the dummy interface vipd-ipvs0 and
 # the iptables chains are all per network namespace, so nothing of it reaches
 # the guest's root namespace, let alone the host). Checks, each printed as
 # "PASS: name" / "FAIL: name: detail" (the guest's lines are collected in the
 # shared directory and printed by the host at the end):
-#   host: the dry-run prints the IPVS listing of the demo manifests;
+#   host: the dry-run prints the IPVS listing of the demo manifests, and with
+#   IPv6 Services the IPv6 services, /128 addresses and the ip6tables payload;
 #   guest: vipd starts and reports mode ipvs; the sysctls are set in ${P}lb;
 #   `ipvsadm -Ln` equals what `vipd --dry-run --mode ipvs` wants (services,
 #   schedulers, persistence, real servers, weights; none twice) after each
@@ -32,7 +36,14 @@
 #   server, another tool's service) reconciles it; a removed service's VIP is
 #   unbound; a service with scheduler lc (module not loaded) -> a one-line
 #   ENOENT error, vipd alive, a clean full sync once the service is gone;
-#   vipctl list/status; clean exit.
+#   vipctl list/status; IPv6 (db6 fd00:96::100 in front of the pods' IPv6
+#   addresses, empty6 fd00:96::101 without endpoints, in the table from the
+#   start, so the restart and ipvsadm checks above cover them too): /128 VIPs,
+#   IPv6 forwarding, ip6tables chains and jumps once; 100 requests over 4 pods;
+#   pod4 leaves db6's slice while requests run (0 failed, the change-to-kernel
+#   time printed), no new flow to it; refused (TCP, UDP) with the ip6tables
+#   REJECT counter rising (these run while pod4's IPv4 real server drains);
+#   clean exit.
 # Exit status 0 if all passed, 1 if any failed, 77 (with SKIP lines) when it
 # cannot run here: not root, no qemu, no ipvsadm/iptables, or no guest kernel
 # (apt-get download failed and nothing cached in .cache/vm). About 5-7 minutes
@@ -49,11 +60,12 @@ if [ -z "${PYTHON:-}" ]; then if [ -x /usr/bin/python3 ]; then PYTHON=/usr/bin/p
 NAME=ipvs_test
 MODULES="crc32c_generic nf_conntrack ip_vs ip_vs_rr ip_vs_wrr ip_vs_sh ip_vs_mh xt_ipvs veth bridge dummy
  nf_tables nft_compat nft_chain_nat nft_ct nft_masq nft_reject_ipv4 xt_MASQUERADE xt_conntrack xt_comment
- xt_tcpudp ipt_REJECT"
+ xt_tcpudp ipt_REJECT ip6t_REJECT"
 GUEST_CHECKS=(vipd-starts sysctls-set ipvsadm-initial vips-bound rules-once http-four-pods masquerade
   drain-weight-zero drain-open-conns-served drain-no-new-flows ipvsadm-after-removal no-endpoints-refused
   udp-no-endpoints-refused udp-roundtrip affinity restart-no-failures restart-same-state reconcile-tampered
-  service-removed-unbound kernel-error-resync vipctl graceful-drain-deleted vipd-clean-exit)
+  service-removed-unbound kernel-error-resync vipctl v6-programmed v6-http-four-pods v6-removal-no-failures
+  v6-removed-no-new-flows v6-no-endpoints-refused graceful-drain-deleted vipd-clean-exit)
 
 if [ "${1:-}" = --guest ]; then
   [ -n "${KERNEL_VM:-}" ] || { echo "ipvs_test: --guest runs inside scripts/kernel-vm.sh's guest only" >&2; exit 2; }
@@ -70,7 +82,7 @@ fi
 T_START=$(date +%s)
 skip_all() {
   local c
-  for c in dry-run vm-boots "${GUEST_CHECKS[@]}" time-budget; do echo "SKIP: $c: $1"; done
+  for c in dry-run dry-run-ipv6 vm-boots "${GUEST_CHECKS[@]}" time-budget; do echo "SKIP: $c: $1"; done
   echo "!!! $NAME: all checks SKIPPED: $1" >&2
   exit 77
 }
@@ -119,6 +131,31 @@ if out=$("$VIPD" --mode ipvs --dry-run --manifests-dir config/demo/manifests 2>&
   pass dry-run
 else
   fail dry-run "vipd --mode ipvs --dry-run: $(head -c 400 <<<"$out" | tr '\n' '|')"
+fi
+
+# IPv6 Services beside the demo ones: the IPv6 part of the dry run.
+mkdir -p "$TMP/m6"
+cp config/demo/manifests/*.yaml "$TMP/m6/"
+printf '%s\n' "apiVersion: v1" "kind: Service" "metadata: {name: db6, namespace: default}" \
+  "spec: {clusterIP: 'fd00:96::100', clusterIPs: ['fd00:96::100'], ipFamilies: [IPv6], ipFamilyPolicy: SingleStack," \
+  "  ports: [{name: http, port: 8080, protocol: TCP}]}" "---" "apiVersion: v1" "kind: Service" \
+  "metadata: {name: empty6, namespace: default}" \
+  "spec: {clusterIP: 'fd00:96::101', clusterIPs: ['fd00:96::101'], ipFamilies: [IPv6], ipFamilyPolicy: SingleStack," \
+  "  ports: [{name: http, port: 80, protocol: TCP}]}" "---" "apiVersion: discovery.k8s.io/v1" "kind: EndpointSlice" \
+  "metadata: {name: db6-1, namespace: default, labels: {kubernetes.io/service-name: db6}}" "addressType: IPv6" \
+  "ports: [{name: http, port: 8080, protocol: TCP}]" "endpoints:" \
+  "  - {addresses: ['fd00:244::1:15'], conditions: {ready: true}}" \
+  "  - {addresses: ['fd00:244::2:88'], conditions: {ready: true}}" >"$TMP/m6/v6.yaml"
+if out=$("$VIPD" --mode ipvs --dry-run --manifests-dir "$TMP/m6" 2>&1) &&
+   grep -q '^TCP  \[fd00:96::100\]:8080 rr$' <<<"$out" &&
+   [ "$(grep -c '^  -> \[fd00:244::[0-9:]*\]:8080 *Masq *1$' <<<"$out")" -eq 2 ] &&
+   grep -q '^#   fd00:96::101/128$' <<<"$out" && grep -q '^#   net.ipv6.conf.all.forwarding = 1$' <<<"$out" &&
+   grep -q '^# ip6tables-restore --noflush payload$' <<<"$out" &&
+   grep -q -- '-d fd00:96::101/128 -p tcp -m tcp --dport 80 -j REJECT --reject-with icmp6-port-unreachable' <<<"$out" &&
+   grep -q '^TCP  10\.96\.0\.100:8080 rr$' <<<"$out" && ! grep -q 'not programmed' <<<"$out"; then
+  pass dry-run-ipv6
+else
+  fail dry-run-ipv6 "vipd --mode ipvs --dry-run with IPv6 Services: $(grep -e fd00 -e ipv6 -e 'not programmed' <<<"$out" | head -c 600 | tr '\n' '|')"
 fi
 
 # ---- the guest ------------------------------------------------------------------------

@@ -9,13 +9,14 @@
 #include <tuple>
 
 #include "common/log.h"
+#include "controlplane/backends/iptables/ruleset.h"
 
 namespace vipd::cp::ipvs {
 namespace {
 
 std::string svc_text(const ServiceKey& k) { return to_string(k); }
 
-std::string dest_text(const ServiceKey& k, Ipv4 ip, uint16_t port) {
+std::string dest_text(const ServiceKey& k, const IpAddr& ip, uint16_t port) {
   return dest_to_string(ip, port) + " of " + to_string(k);
 }
 
@@ -65,7 +66,9 @@ void IpvsBackend::set_sysctls() {
   sysctl_errors_ = 0;
   sysctl_error_.clear();
   if (!opts_.set_sysctls) return;
-  for (const Sysctl& s : required_sysctls()) {
+  std::vector<Sysctl> wanted = required_sysctls();
+  if (desired_.has_ipv6()) wanted.insert(wanted.end(), required_sysctls6().begin(), required_sysctls6().end());
+  for (const Sysctl& s : wanted) {
     std::string path = opts_.proc_sys + "/" + s.name;
     for (size_t i = opts_.proc_sys.size() + 1; i < path.size(); ++i)
       if (path[i] == '.') path[i] = '/';
@@ -90,11 +93,13 @@ void IpvsBackend::set_sysctls() {
 
 // ---- VIP addresses ----------------------------------------------------------------
 bool IpvsBackend::bind_wanted(std::string* error) {
-  for (Ipv4 a : desired_.vips) {
+  for (const IpAddr& a : desired_.vips) {
     if (bound_.count(a)) continue;
     const int e = iface_.bind(a);
     if (e && e != EEXIST) {
-      *error = describe_op("bind", ipv4_to_string(a) + "/32 to " + iface_.name(), e);
+      *error = describe_op("bind", host_prefix(a) + " to " + iface_.name(), e);
+      if (a.is_v6() && (e == EACCES || e == EPERM || e == EAFNOSUPPORT))
+        *error += " (is IPv6 disabled there? net.ipv6.conf." + iface_.name() + ".disable_ipv6)";
       return false;
     }
     bound_.insert(a);
@@ -110,7 +115,7 @@ bool IpvsBackend::unbind_unwanted(std::string* error) {
     }
     const int e = iface_.unbind(*it);
     if (e && e != ENOENT) {
-      *error = describe_op("unbind", ipv4_to_string(*it) + "/32 from " + iface_.name(), e);
+      *error = describe_op("unbind", host_prefix(*it) + " from " + iface_.name(), e);
       return false;
     }
     it = bound_.erase(it);
@@ -214,7 +219,7 @@ bool IpvsBackend::full_sync(std::string* error) {
              (e == EOPNOTSUPP ? " (is the dummy module available? modprobe dummy)" : "");
     return false;
   }
-  std::vector<Ipv4> addrs;
+  std::vector<IpAddr> addrs;
   if (int e = iface_.list(&addrs)) {
     *error = describe_op("list addresses of", iface_.name(), e);
     return false;
@@ -225,12 +230,12 @@ bool IpvsBackend::full_sync(std::string* error) {
     *error = describe_op("read back", "the kernel's IPVS services (GET_SERVICE/GET_DEST)", e);
     return false;
   }
-  bound_ = std::set<Ipv4>(addrs.begin(), addrs.end());
+  bound_ = std::set<IpAddr>(addrs.begin(), addrs.end());
   std::map<ServiceKey, KService> fresh;
   for (const IpvsServiceState& s : dump) {
     const ServiceKey& k = s.service.key;
     // vipd's: VIP on the dummy interface, wanted now, or programmed by this run.
-    if (!bound_.count(k.vip.v4()) && !desired_.services.count(k) && !kstate_.count(k)) {
+    if (!bound_.count(k.vip) && !desired_.services.count(k) && !kstate_.count(k)) {
       ++foreign;
       continue;
     }
@@ -269,40 +274,60 @@ bool IpvsBackend::partial_sync(const TableDiff& diff, std::string* error) {
 // ---- iptables -------------------------------------------------------------------------
 bool IpvsBackend::apply_rules(bool full, std::string* error) {
   if (!opts_.manage_iptables) return true;
-  const std::string payload = render_rules(desired_, opts_.rules);
-  if (!full && payload == applied_rules_) return true;
-  ipt::RunResult r = opts_.run({opts_.restore_cmd, "--noflush", "-w", std::to_string(opts_.lock_wait_s)}, payload);
-  if (!r.ok()) {
-    applied_rules_.clear();
-    *error = ipt::describe_failure(opts_.restore_cmd, r) +
-             " (vipd's ipvs-mode chains; the masquerade rule needs the xt_ipvs module)";
-    return false;
+  if (!apply_family_rules(AddressFamily::kIpv4, full, error)) return false;
+  // IPv6: engaged by IPv6 entries, or (full sync) by vipd's chain left in ip6tables.
+  if (!v6_rules_ && (desired_.has_ipv6() || (full && ip6tables_has_chain()))) {
+    v6_rules_ = true;
+    log_info("ipvs: managing vipd's ip6tables chains as well (IPv6 entries, or chains of an earlier run)");
   }
-  applied_rules_ = payload;
-  ++rules_applied_;
-  return !full || ensure_jumps(error);
+  return !v6_rules_ || apply_family_rules(AddressFamily::kIpv6, full, error);
 }
 
-bool IpvsBackend::ensure_jumps(std::string* error) {
+bool IpvsBackend::ip6tables_has_chain() {
+  ipt::RunResult r = opts_.run(
+      {opts_.ip6tables_cmd, "-w", std::to_string(opts_.lock_wait_s), "-t", "filter", "-S", kServicesChain}, "");
+  return r.ok();  // not started (no ip6tables), or exit 1 (no such chain): nothing of vipd's there
+}
+
+bool IpvsBackend::apply_family_rules(AddressFamily f, bool full, std::string* error) {
+  const bool v6 = f == AddressFamily::kIpv6;
+  const std::string& cmd = v6 ? opts_.restore6_cmd : opts_.restore_cmd;
+  std::string& applied = v6 ? applied_rules6_ : applied_rules_;
+  const std::string payload = render_rules(desired_, opts_.rules, f);
+  if (!full && payload == applied) return true;
+  ipt::RunResult r = opts_.run({cmd, "--noflush", "-w", std::to_string(opts_.lock_wait_s)}, payload);
+  if (!r.ok()) {
+    applied.clear();
+    *error = ipt::describe_failure(cmd, r) + " (vipd's ipvs-mode chains; the masquerade rule needs the xt_ipvs module" +
+             (v6 ? std::string(", IPv6 ones ip6table_nat or nft_chain_nat and ip6t_REJECT)") : std::string(")"));
+    return false;
+  }
+  applied = payload;
+  ++rules_applied_;
+  return !full || ensure_jumps(f, error);
+}
+
+bool IpvsBackend::ensure_jumps(AddressFamily f, std::string* error) {
   const std::string wait = std::to_string(opts_.lock_wait_s);
+  const std::string& iptables = f == AddressFamily::kIpv6 ? opts_.ip6tables_cmd : opts_.iptables_cmd;
   for (const IpvsJump& j : ipvs_jumps()) {
-    std::vector<std::string> check = {opts_.iptables_cmd, "-w", wait, "-t", j.table, "-C", j.chain};
+    std::vector<std::string> check = {iptables, "-w", wait, "-t", j.table, "-C", j.chain};
     check.insert(check.end(), j.args.begin(), j.args.end());
     ipt::RunResult c = opts_.run(check, "");
     if (c.ok()) continue;
     if (!c.started || c.timed_out || c.exit_code != 1) {  // 1 = no such rule
-      *error = ipt::describe_failure(opts_.iptables_cmd + " -t " + j.table + " -C " + j.chain, c);
+      *error = ipt::describe_failure(iptables + " -t " + j.table + " -C " + j.chain, c);
       return false;
     }
-    std::vector<std::string> insert = {opts_.iptables_cmd, "-w", wait, "-t", j.table, "-I", j.chain, "1"};
+    std::vector<std::string> insert = {iptables, "-w", wait, "-t", j.table, "-I", j.chain, "1"};
     insert.insert(insert.end(), j.args.begin(), j.args.end());
     ipt::RunResult i = opts_.run(insert, "");
     if (!i.ok()) {
-      *error = ipt::describe_failure(opts_.iptables_cmd + " -t " + j.table + " -I " + j.chain, i);
+      *error = ipt::describe_failure(iptables + " -t " + j.table + " -I " + j.chain, i);
       return false;
     }
     ++jumps_added_;
-    log_info("ipvs: added the jump rule: iptables " + j.text());
+    log_info("ipvs: added the jump rule: " + iptables + " " + j.text());
   }
   return true;
 }
@@ -310,9 +335,10 @@ bool IpvsBackend::ensure_jumps(std::string* error) {
 // ---- Backend -----------------------------------------------------------------------------
 void IpvsBackend::publish_stats(bool ok, bool full, double ms) {
   std::vector<DrainingDest> drain;
-  uint64_t dests = 0;
+  uint64_t dests = 0, v6 = 0;
   for (const auto& [k, s] : kstate_) {
     dests += s.dests.size();
+    v6 += k.vip.is_v6();
     for (const auto& [dk, d] : s.dests)
       if (!wanted_dest(k, dk)) drain.push_back({k, dk.ip, dk.port, d.active_conns, d.inactive_conns});
   }
@@ -328,6 +354,9 @@ void IpvsBackend::publish_stats(bool ok, bool full, double ms) {
   stats_.dests = dests;
   stats_.draining = drain.size();
   stats_.vips_bound = bound_.size();
+  stats_.ipv6_services = v6;
+  stats_.ipv6_rules = v6_rules_;
+  stats_.cross_family_skipped = desired_.cross_family;
   stats_.rules_applied = rules_applied_;
   stats_.jump_rules_added = jumps_added_;
   stats_.sysctl_errors = sysctl_errors_;
@@ -340,6 +369,10 @@ bool IpvsBackend::apply(const ServiceTable& next, const TableDiff& diff, bool fu
   const auto t0 = std::chrono::steady_clock::now();
   const uint64_t ops0 = ops_;
   desired_ = build_desired(next);
+  if (desired_.cross_family != cross_family_warned_ && desired_.cross_family)
+    log_warn("ipvs: " + std::to_string(desired_.cross_family) +
+             " backend(s) not of their service's address family skipped (IPVS masquerade stays within a family)");
+  cross_family_warned_ = desired_.cross_family;
   const bool do_full = full || force_full_;
   const bool ok = do_full ? full_sync(error) : partial_sync(diff, error);
   force_full_ = !ok;

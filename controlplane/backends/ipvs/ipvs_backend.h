@@ -19,6 +19,15 @@
 //   tick_interval_ms) reads the draining services' real servers and deletes
 //   those whose ActiveConn + InActConn is 0. UDP real servers are deleted at
 //   once. A returning real server gets its weight back.
+// - IPv6: IPv6 entries become AF_INET6 virtual services with IPv6 real servers,
+//   their VIPs are bound /128 (nodad) on the same interface, and their rules go
+//   through ip6tables-restore into the same two chains of ip6tables (REJECT
+//   --reject-with icmp6-port-unreachable). The ip6tables side is engaged while
+//   the table has IPv6 entries, once it had them in this run, or when a full
+//   sync finds vipd's chain in ip6tables (left by an earlier run: emptied);
+//   until then IPv4-only use runs no ip6tables command but that check, so a
+//   host without ip6tables is unchanged. With IPv6 entries vipd also sets
+//   net.ipv6.conf.all.forwarding = 1 (required_sysctls6()).
 // - Any error (EEXIST, ESRCH, ENOENT, EPERM, IPVS missing, ...) ends the apply
 //   with one line (kernel_error_text) and false: the SyncLoop retries with a
 //   full sync. Nothing here throws on a bad kernel answer.
@@ -49,6 +58,8 @@ struct IpvsBackendOptions {
   bool manage_iptables = true;         // masquerade + REJECT chains
   std::string restore_cmd = "iptables-restore";
   std::string iptables_cmd = "iptables";
+  std::string restore6_cmd = "ip6tables-restore";
+  std::string ip6tables_cmd = "ip6tables";
   unsigned lock_wait_s = 5;
   int command_timeout_ms = 30000;
   uint32_t tick_interval_ms = 1000;    // graceful-termination check; 0 = never
@@ -68,7 +79,10 @@ struct IpvsBackendStats {
   uint64_t dests = 0;
   uint64_t draining = 0;               // real servers at weight 0 waiting for 0 connections
   uint64_t vips_bound = 0;
-  uint64_t rules_applied = 0;          // iptables-restore runs
+  uint64_t ipv6_services = 0;          // of `services`: AF_INET6 ones
+  bool ipv6_rules = false;             // the ip6tables side is engaged
+  uint64_t cross_family_skipped = 0;   // backends not of their VIP's family (last apply)
+  uint64_t rules_applied = 0;          // iptables-restore / ip6tables-restore runs
   uint64_t jump_rules_added = 0;
   uint64_t sysctl_errors = 0;          // in the last full sync
   std::string sysctl_error;            // the first of them
@@ -78,7 +92,7 @@ struct IpvsBackendStats {
 // A real server vipd is draining (for /v1/services).
 struct DrainingDest {
   ServiceKey key;
-  Ipv4 ip = 0;
+  IpAddr ip;
   uint16_t port = 0;
   uint32_t active_conns = 0, inactive_conns = 0;  // at the last check
 };
@@ -96,7 +110,7 @@ class IpvsBackend final : public Backend {
 
  private:
   struct DestKey {
-    Ipv4 ip;
+    IpAddr ip;
     uint16_t port;
     auto operator<=>(const DestKey&) const = default;
   };
@@ -112,7 +126,9 @@ class IpvsBackend final : public Backend {
   bool bind_wanted(std::string* error);
   bool unbind_unwanted(std::string* error);
   bool apply_rules(bool full, std::string* error);
-  bool ensure_jumps(std::string* error);
+  bool apply_family_rules(AddressFamily f, bool full, std::string* error);
+  bool ip6tables_has_chain();
+  bool ensure_jumps(AddressFamily f, std::string* error);
   void set_sysctls();
   bool wanted_dest(const ServiceKey& key, const DestKey& d) const;
   int op(int err) { ++ops_; return err; }
@@ -124,8 +140,11 @@ class IpvsBackend final : public Backend {
 
   Desired desired_;                         // of the last apply (successful or not)
   std::map<ServiceKey, KService> kstate_;   // vipd's services in the kernel
-  std::set<Ipv4> bound_;                    // addresses on the dummy interface
+  std::set<IpAddr> bound_;                  // addresses on the dummy interface
   std::string applied_rules_;               // last payload iptables-restore accepted
+  std::string applied_rules6_;              // ... ip6tables-restore
+  bool v6_rules_ = false;                   // the ip6tables side is engaged
+  size_t cross_family_warned_ = 0;
   bool force_full_ = true;
   uint64_t ops_ = 0;
   uint64_t stale_deleted_ = 0, drained_ = 0, foreign_ = 0, rules_applied_ = 0, jumps_added_ = 0;

@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "controlplane/backends/iptables/comment.h"
+#include "controlplane/backends/iptables/ruleset.h"
 
 namespace vipd::cp::ipvs {
 namespace {
@@ -21,16 +22,23 @@ std::string lower(const char* s) {
 // cannot cut the rule short, and a long one cannot fail iptables-restore.
 std::string comment(const std::string& s) { return ipt::comment_match(s); }
 
-// "a.b.c.d/n" with nothing else in it (the model validated it; the payload is
-// still no place for surprises).
-bool plain_cidr(const std::string& s) {
-  if (s.empty() || s.size() > 18) return false;
-  return std::all_of(s.begin(), s.end(), [](char c) { return (c >= '0' && c <= '9') || c == '.' || c == '/'; });
+// A strict CIDR of `family` ("a.b.c.d/n" or an IPv6 one) with nothing else in
+// it (the model validated it; the payload is still no place for surprises).
+bool cidr_of(const std::string& s, AddressFamily family) {
+  if (s.empty() || s.size() > 43) return false;
+  if (!std::all_of(s.begin(), s.end(), [](char c) {
+        return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F') || c == '.' || c == '/' ||
+               c == ':';
+      }))
+    return false;
+  return ipt::cidr_family(s) == family;
 }
+
+AddressFamily family_of(const IpAddr& a) { return a.is_v4() ? AddressFamily::kIpv4 : AddressFamily::kIpv6; }
 
 std::string match(const ServiceKey& k) {
   const std::string p = lower(name(k.protocol));
-  return "-d " + k.vip.to_string() + "/32 -p " + p + " -m " + p + " --dport " + std::to_string(k.port);
+  return "-d " + host_prefix(k.vip) + " -p " + p + " -m " + p + " --dport " + std::to_string(k.port);
 }
 
 std::string pad(std::string s, size_t n) {
@@ -50,11 +58,12 @@ IpvsService to_ipvs_service(const VirtualService& vs) {
     s.flags = kFlagPersistent;
     s.timeout_s = vs.persistence_timeout_s;
   }
-  s.netmask = 0xffffffffu;
+  s.netmask = host_netmask(vs.key.vip);
   return s;
 }
 
-DesiredService to_desired(const VirtualService& vs) {
+namespace {
+DesiredService to_desired(const VirtualService& vs, size_t* cross_family) {
   DesiredService d;
   d.service = to_ipvs_service(vs);
   d.name = vs.name;
@@ -63,8 +72,12 @@ DesiredService to_desired(const VirtualService& vs) {
   d.source_ranges = vs.source_ranges;
   for (const RealServer& b : vs.backends) {
     if (b.weight == 0) continue;  // quiesced / terminating: drained like a removed one
+    if (b.ip.family() != vs.key.vip.family()) {  // IPVS masquerade stays within a family
+      if (cross_family) ++*cross_family;
+      continue;
+    }
     IpvsDest dest;
-    dest.ip = b.ip.v4();
+    dest.ip = b.ip;
     dest.port = b.port;
     dest.weight = b.weight;
     dest.fwd_method = kFwdMasq;
@@ -74,12 +87,15 @@ DesiredService to_desired(const VirtualService& vs) {
             [](const IpvsDest& a, const IpvsDest& b) { return std::tie(a.ip, a.port) < std::tie(b.ip, b.port); });
   return d;
 }
+}  // namespace
+
+DesiredService to_desired(const VirtualService& vs) { return to_desired(vs, nullptr); }
 
 Desired build_desired(const ServiceTable& t) {
   Desired d;
   for (const auto& [key, vs] : t.services) {
-    d.services.emplace(key, to_desired(vs));
-    if (binds_vip(vs)) d.vips.insert(key.vip.v4());
+    d.services.emplace(key, to_desired(vs, &d.cross_family));
+    if (binds_vip(vs)) d.vips.insert(key.vip);
   }
   return d;
 }
@@ -95,7 +111,15 @@ const std::vector<Sysctl>& required_sysctls() {
   return k;
 }
 
-std::string render_rules(const Desired& d, const RulesOptions& o) {
+const std::vector<Sysctl>& required_sysctls6() {
+  static const std::vector<Sysctl> k = {
+      {"net.ipv6.conf.all.forwarding", "1",
+       "IPVS cannot forward IPv6 to real servers on other hosts, and their answers are not let back through"},
+  };
+  return k;
+}
+
+std::string render_rules(const Desired& d, const RulesOptions& o, AddressFamily family) {
   std::string s = "*nat\n:" + std::string(kPostroutingChain) + " - [0:0]\n";
   if (o.masquerade_all)
     s += "-A " + std::string(kPostroutingChain) + " " + comment("vipd ipvs: masquerade service traffic for fnat") +
@@ -103,15 +127,17 @@ std::string render_rules(const Desired& d, const RulesOptions& o) {
   s += "COMMIT\n*filter\n:" + std::string(kServicesChain) + " - [0:0]\n";
   const std::string chain = "-A " + std::string(kServicesChain) + " ";
   for (const auto& [key, svc] : d.services) {
+    if (family_of(key.vip) != family) continue;
     if (svc.empty()) {
       const bool drop = svc.when_empty == WhenEmpty::kDrop;
       s += chain + comment(svc.name + (drop ? " has no local endpoints" : " has no endpoints")) + " " + match(key) +
-           (drop ? " -j DROP\n" : " -j REJECT\n");
+           " " + (drop ? std::string("-j DROP") : ipt::reject_target(family)) + "\n";
       continue;
     }
     if (svc.source_ranges.empty()) continue;
+    // Ranges of the other family let nothing of this one through (only the DROP).
     for (const std::string& r : svc.source_ranges)
-      if (plain_cidr(r)) s += chain + "-s " + r + " " + match(key) + " -j RETURN\n";
+      if (cidr_of(r, family)) s += chain + "-s " + r + " " + match(key) + " -j RETURN\n";
     s += chain + comment(svc.name + " source ranges") + " " + match(key) + " -j DROP\n";
   }
   s += "COMMIT\n";
@@ -138,7 +164,7 @@ std::vector<IpvsJump> ipvs_jumps() {
 std::string ipvsadm_text(const Desired& d) {
   std::string s = "Prot LocalAddress:Port Scheduler Flags\n  -> RemoteAddress:Port           Forward Weight\n";
   for (const auto& [key, svc] : d.services) {
-    s += pad(name(key.protocol), 5) + dest_to_string(key.vip.v4(), key.port) + " " + svc.service.scheduler;
+    s += pad(name(key.protocol), 5) + dest_to_string(key.vip, key.port) + " " + svc.service.scheduler;
     if (svc.service.flags & kFlagPersistent) s += " persistent " + std::to_string(svc.service.timeout_s);
     s += "\n";
     for (const IpvsDest& dst : svc.dests)
@@ -151,14 +177,24 @@ std::string dry_run_text(const Desired& d, const RulesOptions& o, const std::str
   std::string s = "# vipd --mode ipvs --dry-run: the IPVS state vipd would program (ipvsadm -Ln form)\n";
   s += "# " + std::to_string(d.services.size()) + " virtual services, forward method masquerade\n";
   s += ipvsadm_text(d);
-  s += "\n# dummy interface " + interface + ": addresses bound /32\n";
-  for (Ipv4 a : d.vips) s += "#   " + ipv4_to_string(a) + "/32\n";
+  s += "\n# dummy interface " + interface + ": addresses bound /32 (IPv6 /128, nodad)\n";
+  for (const IpAddr& a : d.vips) s += "#   " + host_prefix(a) + "\n";
   s += "\n# sysctls\n";
   for (const Sysctl& c : required_sysctls()) s += "#   " + std::string(c.name) + " = " + c.value + "\n";
-  s += "\n# iptables: jump rules (added when missing)\n";
-  for (const IpvsJump& j : ipvs_jumps()) s += "#   iptables " + j.text() + "\n";
-  s += "# iptables-restore --noflush payload\n";
-  s += render_rules(d, o);
+  if (d.has_ipv6())
+    for (const Sysctl& c : required_sysctls6()) s += "#   " + std::string(c.name) + " = " + c.value + "\n";
+  if (d.cross_family)
+    s += "\n# " + std::to_string(d.cross_family) +
+         " backend(s) not of their service's address family skipped (IPVS masquerade stays within a family)\n";
+  std::vector<AddressFamily> families = {AddressFamily::kIpv4};
+  if (d.has_ipv6()) families.push_back(AddressFamily::kIpv6);
+  for (AddressFamily f : families) {
+    const std::string prog = ipt::iptables_program(f);
+    s += "\n# " + prog + ": jump rules (added when missing)\n";
+    for (const IpvsJump& j : ipvs_jumps()) s += "#   " + prog + " " + j.text() + "\n";
+    s += "# " + std::string(ipt::restore_program(f)) + " --noflush payload\n";
+    s += render_rules(d, o, f);
+  }
   return s;
 }
 

@@ -25,6 +25,7 @@ std::string kernel_error_text(int err) {
     case ENODEV: return "no such device (ENODEV)";
     case EOPNOTSUPP: return "not supported by this kernel (EOPNOTSUPP)";
     case EADDRNOTAVAIL: return "address not available (EADDRNOTAVAIL)";
+    case EAFNOSUPPORT: return "address family not supported (EAFNOSUPPORT): a kernel without IPv6 in IPVS (CONFIG_IP_VS_IPV6)?";
     default: break;
   }
   if (err > 0 && err < 4096) return std::string(std::strerror(err)) + " (errno " + std::to_string(err) + ")";
@@ -39,6 +40,10 @@ std::string describe_op(const std::string& op, const std::string& what, int err)
   return s;
 }
 
-std::string dest_to_string(Ipv4 ip, uint16_t port) { return ipv4_to_string(ip) + ":" + std::to_string(port); }
+std::string dest_to_string(const IpAddr& ip, uint16_t port) {
+  return host_port(ip, port);
+}
+
+std::string host_prefix(const IpAddr& a) { return a.to_string() + (a.is_v4() ? "/32" : "/128"); }
 
 }  // namespace vipd::cp::ipvs

@@ -29,7 +29,9 @@ inline constexpr uint32_t kFlagPersistent = 0x1;
 inline constexpr uint32_t kFwdMasq = 0;
 
 // A virtual service as the kernel holds it (what NEW/SET_SERVICE send and
-// GET_SERVICE returns), IPv4, address+port+protocol form (no fwmark).
+// GET_SERVICE returns), address+port+protocol form (no fwmark). The family is
+// the VIP's (AF_INET / AF_INET6); netmask is the persistence mask: an IPv4
+// mask (0xffffffff = /32) or, for IPv6, a prefix length (128).
 struct IpvsService {
   ServiceKey key;
   std::string scheduler = name(Scheduler::kRr);  // the kernel's name: any scheduler it has
@@ -38,15 +40,19 @@ struct IpvsService {
   uint32_t netmask = 0xffffffffu;
   bool operator==(const IpvsService&) const = default;
 };
+inline constexpr uint32_t kNetmaskHost4 = 0xffffffffu;  // IPv4: /32
+inline constexpr uint32_t kNetmaskHost6 = 128;          // IPv6: prefix length
+inline uint32_t host_netmask(const IpAddr& vip) { return vip.is_v4() ? kNetmaskHost4 : kNetmaskHost6; }
 
 // Traffic counters of a service or destination (IPVS_*_ATTR_STATS64).
 struct IpvsStats {
   uint64_t conns = 0, inpkts = 0, outpkts = 0, inbytes = 0, outbytes = 0;
 };
 
-// A real server (destination) of a virtual service.
+// A real server (destination) of a virtual service: of the service's family
+// (IPVS masquerade does not cross families).
 struct IpvsDest {
-  Ipv4 ip = 0;
+  IpAddr ip;
   uint16_t port = 0;
   uint32_t weight = 1;
   uint32_t fwd_method = kFwdMasq;
@@ -73,26 +79,28 @@ class IpvsKernel {
   virtual int del_service(const ServiceKey& k) = 0;    // DEL_SERVICE
   virtual int add_dest(const ServiceKey& k, const IpvsDest& d) = 0;   // NEW_DEST
   virtual int edit_dest(const ServiceKey& k, const IpvsDest& d) = 0;  // SET_DEST
-  virtual int del_dest(const ServiceKey& k, Ipv4 ip, uint16_t port) = 0;  // DEL_DEST
+  virtual int del_dest(const ServiceKey& k, const IpAddr& ip, uint16_t port) = 0;  // DEL_DEST
   // GET_SERVICE dump, then GET_DEST per service. Services the model cannot
-  // express (fwmark services, IPv6, protocols other than TCP/UDP) are skipped
+  // express (fwmark services, families other than IPv4/IPv6, protocols other
+  // than TCP/UDP) are skipped
   // and counted in *foreign (may be null).
   virtual int dump(std::vector<IpvsServiceState>* out, size_t* foreign) = 0;
   // GET_DEST dump of one service.
   virtual int dump_dests(const ServiceKey& k, std::vector<IpvsDest>* out) = 0;
 };
 
-// The dummy interface that VIPs are bound to (/32), so the kernel delivers
-// their packets locally, where IPVS picks them up.
+// The dummy interface that VIPs are bound to (IPv4 /32, IPv6 /128 without DAD),
+// so the kernel delivers their packets locally, where IPVS picks them up.
 class VipInterface {
  public:
   virtual ~VipInterface() = default;
   virtual const std::string& name() const = 0;
   // Creates the interface when it does not exist. Returns 0 or an error code.
   virtual int ensure() = 0;
-  virtual int list(std::vector<Ipv4>* out) = 0;  // IPv4 addresses bound to it
-  virtual int bind(Ipv4 a) = 0;                  // adds a/32 (EEXIST when bound)
-  virtual int unbind(Ipv4 a) = 0;                // removes a/32
+  // The IPv4 and (global, not link-local) IPv6 addresses bound to it.
+  virtual int list(std::vector<IpAddr>* out) = 0;
+  virtual int bind(const IpAddr& a) = 0;    // adds a/32 or a/128 (EEXIST when bound)
+  virtual int unbind(const IpAddr& a) = 0;  // removes it
 };
 
 // "File exists (EEXIST): the kernel already has it", "IPVS is not available
@@ -102,7 +110,9 @@ std::string kernel_error_text(int err);
 // "add service TCP 10.96.0.100:8080: <kernel_error_text>".
 std::string describe_op(const std::string& op, const std::string& what, int err);
 
-// "TCP 10.96.0.100:8080" / "10.244.1.15:8080".
-std::string dest_to_string(Ipv4 ip, uint16_t port);
+// "10.244.1.15:8080" / "[fd00:244::1:15]:8080" (brackets for IPv6, as ipvsadm).
+std::string dest_to_string(const IpAddr& ip, uint16_t port);
+// "10.96.0.100/32" / "fd00:96::100/128": a VIP as bound on the dummy interface.
+std::string host_prefix(const IpAddr& a);
 
 }  // namespace vipd::cp::ipvs

@@ -62,13 +62,35 @@ bool get_u64(nlattr* a, uint64_t* v) {
   std::memcpy(v, nla_data(a), 8);
   return true;
 }
-bool get_ipv4(nlattr* a, Ipv4* v) {
-  if (!a || nla_len(a) < 4) return false;
-  uint32_t be;
-  std::memcpy(&be, nla_data(a), 4);
-  *v = ntohl(be);
+// An address of family `af` (the kernel sends union nf_inet_addr: 16 bytes,
+// of which IPv4 uses the first 4).
+bool get_addr(nlattr* a, int af, IpAddr* v) {
+  if (af == AF_INET) {
+    if (!a || nla_len(a) < 4) return false;
+    uint32_t be;
+    std::memcpy(&be, nla_data(a), 4);
+    *v = IpAddr(ntohl(be));
+    return true;
+  }
+  if (af != AF_INET6 || !a || nla_len(a) < 16) return false;
+  *v = IpAddr::v6(static_cast<const uint8_t*>(nla_data(a)));
   return true;
 }
+
+// `a` as the 16 bytes IPVS expects (IPv4: the first 4, the rest zero).
+void put_addr_bytes(const IpAddr& a, uint8_t out[16], int* len) {
+  std::memset(out, 0, 16);
+  if (a.is_v4()) {
+    const uint32_t be = htonl(a.v4());
+    std::memcpy(out, &be, 4);
+    *len = 4;
+  } else {
+    std::memcpy(out, a.v6_bytes().data(), 16);
+    *len = 16;
+  }
+}
+
+uint16_t af_of(const IpAddr& a) { return a.is_v4() ? AF_INET : AF_INET6; }
 std::string get_string(nlattr* a) {
   if (!a || nla_len(a) <= 0) return {};
   const char* p = static_cast<const char*>(nla_data(a));
@@ -92,6 +114,16 @@ nlattr* top_attr(nlmsghdr* nlh, int which) {
   return a[which];
 }
 
+IpvsService key_only(const ServiceKey& k) {
+  IpvsService s;
+  s.key = k;
+  return s;
+}
+
+}  // namespace
+
+namespace wire {
+
 // Result: 1 parsed, 0 skipped (not expressible in the model), -1 malformed.
 int parse_service(nlmsghdr* nlh, IpvsServiceState* out) {
   nlattr* nest = top_attr(nlh, IPVS_CMD_ATTR_SERVICE);
@@ -99,13 +131,11 @@ int parse_service(nlmsghdr* nlh, IpvsServiceState* out) {
   if (!nest || nla_parse_nested(t, IPVS_SVC_ATTR_MAX, nest, nullptr) < 0) return -1;
   uint16_t af = 0, proto = 0, port_be = 0;
   if (!get_u16(t[IPVS_SVC_ATTR_AF], &af)) return -1;
-  if (t[IPVS_SVC_ATTR_FWMARK] || af != AF_INET) return 0;
+  if (t[IPVS_SVC_ATTR_FWMARK] || (af != AF_INET && af != AF_INET6)) return 0;
   if (!get_u16(t[IPVS_SVC_ATTR_PROTOCOL], &proto) || !get_u16(t[IPVS_SVC_ATTR_PORT], &port_be)) return -1;
   if (proto != IPPROTO_TCP && proto != IPPROTO_UDP) return 0;
   IpvsService& s = out->service;
-  Ipv4 vip = 0;
-  if (!get_ipv4(t[IPVS_SVC_ATTR_ADDR], &vip)) return -1;
-  s.key.vip = vip;
+  if (!get_addr(t[IPVS_SVC_ATTR_ADDR], af, &s.key.vip)) return -1;
   s.key.port = ntohs(port_be);
   s.key.protocol = proto == IPPROTO_TCP ? Protocol::kTcp : Protocol::kUdp;
   s.scheduler = get_string(t[IPVS_SVC_ATTR_SCHED_NAME]);
@@ -121,12 +151,13 @@ int parse_service(nlmsghdr* nlh, IpvsServiceState* out) {
   return 1;
 }
 
-bool parse_dest(nlmsghdr* nlh, IpvsDest* d) {
+bool parse_dest(nlmsghdr* nlh, int svc_af, IpvsDest* d) {
   nlattr* nest = top_attr(nlh, IPVS_CMD_ATTR_DEST);
   nlattr* t[IPVS_DEST_ATTR_MAX + 1] = {};
   if (!nest || nla_parse_nested(t, IPVS_DEST_ATTR_MAX, nest, nullptr) < 0) return false;
-  uint16_t port_be = 0;
-  if (!get_ipv4(t[IPVS_DEST_ATTR_ADDR], &d->ip) || !get_u16(t[IPVS_DEST_ATTR_PORT], &port_be)) return false;
+  uint16_t port_be = 0, af = static_cast<uint16_t>(svc_af);
+  if (t[IPVS_DEST_ATTR_ADDR_FAMILY] && !get_u16(t[IPVS_DEST_ATTR_ADDR_FAMILY], &af)) return false;
+  if (!get_addr(t[IPVS_DEST_ATTR_ADDR], af, &d->ip) || !get_u16(t[IPVS_DEST_ATTR_PORT], &port_be)) return false;
   d->port = ntohs(port_be);
   if (!get_u32(t[IPVS_DEST_ATTR_WEIGHT], &d->weight)) return false;
   if (get_u32(t[IPVS_DEST_ATTR_FWD_METHOD], &d->fwd_method)) d->fwd_method &= IP_VS_CONN_F_FWD_MASK;
@@ -143,10 +174,12 @@ bool parse_dest(nlmsghdr* nlh, IpvsDest* d) {
 bool put_service(nl_msg* m, const IpvsService& s, bool full) {
   nlattr* nest = nla_nest_start(m, IPVS_CMD_ATTR_SERVICE);
   if (!nest) return false;
-  const uint32_t addr = htonl(s.key.vip.v4());
-  int r = nla_put_u16(m, IPVS_SVC_ATTR_AF, AF_INET);
+  uint8_t addr[16];
+  int len = 0;
+  put_addr_bytes(s.key.vip, addr, &len);
+  int r = nla_put_u16(m, IPVS_SVC_ATTR_AF, af_of(s.key.vip));
   r |= nla_put_u16(m, IPVS_SVC_ATTR_PROTOCOL, s.key.protocol == Protocol::kTcp ? IPPROTO_TCP : IPPROTO_UDP);
-  r |= nla_put(m, IPVS_SVC_ATTR_ADDR, sizeof addr, &addr);
+  r |= nla_put(m, IPVS_SVC_ATTR_ADDR, len, addr);
   r |= nla_put_u16(m, IPVS_SVC_ATTR_PORT, htons(s.key.port));
   if (full) {
     const ip_vs_flags fl{s.flags, ~0u};
@@ -162,9 +195,14 @@ bool put_service(nl_msg* m, const IpvsService& s, bool full) {
 bool put_dest(nl_msg* m, const IpvsDest& d, bool full) {
   nlattr* nest = nla_nest_start(m, IPVS_CMD_ATTR_DEST);
   if (!nest) return false;
-  const uint32_t addr = htonl(d.ip);
-  int r = nla_put(m, IPVS_DEST_ATTR_ADDR, sizeof addr, &addr);
+  uint8_t addr[16];
+  int len = 0;
+  put_addr_bytes(d.ip, addr, &len);
+  int r = nla_put(m, IPVS_DEST_ATTR_ADDR, len, addr);
   r |= nla_put_u16(m, IPVS_DEST_ATTR_PORT, htons(d.port));
+  // IPv6: the family said outright (IPv4 keeps the request it always sent;
+  // without the attribute the kernel takes the service's family).
+  if (d.ip.is_v6()) r |= nla_put_u16(m, IPVS_DEST_ATTR_ADDR_FAMILY, AF_INET6);
   if (full) {
     r |= nla_put_u32(m, IPVS_DEST_ATTR_FWD_METHOD, d.fwd_method);
     r |= nla_put_u32(m, IPVS_DEST_ATTR_WEIGHT, d.weight);
@@ -175,13 +213,12 @@ bool put_dest(nl_msg* m, const IpvsDest& d, bool full) {
   return r == 0;
 }
 
-IpvsService key_only(const ServiceKey& k) {
-  IpvsService s;
-  s.key = k;
-  return s;
-}
+}  // namespace wire
 
-}  // namespace
+using wire::parse_dest;
+using wire::parse_service;
+using wire::put_dest;
+using wire::put_service;
 
 NetlinkIpvs::~NetlinkIpvs() { close(); }
 
@@ -284,7 +321,7 @@ int NetlinkIpvs::edit_service(const IpvsService& s) { return service_cmd(IPVS_CM
 int NetlinkIpvs::del_service(const ServiceKey& k) { return service_cmd(IPVS_CMD_DEL_SERVICE, key_only(k), false); }
 int NetlinkIpvs::add_dest(const ServiceKey& k, const IpvsDest& d) { return dest_cmd(IPVS_CMD_NEW_DEST, k, d, true); }
 int NetlinkIpvs::edit_dest(const ServiceKey& k, const IpvsDest& d) { return dest_cmd(IPVS_CMD_SET_DEST, k, d, true); }
-int NetlinkIpvs::del_dest(const ServiceKey& k, Ipv4 ip, uint16_t port) {
+int NetlinkIpvs::del_dest(const ServiceKey& k, const IpAddr& ip, uint16_t port) {
   IpvsDest d;
   d.ip = ip;
   d.port = port;
@@ -300,9 +337,10 @@ int NetlinkIpvs::dump_dests(const ServiceKey& k, std::vector<IpvsDest>* out) {
     nlmsg_free(m);
     return EMSGSIZE;
   }
-  Parser p{[out](nlmsghdr* h) {
+  const int af = k.vip.is_v4() ? AF_INET : AF_INET6;
+  Parser p{[out, af](nlmsghdr* h) {
     IpvsDest d;
-    if (!parse_dest(h, &d)) return false;
+    if (!parse_dest(h, af, &d)) return false;
     out->push_back(d);
     return true;
   }};

@@ -2,6 +2,7 @@
 #include "controlplane/backends/ipvs/vip_link.h"
 
 #include <arpa/inet.h>
+#include <linux/if_addr.h>
 #include <netlink/addr.h>
 #include <netlink/cache.h>
 #include <netlink/errno.h>
@@ -78,7 +79,7 @@ int NetlinkVipInterface::ensure() {
   return ifindex(&idx);
 }
 
-int NetlinkVipInterface::list(std::vector<Ipv4>* out) {
+int NetlinkVipInterface::list(std::vector<IpAddr>* out) {
   out->clear();
   int idx = 0;
   if (int e = ifindex(&idx)) return e;
@@ -86,33 +87,43 @@ int NetlinkVipInterface::list(std::vector<Ipv4>* out) {
   if (int r = rtnl_addr_alloc_cache(sock_, &cache); r < 0) return nle_to_errno(r);
   for (nl_object* o = nl_cache_get_first(cache); o; o = nl_cache_get_next(o)) {
     auto* a = reinterpret_cast<rtnl_addr*>(o);
-    if (rtnl_addr_get_ifindex(a) != idx || rtnl_addr_get_family(a) != AF_INET) continue;
+    if (rtnl_addr_get_ifindex(a) != idx) continue;
+    const int fam = rtnl_addr_get_family(a);
     nl_addr* local = rtnl_addr_get_local(a);
-    if (!local || nl_addr_get_len(local) != 4) continue;
-    uint32_t be;
-    std::memcpy(&be, nl_addr_get_binary_addr(local), 4);
-    out->push_back(ntohl(be));
+    if (!local) continue;
+    const auto* bytes = static_cast<const uint8_t*>(nl_addr_get_binary_addr(local));
+    if (fam == AF_INET && nl_addr_get_len(local) == 4) {
+      uint32_t be;
+      std::memcpy(&be, bytes, 4);
+      out->push_back(IpAddr(ntohl(be)));
+    } else if (fam == AF_INET6 && nl_addr_get_len(local) == 16) {
+      if (bytes[0] == 0xfe && (bytes[1] & 0xc0) == 0x80) continue;  // link-local: not a VIP
+      out->push_back(IpAddr::v6(bytes));
+    }
   }
   nl_cache_free(cache);
   return 0;
 }
 
-int NetlinkVipInterface::addr_op(Ipv4 ip, bool add) {
+int NetlinkVipInterface::addr_op(const IpAddr& ip, bool add) {
   int idx = 0;
   if (int e = ifindex(&idx)) return e;
-  const uint32_t be = htonl(ip);
-  nl_addr* local = nl_addr_build(AF_INET, &be, 4);
+  const uint32_t be = htonl(ip.v4());
+  const int fam = ip.is_v4() ? AF_INET : AF_INET6;
+  const unsigned plen = ip.is_v4() ? 32 : 128;
+  nl_addr* local = ip.is_v4() ? nl_addr_build(AF_INET, &be, 4) : nl_addr_build(AF_INET6, ip.v6_bytes().data(), 16);
   rtnl_addr* a = rtnl_addr_alloc();
   if (!local || !a) {
     if (local) nl_addr_put(local);
     if (a) rtnl_addr_put(a);
     return ENOMEM;
   }
-  nl_addr_set_prefixlen(local, 32);
+  nl_addr_set_prefixlen(local, plen);
   rtnl_addr_set_ifindex(a, idx);
-  rtnl_addr_set_family(a, AF_INET);
+  rtnl_addr_set_family(a, fam);
   int r = rtnl_addr_set_local(a, local);
-  rtnl_addr_set_prefixlen(a, 32);
+  rtnl_addr_set_prefixlen(a, plen);
+  if (ip.is_v6() && add) rtnl_addr_set_flags(a, IFA_F_NODAD);
   if (r >= 0) r = add ? rtnl_addr_add(sock_, a, 0) : rtnl_addr_delete(sock_, a, 0);
   rtnl_addr_put(a);
   nl_addr_put(local);
@@ -124,7 +135,7 @@ int NetlinkVipInterface::addr_op(Ipv4 ip, bool add) {
   return 0;
 }
 
-int NetlinkVipInterface::bind(Ipv4 a) { return addr_op(a, true); }
-int NetlinkVipInterface::unbind(Ipv4 a) { return addr_op(a, false); }
+int NetlinkVipInterface::bind(const IpAddr& a) { return addr_op(a, true); }
+int NetlinkVipInterface::unbind(const IpAddr& a) { return addr_op(a, false); }
 
 }  // namespace vipd::cp::ipvs

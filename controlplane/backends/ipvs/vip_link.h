@@ -3,7 +3,10 @@
 // with libnl-route-3. It is created when missing and left down, like
 // kube-proxy's kube-ipvs0: an address on it still gets its local route, so the
 // kernel accepts packets to the VIP and IPVS (LOCAL_IN) takes them. Addresses
-// are IPv4 /32. The interface stays when vipd stops (the services need it).
+// are IPv4 /32 and IPv6 /128 (flag nodad: usable at once; a dummy does no DAD
+// anyway). list() leaves out link-local IPv6 addresses (fe80::/10: the
+// kernel's own, should the interface be set up). The interface stays when
+// vipd stops (the services need it).
 #pragma once
 
 #include <string>
@@ -23,14 +26,14 @@ class NetlinkVipInterface final : public VipInterface {
 
   const std::string& name() const override { return name_; }
   int ensure() override;
-  int list(std::vector<Ipv4>* out) override;
-  int bind(Ipv4 a) override;
-  int unbind(Ipv4 a) override;
+  int list(std::vector<IpAddr>* out) override;
+  int bind(const IpAddr& a) override;
+  int unbind(const IpAddr& a) override;
 
  private:
   int connect();
   int ifindex(int* out);  // ENODEV when the interface does not exist
-  int addr_op(Ipv4 a, bool add);
+  int addr_op(const IpAddr& a, bool add);
 
   std::string name_;
   nl_sock* sock_ = nullptr;

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -117,7 +118,7 @@ TEST_F(IpvsBackendTest, FirstSyncCreatesServicesRealServersVipsRulesAndSysctls) 
     EXPECT_EQ(d.fwd_method, kFwdMasq);
   }
   EXPECT_EQ(kernel_.count("dump"), 1u);  // read back before programming
-  EXPECT_EQ(vips_.addrs, (std::set<Ipv4>{ip("10.96.0.100"), ip("10.96.0.101")}));
+  EXPECT_EQ(vips_.addrs, (std::set<IpAddr>{ip("10.96.0.100"), ip("10.96.0.101")}));
   EXPECT_TRUE(vips_.exists);
   // Rules: one payload; the empty service is rejected; fnat masquerades.
   ASSERT_EQ(ipt_.payloads.size(), 1u);
@@ -165,7 +166,7 @@ TEST_F(IpvsBackendTest, PartialSyncAppliesOnlyTheDiffWithoutADump) {
   EXPECT_TRUE(kernel_.called("del_service TCP 10.96.0.101:80"));
   EXPECT_EQ(kernel_.count("add_service"), 0u);
   EXPECT_EQ(kernel_.calls.size(), 3u) << ::testing::PrintToString(kernel_.calls);
-  EXPECT_EQ(vips_.addrs, std::set<Ipv4>{ip("10.96.0.100")});  // .101 unbound with its last service
+  EXPECT_EQ(vips_.addrs, std::set<IpAddr>{ip("10.96.0.100")});  // .101 unbound with its last service
   // The REJECT rule went with the empty service: a new payload without it.
   ASSERT_EQ(ipt_.payloads.size(), 2u);
   EXPECT_THAT(ipt_.payloads[1], Not(HasSubstr("REJECT")));
@@ -415,6 +416,137 @@ TEST(IpvsBackendSysctl, MissingSysctlsAreReportedButDoNotFailTheSync) {
   EXPECT_THAT(st.sysctl_error, HasSubstr("net.ipv4.vs.conntrack"));
   EXPECT_THAT(st.sysctl_error, HasSubstr("is ip_vs loaded?"));
   EXPECT_EQ(sys.read("net/ipv4/ip_forward"), "1");
+}
+
+
+// ---- IPv6 -------------------------------------------------------------------------------
+const ServiceKey kDb6 = tcp("fd00:96::100", 8080);
+const ServiceKey kDns6 = udp("fd00:96::100", 9053);
+const ServiceKey kEmpty6 = tcp("fd00:96::101", 80);
+
+ServiceTable seed_dual() {
+  ServiceTable t = seed();
+  for (auto& v : {svc(kDb6, {"fd00:244::1:15", "fd00:244::2:88", "fd00:244::3:12", "fd00:244::3:44"}, "default/db6:http"),
+                  svc(kDns6, {"fd00:244::1:15", "fd00:244::2:88"}, "default/db6:dns"),
+                  svc(kEmpty6, {}, "default/empty6:http")})
+    t.services[v.key] = v;
+  t.normalize();
+  return t;
+}
+
+TEST_F(IpvsBackendTest, Ipv6ServicesVipsRulesAndForwarding) {
+  std::filesystem::create_directories(sys_.dir() + "/net/ipv6/conf/all");
+  std::ofstream(sys_.dir() + "/net/ipv6/conf/all/forwarding") << "0\n";
+  ASSERT_TRUE(apply(seed_dual(), true)) << error_;
+  ASSERT_EQ(kernel_.svcs.size(), 6u);
+  EXPECT_TRUE(kernel_.called("add_service TCP [fd00:96::100]:8080 rr flags=0 timeout=0"));
+  EXPECT_TRUE(kernel_.called("add_dest TCP [fd00:96::100]:8080 [fd00:244::3:44]:8080 w=1"));
+  EXPECT_EQ(kernel_.svcs[kDb6].dests.size(), 4u);
+  EXPECT_EQ(kernel_.svcs[kDb6].service.netmask, 128u);  // IPv6: a prefix length
+  EXPECT_EQ(kernel_.svcs[kDb].service.netmask, 0xffffffffu);
+  EXPECT_EQ(vips_.addrs, (std::set<IpAddr>{ip("10.96.0.100"), ip("10.96.0.101"), ip("fd00:96::100"),
+                                           ip("fd00:96::101")}));
+  // One payload per family, each with only its own entries.
+  ASSERT_EQ(ipt_.payloads.size(), 1u);
+  ASSERT_EQ(ipt_.payloads6.size(), 1u);
+  EXPECT_THAT(ipt_.payloads[0], Not(HasSubstr("fd00:")));
+  EXPECT_THAT(ipt_.payloads6[0], Not(HasSubstr("10.96.")));
+  EXPECT_THAT(ipt_.payloads6[0], HasSubstr("-d fd00:96::101/128 -p tcp -m tcp --dport 80 -j REJECT "
+                                           "--reject-with icmp6-port-unreachable\n"));
+  EXPECT_THAT(ipt_.payloads6[0], HasSubstr("--vmethod MASQ -j MASQUERADE"));
+  EXPECT_EQ(ipt_.jumps.size(), 4u);
+  EXPECT_EQ(ipt_.jumps6.size(), 4u);
+  EXPECT_EQ(sys_.read("net/ipv6/conf/all/forwarding"), "1");
+  const auto st = backend_.stats();
+  EXPECT_EQ(st.ipv6_services, 3u);
+  EXPECT_TRUE(st.ipv6_rules);
+  EXPECT_EQ(st.sysctl_errors, 0u) << st.sysctl_error;
+}
+
+TEST_F(IpvsBackendTest, Ipv4OnlyRunsNoIp6tablesButTheCheck) {
+  ASSERT_TRUE(apply(seed(), true)) << error_;
+  EXPECT_TRUE(ipt_.payloads6.empty());
+  EXPECT_TRUE(ipt_.jumps6.empty());
+  size_t v6cmds = 0;
+  for (const auto& c : ipt_.commands) v6cmds += c.rfind("ip6tables", 0) == 0;
+  EXPECT_EQ(v6cmds, 1u);  // ip6tables -S VIPD-IPVS-SERVICES: nothing of an earlier run
+  EXPECT_FALSE(backend_.stats().ipv6_rules);
+  EXPECT_EQ(sys_.read("net/ipv6/conf/all/forwarding"), "");  // not touched
+}
+
+TEST_F(IpvsBackendTest, Ipv6PartialSyncDrainsAndDeletesUdpAtOnce) {
+  ASSERT_TRUE(apply(seed_dual(), true)) << error_;
+  kernel_.dest(kDb6, "fd00:244::3:44", 8080)->active_conns = 2;
+  ServiceTable next = seed_dual();
+  auto& b = next.services[kDb6].backends;
+  b.erase(std::remove_if(b.begin(), b.end(), [](const RealServer& r) { return r.ip == ip("fd00:244::3:44"); }),
+          b.end());
+  auto& u = next.services[kDns6].backends;
+  u.erase(u.begin());  // fd00:244::1:15 leaves the UDP service
+  kernel_.calls.clear();
+  ASSERT_TRUE(apply(next)) << error_;
+  EXPECT_EQ(kernel_.count("dump"), 0u);  // partial: from vipd's record
+  EXPECT_TRUE(kernel_.called("edit_dest TCP [fd00:96::100]:8080 [fd00:244::3:44]:8080 w=0"));
+  EXPECT_TRUE(kernel_.called("del_dest UDP [fd00:96::100]:9053 [fd00:244::1:15]:9053"));
+  ASSERT_EQ(backend_.draining().size(), 1u);
+  EXPECT_EQ(backend_.draining()[0].ip, ip("fd00:244::3:44"));
+  kernel_.dest(kDb6, "fd00:244::3:44", 8080)->active_conns = 0;
+  std::string err;
+  ASSERT_TRUE(backend_.tick(&err)) << err;
+  EXPECT_TRUE(kernel_.called("del_dest TCP [fd00:96::100]:8080 [fd00:244::3:44]:8080"));
+  EXPECT_EQ(backend_.stats().draining, 0u);
+  // The empty IPv6 service gets endpoints: its REJECT goes, in ip6tables only.
+  const size_t v4_payloads = ipt_.payloads.size();
+  next.services[kEmpty6].backends.push_back({ip("fd00:244::1:15"), 80, 1, false});
+  ASSERT_TRUE(apply(next)) << error_;
+  EXPECT_EQ(ipt_.payloads.size(), v4_payloads);
+  EXPECT_THAT(ipt_.payloads6.back(), Not(HasSubstr("REJECT")));
+}
+
+// A restart after a run with IPv6 services: the stale IPv6 service (its VIP on
+// vipd's interface) is deleted and unbound, the foreign one kept, and vipd's
+// ip6tables chain (found by the check) is emptied although the table is IPv4-only.
+TEST_F(IpvsBackendTest, RestartCleansUpStaleIpv6) {
+  vips_.exists = true;
+  vips_.addrs = {ip("10.96.0.100"), ip("fd00:96::200")};
+  const ServiceKey stale6 = tcp("fd00:96::200", 80);
+  kernel_.svcs[stale6].service = to_ipvs_service(svc(stale6, {}));
+  IpvsDest d;
+  d.ip = ip("fd00:244::1:15"), d.port = 80;
+  kernel_.svcs[stale6].dests.push_back(d);
+  const ServiceKey foreign6 = tcp("fd00:1::1", 80);
+  kernel_.svcs[foreign6].service = to_ipvs_service(svc(foreign6, {}));
+  ipt_.v6_chain_exists = true;
+  ASSERT_TRUE(apply(seed(), true)) << error_;
+  EXPECT_TRUE(kernel_.called("del_service TCP [fd00:96::200]:80"));
+  EXPECT_FALSE(kernel_.svcs.count(stale6));
+  EXPECT_TRUE(kernel_.svcs.count(foreign6));
+  EXPECT_FALSE(vips_.addrs.count(ip("fd00:96::200")));
+  ASSERT_EQ(ipt_.payloads6.size(), 1u);
+  EXPECT_THAT(ipt_.payloads6[0], HasSubstr(":VIPD-IPVS-SERVICES - [0:0]\n"));
+  EXPECT_THAT(ipt_.payloads6[0], Not(HasSubstr("-A VIPD-IPVS-SERVICES")));
+  const auto st = backend_.stats();
+  EXPECT_EQ(st.stale_services_deleted, 1u);
+  EXPECT_EQ(st.foreign_services, 1u);
+  EXPECT_EQ(st.ipv6_services, 0u);
+}
+
+TEST_F(IpvsBackendTest, Ip6tablesFailureFailsTheSyncWithOneLine) {
+  ipt_.restore6_fails = true;
+  EXPECT_FALSE(apply(seed_dual(), true));
+  EXPECT_THAT(error_, HasSubstr("ip6tables-restore"));
+  EXPECT_EQ(error_.find('\n'), std::string::npos) << error_;
+  ipt_.restore6_fails = false;
+  ASSERT_TRUE(apply(seed_dual())) << error_;  // the retry is a full sync
+  EXPECT_EQ(ipt_.payloads6.size(), 2u);
+}
+
+TEST_F(IpvsBackendTest, CrossFamilyBackendsAreSkippedAndCounted) {
+  ServiceTable t = seed();
+  t.services[kDb].backends.push_back({ip("fd00:244::9"), 8080, 1, false});
+  ASSERT_TRUE(apply(t, true)) << error_;
+  EXPECT_EQ(kernel_.svcs[kDb].dests.size(), 4u);
+  EXPECT_EQ(backend_.stats().cross_family_skipped, 1u);
 }
 
 }  // namespace

@@ -72,7 +72,7 @@ TEST(IpvsDesired, VipsOfEveryKindButNodePort) {
   for (auto* v : {&a, &b, &np, &lb}) t.services[v->key] = *v;
   const Desired d = build_desired(t);
   EXPECT_EQ(d.services.size(), 4u);
-  EXPECT_EQ(d.vips, (std::set<Ipv4>{ip("10.96.0.1"), ip("203.0.113.7")}));
+  EXPECT_EQ(d.vips, (std::set<IpAddr>{ip("10.96.0.1"), ip("203.0.113.7")}));
 }
 
 TEST(IpvsDesired, RulesPerForwardMethodAndWhenEmpty) {
@@ -165,6 +165,87 @@ TEST(IpvsDesired, DryRunTextIsIpvsadmLike) {
   EXPECT_THAT(txt, HasSubstr("#   10.96.0.102/32\n"));
   EXPECT_THAT(txt, HasSubstr("net.ipv4.vs.conntrack = 1"));
   EXPECT_THAT(txt, HasSubstr("-j REJECT"));  // .102 has no real servers
+}
+
+
+TEST(IpvsDesired, Ipv6EntryMapsToAnIpv6ServiceAndVip) {
+  VirtualService v = vs_of(tcp("fd00:96::100", 8080), Scheduler::kRr, 300);
+  v.backends = {{ip("fd00:244::3:12"), 8080, 2, false}, {ip("fd00:244::1:15"), 8080, 1, false},
+                {ip("10.244.1.15"), 8080, 1, false}};  // the other family: not wanted
+  ServiceTable t;
+  t.services[v.key] = v;
+  const Desired d = build_desired(t);
+  const DesiredService& s = d.services.at(v.key);
+  EXPECT_EQ(s.service.netmask, 128u);
+  EXPECT_EQ(s.service.flags, kFlagPersistent);
+  ASSERT_EQ(s.dests.size(), 2u);
+  EXPECT_EQ(s.dests[0].ip, ip("fd00:244::1:15"));
+  EXPECT_EQ(s.dests[1].weight, 2u);
+  EXPECT_EQ(d.cross_family, 1u);
+  EXPECT_EQ(d.vips, std::set<IpAddr>{ip("fd00:96::100")});
+  EXPECT_TRUE(d.has_ipv6());
+  EXPECT_EQ(dest_to_string(ip("fd00:244::1:15"), 8080), "[fd00:244::1:15]:8080");
+  EXPECT_EQ(host_prefix(ip("fd00:96::100")), "fd00:96::100/128");
+  EXPECT_EQ(host_prefix(ip("10.96.0.1")), "10.96.0.1/32");
+}
+
+TEST(IpvsDesired, RulesPerFamily) {
+  ServiceTable t;
+  VirtualService rej4 = vs_of(tcp("10.96.0.101", 80), Scheduler::kRr, 0);
+  VirtualService rej6 = vs_of(tcp("fd00:96::101", 80), Scheduler::kRr, 0);
+  rej6.name = "default/empty6:http";
+  VirtualService drop6 = vs_of(udp("fd00:96::101", 53), Scheduler::kRr, 0);
+  drop6.when_empty = WhenEmpty::kDrop;
+  VirtualService lb6 = vs_of(tcp("2001:db8::7", 443), Scheduler::kRr, 0);
+  lb6.backends = {{ip("fd00:244::1:15"), 443, 1, false}};
+  lb6.source_ranges = {"192.0.2.0/24", "2001:db8:1::/48"};
+  VirtualService only4 = vs_of(tcp("2001:db8::8", 443), Scheduler::kRr, 0);  // IPv4 ranges only
+  only4.backends = {{ip("fd00:244::1:15"), 443, 1, false}};
+  only4.source_ranges = {"192.0.2.0/24"};
+  for (auto* v : {&rej4, &rej6, &drop6, &lb6, &only4}) t.services[v->key] = *v;
+  const Desired d = build_desired(t);
+  const std::string v4 = render_rules(d, RulesOptions{true}, AddressFamily::kIpv4);
+  const std::string v6 = render_rules(d, RulesOptions{true}, AddressFamily::kIpv6);
+  EXPECT_EQ(v4, render_rules(d, RulesOptions{true}));  // the default is IPv4
+  EXPECT_THAT(v4, HasSubstr("-d 10.96.0.101/32 -p tcp -m tcp --dport 80 -j REJECT\n"));
+  EXPECT_THAT(v4, Not(HasSubstr("fd00:")));
+  EXPECT_THAT(v4, Not(HasSubstr("2001:db8")));
+  EXPECT_THAT(v6, Not(HasSubstr("10.96.")));
+  EXPECT_THAT(v6, HasSubstr("\"default/empty6:http has no endpoints\" -d fd00:96::101/128 -p tcp -m tcp --dport 80 "
+                            "-j REJECT --reject-with icmp6-port-unreachable\n"));
+  EXPECT_THAT(v6, HasSubstr("-d fd00:96::101/128 -p udp -m udp --dport 53 -j DROP\n"));
+  EXPECT_THAT(v6, HasSubstr("-s 2001:db8:1::/48 -d 2001:db8::7/128 -p tcp -m tcp --dport 443 -j RETURN\n"));
+  EXPECT_THAT(v6, Not(HasSubstr("192.0.2.0/24")));
+  EXPECT_THAT(v6, Not(HasSubstr("-d 2001:db8::8/128 -p tcp -m tcp --dport 443 -j RETURN")));
+  EXPECT_THAT(v6, HasSubstr("-d 2001:db8::8/128 -p tcp -m tcp --dport 443 -j DROP\n"));
+  EXPECT_THAT(v6, HasSubstr("-m ipvs --ipvs --vdir ORIGINAL --vmethod MASQ -j MASQUERADE"));
+  std::vector<std::string> shape;
+  EXPECT_EQ(ipt::payload_check::check_payload(v6, &shape), "");
+}
+
+TEST(IpvsDesired, DryRunTextWithIpv6) {
+  ServiceTable t;
+  VirtualService v = vs_of(tcp("fd00:96::100", 8080), Scheduler::kRr, 0);
+  v.backends = {{ip("fd00:244::1:15"), 8080, 1, false}};
+  VirtualService e = vs_of(tcp("fd00:96::101", 80), Scheduler::kRr, 0);
+  VirtualService v4 = vs_of(tcp("10.96.0.100", 8080), Scheduler::kRr, 0);
+  v4.backends = {{ip("10.244.1.15"), 8080, 1, false}};
+  for (auto* x : {&v, &e, &v4}) t.services[x->key] = *x;
+  const std::string txt = dry_run_text(build_desired(t), RulesOptions{}, "vipd-ipvs0");
+  EXPECT_THAT(txt, HasSubstr("TCP  [fd00:96::100]:8080 rr\n  -> [fd00:244::1:15]:8080        Masq    1\n"));
+  EXPECT_THAT(txt, HasSubstr("#   fd00:96::100/128\n"));
+  EXPECT_THAT(txt, HasSubstr("#   10.96.0.100/32\n"));
+  EXPECT_THAT(txt, HasSubstr("net.ipv6.conf.all.forwarding = 1"));
+  EXPECT_THAT(txt, HasSubstr("# ip6tables-restore --noflush payload\n"));
+  EXPECT_THAT(txt, HasSubstr("#   ip6tables -t nat -I POSTROUTING 1"));
+  EXPECT_THAT(txt, HasSubstr("-d fd00:96::101/128 -p tcp -m tcp --dport 80 -j REJECT --reject-with "
+                             "icmp6-port-unreachable"));
+  // IPv4 only: no IPv6 part at all.
+  ServiceTable t4;
+  t4.services[v4.key] = v4;
+  const std::string txt4 = dry_run_text(build_desired(t4), RulesOptions{}, "vipd-ipvs0");
+  EXPECT_THAT(txt4, Not(HasSubstr("ip6tables")));
+  EXPECT_THAT(txt4, Not(HasSubstr("net.ipv6")));
 }
 
 TEST(IpvsKernelErrors, OneLineEach) {

@@ -15,7 +15,7 @@
 
 namespace vipd::cp::ipvs::testing {
 
-inline Ipv4 ip(const char* s) { return *parse_ipv4(s); }
+inline IpAddr ip(const char* s) { return *IpAddr::parse(s); }  // IPv4 or IPv6
 inline ServiceKey tcp(const char* vip, uint16_t port) { return {ip(vip), port, Protocol::kTcp}; }
 inline ServiceKey udp(const char* vip, uint16_t port) { return {ip(vip), port, Protocol::kUdp}; }
 
@@ -75,7 +75,7 @@ class FakeIpvs final : public IpvsKernel {
     x->l_thresh = d.l_thresh;
     return 0;
   }
-  int del_dest(const ServiceKey& k, Ipv4 a, uint16_t port) override {
+  int del_dest(const ServiceKey& k, const IpAddr& a, uint16_t port) override {
     log("del_dest " + to_string(k) + " " + dest_to_string(a, port));
     if (int e = fail("del_dest")) return e;
     auto it = svcs.find(k);
@@ -122,7 +122,7 @@ class FakeIpvs final : public IpvsKernel {
   }
 
  private:
-  static IpvsDest* find(IpvsServiceState& s, Ipv4 a, uint16_t port) {
+  static IpvsDest* find(IpvsServiceState& s, const IpAddr& a, uint16_t port) {
     for (auto& d : s.dests)
       if (d.ip == a && d.port == port) return &d;
     return nullptr;
@@ -145,7 +145,7 @@ class FakeVips final : public VipInterface {
   std::string n = "vipd-ipvs0";
   bool exists = false;
   int ensure_err = 0;
-  std::set<Ipv4> addrs;
+  std::set<IpAddr> addrs;
   std::vector<std::string> calls;
 
   const std::string& name() const override { return n; }
@@ -155,27 +155,33 @@ class FakeVips final : public VipInterface {
     exists = true;
     return 0;
   }
-  int list(std::vector<Ipv4>* out) override {
+  int list(std::vector<IpAddr>* out) override {
     out->assign(addrs.begin(), addrs.end());
     return exists ? 0 : ENODEV;
   }
-  int bind(Ipv4 a) override {
-    calls.push_back("bind " + ipv4_to_string(a));
+  int bind(const IpAddr& a) override {
+    calls.push_back("bind " + a.to_string());
     return addrs.insert(a).second ? 0 : EEXIST;
   }
-  int unbind(Ipv4 a) override {
-    calls.push_back("unbind " + ipv4_to_string(a));
+  int unbind(const IpAddr& a) override {
+    calls.push_back("unbind " + a.to_string());
     return addrs.erase(a) ? 0 : ENOENT;
   }
 };
 
-// iptables-restore / iptables -C / -I: payloads kept, jump rules remembered.
+// iptables-restore / iptables -C / -I (and the ip6tables ones, kept apart;
+// ip6tables -S CHAIN answers whether v6_chain_exists): payloads kept, jump
+// rules remembered.
 class FakeIptables {
  public:
   std::vector<std::string> payloads;
   std::set<std::string> jumps;  // "TABLE CHAIN args..."
+  std::vector<std::string> payloads6;
+  std::set<std::string> jumps6;
   std::vector<std::string> commands;
   bool restore_fails = false;
+  bool restore6_fails = false;
+  bool v6_chain_exists = false;
 
   CommandRunner runner() {
     return [this](const std::vector<std::string>& argv, const std::string& input) {
@@ -193,13 +199,31 @@ class FakeIptables {
         }
         return r;
       }
-      // iptables -w 5 -t TABLE -C|-I CHAIN [1] args...
+      if (argv[0] == "ip6tables-restore") {
+        payloads6.push_back(input);
+        if (restore6_fails) {
+          r.exit_code = 2;
+          r.err = "ip6tables-restore v1.8.9 (nf_tables): line 4: RULE_APPEND failed (No such file or directory)";
+        }
+        return r;
+      }
+      // iptables -w 5 -t TABLE -C|-I|-S CHAIN [1] args...
+      if (argv.size() < 7) {
+        r.exit_code = 2;
+        return r;
+      }
+      const bool v6 = argv[0] == "ip6tables";
       const std::string table = argv[4], verb = argv[5], chain = argv[6];
+      if (verb == "-S") {
+        r.exit_code = v6 && v6_chain_exists ? 0 : 1;
+        return r;
+      }
       size_t first = verb == "-I" ? 8 : 7;
       std::string key = table + " " + chain;
       for (size_t i = first; i < argv.size(); ++i) key += " " + argv[i];
-      if (verb == "-C") r.exit_code = jumps.count(key) ? 0 : 1;
-      if (verb == "-I") jumps.insert(key);
+      std::set<std::string>& j = v6 ? jumps6 : jumps;
+      if (verb == "-C") r.exit_code = j.count(key) ? 0 : 1;
+      if (verb == "-I") j.insert(key);
       return r;
     };
   }
