@@ -107,7 +107,9 @@ int run_ipt(const Args& a) {
   std::unique_ptr<cp::Backend> owned;
   std::function<Last()> last;
   if (backend == "nftables") {
-    auto* nb = new cp::nft::NftablesBackend();
+    cp::nft::RenderOptions ro;
+    ro.shard_size = static_cast<uint32_t>(a.num("shard-size", ro.shard_size));  // services per table
+    auto* nb = new cp::nft::NftablesBackend(ro);
     owned.reset(nb);
     last = [nb] {
       const auto s = nb->stats();

@@ -40,6 +40,31 @@ class LibNftRunner final : public Runner {
     return false;
   }
 
+  bool list_tables(std::vector<std::string>* out, std::string* error) override {
+    if (!ctx_) {
+      *error = "nftables: nft_ctx_new failed";
+      return false;
+    }
+    if (nft_run_cmd_from_buffer(ctx_, "list tables") != 0) {
+      std::string e = nft_ctx_get_error_buffer(ctx_);
+      for (char& c : e)
+        if (c == '\n' || c == '\r' || c == '\t') c = ' ';
+      *error = "nftables: list tables: " + e.substr(0, 300);
+      return false;
+    }
+    // "table ip vipd\ntable ip vipd-2\n..."
+    const std::string text = nft_ctx_get_output_buffer(ctx_);
+    size_t pos = 0;
+    while (pos < text.size()) {
+      size_t nl = text.find('\n', pos);
+      if (nl == std::string::npos) nl = text.size();
+      const std::string line = text.substr(pos, nl - pos);
+      if (line.compare(0, 6, "table ") == 0) out->push_back(line.substr(6));
+      pos = nl + 1;
+    }
+    return true;
+  }
+
  private:
   nft_ctx* ctx_;
 };
@@ -56,9 +81,9 @@ NftablesStats NftablesBackend::stats() const {
   return stats_;
 }
 
-bool NftablesBackend::apply(const ServiceTable& next, const TableDiff& /*diff*/, bool full, std::string* error) {
-  // The TableDiff is not needed: entries are compared with the applied state,
-  // which also holds when a sync failed half-way through the loop's view.
+bool NftablesBackend::apply(const ServiceTable& next, const TableDiff& diff, bool full, std::string* error) {
+  // The TableDiff is relative to the last successful apply (Backend); after a
+  // failure the next apply is a full sync, which does not use it.
   auto fail = [&](std::string why) {
     *error = std::move(why);
     force_full_ = true;
@@ -71,18 +96,39 @@ bool NftablesBackend::apply(const ServiceTable& next, const TableDiff& /*diff*/,
   const bool next_v6 = !next.services.empty() && next.services.rbegin()->first.vip.is_v6();
   const bool do_full = full || force_full_ || next_v6 != applied_.has_v6();
   const auto t0 = std::chrono::steady_clock::now();
-  Desired desired;
   size_t rendered = 0;
   std::string why;
-  // A full sync renders everything again (the kernel's state is not trusted).
-  static const Desired kNothing;
-  if (!build_desired(next, opts_, do_full ? kNothing : applied_, &desired, &rendered, &why)) return fail(why);
-  Transaction tx = do_full ? render_full(desired, opts_) : render_delta(applied_, desired);
-  const double render_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  desired.retired_chains = tx.retired_chains;
-  desired.retired_sets = tx.retired_sets;
-  if (tx.empty()) {
+  Transaction tx;
+  // A partial sync with the loop's diff: the applied state is updated from the
+  // changed entries alone (O(changes)); it falls back to the whole-table
+  // comparison below when the diff does not match the applied state.
+  bool incremental = false;
+  if (!do_full && !diff.empty()) {
+    switch (apply_diff(&applied_, diff, opts_, &tx, &rendered, &why)) {
+      case DiffResult::kBadInput:
+        return fail(why);
+      case DiffResult::kApplied:
+        incremental = true;
+        break;
+      case DiffResult::kFallback:
+        break;
+    }
+  }
+  if (!incremental) {
+    Desired desired;
+    // A full sync renders everything again (the kernel's state is not trusted).
+    static const Desired kNothing;
+    if (!build_desired(next, opts_, do_full ? kNothing : applied_, &desired, &rendered, &why)) return fail(why);
+    std::vector<std::string> existing;
+    if (do_full && !runner_->list_tables(&existing, &why)) return fail(why);
+    tx = do_full ? render_full(desired, opts_, existing) : render_delta(applied_, desired);
+    desired.retired_chains = tx.retired_chains;
+    desired.retired_sets = tx.retired_sets;
     applied_ = std::move(desired);
+  }
+  // From here applied_ is the state after tx; a failed tx forces a full sync.
+  const double render_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (tx.empty()) {
     std::lock_guard<std::mutex> lk(mu_);
     ++stats_.noop_syncs;
     stats_.entries_rendered = rendered;
@@ -96,7 +142,6 @@ bool NftablesBackend::apply(const ServiceTable& next, const TableDiff& /*diff*/,
     return fail(why);
   }
   const double tx_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t1).count();
-  applied_ = std::move(desired);
   force_full_ = false;
   std::lock_guard<std::mutex> lk(mu_);
   ++(do_full ? stats_.full_syncs : stats_.partial_syncs);
