@@ -95,20 +95,21 @@ bool render_entry(const VirtualService& svc, const std::string& hash_input, cons
   const char* p = ipt::protocol_lower(svc.key.protocol);
   if (opts.masquerade_all && timeout == 0) {
     // Compact form: with every flow marked above there is no per-endpoint
-    // hairpin rule and no affinity set, so the service chain DNATs itself
-    // (a numgen-indexed map of endpoints) and owns no endpoint chains. Each
-    // commit makes the kernel validate every chain the hooks reach, so one
-    // chain per service instead of 1 + endpoints is what a partial sync pays.
-    const std::string how = active.size() == 1 ? std::string("dnat to ") + endpoint_str(*active[0]) : [&] {
-      std::string m = std::string("dnat ") + fam(v6) + " to numgen random mod " + std::to_string(active.size()) + " map { ";
-      for (size_t i = 0; i < active.size(); ++i)
-        m += (i ? ", " : "") + std::to_string(i) + " : " + active[i]->ip.to_string() + " . " +
-             std::to_string(active[i]->port);
-      return m + " }";
-    }();
-    sc.rules.push_back(std::string("meta l4proto ") + p + " " + how + " " +
-                       comment(active.size() == 1 ? svc.name + " -> " + endpoint_str(*active[0])
-                                                  : svc.name + " " + name(svc.kind)));
+    // hairpin rule and no affinity set, so the service chain DNATs itself and
+    // owns no endpoint chains: rule i of K DNATs to endpoint i when
+    // `numgen random mod (K - i)` draws 0, the last one always, so each
+    // endpoint gets 1/K of the new flows. No set either: every anonymous set a
+    // transaction binds costs the kernel a walk of the whole transaction
+    // (quadratic in a full sync), and each commit validates every chain the
+    // hooks of the touched tables reach, so one chain per service is what a
+    // partial sync pays.
+    for (size_t i = 0; i < active.size(); ++i) {
+      const size_t left = active.size() - i;
+      sc.rules.push_back(std::string("meta l4proto ") + p + " " +
+                         (left > 1 ? "numgen random mod " + std::to_string(left) + " 0 " : std::string()) +
+                         "dnat to " + endpoint_str(*active[i]) + " " +
+                         comment(svc.name + " -> " + endpoint_str(*active[i])));
+    }
     r.chains.push_back(std::move(sc));
     *out = std::move(r);
     return true;

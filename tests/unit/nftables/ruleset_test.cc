@@ -73,7 +73,8 @@ RenderOptions nat_mode() {
 }
 
 TEST(NftRender, CompactServiceChainDnatsItself) {
-  // fnat (every flow marked), no affinity: one chain, endpoints in a numgen map
+  // fnat (every flow marked), no affinity: one chain, one dnat rule per
+  // endpoint, rule i of K taken when numgen random mod (K - i) draws 0 (no set)
   EntryRender r;
   std::string err;
   const auto s = svc("default/db:http", "10.96.0.100", 8080, {"10.244.1.15", "10.244.2.88"});
@@ -81,11 +82,13 @@ TEST(NftRender, CompactServiceChainDnatsItself) {
   const std::string h = ipt::chain_hash("default/db:httptcp");
   ASSERT_EQ(r.chains.size(), 1u);
   EXPECT_EQ(r.chains[0].name, "svc-" + h);
-  ASSERT_EQ(r.chains[0].rules.size(), 2u);
+  ASSERT_EQ(r.chains[0].rules.size(), 3u);
   EXPECT_EQ(r.chains[0].rules[0], "jump mark-for-masquerade");
   EXPECT_EQ(r.chains[0].rules[1],
-            "meta l4proto tcp dnat ip to numgen random mod 2 map { 0 : 10.244.1.15 . 8080, 1 : 10.244.2.88 . 8080 } "
-            "comment \"default/db:http ClusterIP\"");
+            "meta l4proto tcp numgen random mod 2 0 dnat to 10.244.1.15:8080 "
+            "comment \"default/db:http -> 10.244.1.15:8080\"");
+  EXPECT_EQ(r.chains[0].rules[2],
+            "meta l4proto tcp dnat to 10.244.2.88:8080 comment \"default/db:http -> 10.244.2.88:8080\"");
   ASSERT_EQ(r.elements.size(), 1u);
   EXPECT_EQ(r.elements[0], (Element{"service-ips", "10.96.0.100 . tcp . 8080", "goto svc-" + h}));
   EXPECT_TRUE(r.sets.empty());
@@ -220,7 +223,8 @@ TEST(NftFull, ReplacesTableAtomically) {
   const Transaction fnat = render_full(desired(t), {});
   EXPECT_EQ(fnat.chains_written, 1u);
   EXPECT_THAT(fnat.text, Not(HasSubstr("sep-")));
-  EXPECT_THAT(fnat.text, HasSubstr("dnat ip to numgen random mod 2 map { 0 : 10.244.1.15 . 8080, 1 : 10.244.2.88 . 8080 }"));
+  EXPECT_THAT(fnat.text, HasSubstr("numgen random mod 2 0 dnat to 10.244.1.15:8080 "));
+  EXPECT_THAT(fnat.text, Not(HasSubstr(" map {")));
 }
 
 TEST(NftDelta, NothingChangedIsEmpty) {
@@ -308,8 +312,9 @@ TEST(NftDelta, OneEndpointChangeCompactRewritesOneChain) {
   const auto ls = lines(tx.text);
   ASSERT_EQ(ls.size(), 2u) << tx.text;
   EXPECT_EQ(ls[0], "flush chain ip vipd " + svc_chain + '\0');
-  EXPECT_THAT(ls[1], HasSubstr("add chain ip vipd " + svc_chain + " { jump mark-for-masquerade; meta l4proto tcp dnat ip to "
-                               "numgen random mod 2 map { 0 : 10.244.7.7 . 8080, 1 : 10.244.9.0 . 8080 }"));
+  EXPECT_THAT(ls[1], HasSubstr("add chain ip vipd " + svc_chain + " { jump mark-for-masquerade; meta l4proto tcp "
+                               "numgen random mod 2 0 dnat to 10.244.7.7:8080 "));
+  EXPECT_THAT(ls[1], HasSubstr("; meta l4proto tcp dnat to 10.244.9.0:8080 "));
   EXPECT_EQ(tx.chains_written, 1u);
   EXPECT_EQ(tx.chains_retired, 0u);
   EXPECT_EQ(tx.elements_added + tx.elements_deleted, 0u);
@@ -320,7 +325,7 @@ TEST(NftDelta, OneEndpointChangeCompactRewritesOneChain) {
   ASSERT_TRUE(build_desired(t2, {}, b, &c, &rendered, &err));
   const Transaction tx2 = render_delta(b, c);
   EXPECT_EQ(lines(tx2.text).size(), 2u) << tx2.text;
-  EXPECT_THAT(tx2.text, HasSubstr("numgen random mod 3 map"));
+  EXPECT_THAT(tx2.text, HasSubstr("numgen random mod 3 0 dnat to 10.244.6.6:8080"));
 }
 
 TEST(NftDelta, RemovedServiceDeletesElementsBeforeChains) {
@@ -501,8 +506,9 @@ TEST(NftRender6, DualStackFullSyncBothTablesOneTransaction) {
   const std::string c6 = "svc-" + ipt::chain_hash("default/db6:httptcp");
   EXPECT_THAT(tx.text, HasSubstr("add chain ip6 vipd " + c6 + "\n"));
   EXPECT_THAT(tx.text, HasSubstr("add rule ip6 vipd " + c6 + " jump mark-for-masquerade\n"));
-  EXPECT_THAT(tx.text, HasSubstr("add rule ip6 vipd " + c6 + " meta l4proto tcp dnat ip6 to numgen random mod 2 map "
-                                 "{ 0 : fd00:244::1 . 8080, 1 : fd00:244::2 . 8080 }"));
+  EXPECT_THAT(tx.text, HasSubstr("add rule ip6 vipd " + c6 + " meta l4proto tcp numgen random mod 2 0 dnat to "
+                                 "[fd00:244::1]:8080 "));
+  EXPECT_THAT(tx.text, HasSubstr("add rule ip6 vipd " + c6 + " meta l4proto tcp dnat to [fd00:244::2]:8080 "));
   // one endpoint: dnat to [addr]:port
   EXPECT_THAT(tx.text, HasSubstr("add rule ip6 vipd fw-"));
   EXPECT_THAT(tx.text, HasSubstr("ip6 saddr != { fd00:aa::/32 } drop"));
@@ -594,8 +600,8 @@ TEST(NftDelta6, OneEndpointChangeOfAnIpv6EntryTouchesTheIp6TableOnly) {
   const auto ls = lines(tx.text);
   ASSERT_EQ(ls.size(), 2u) << tx.text;
   EXPECT_EQ(ls[0], "flush chain ip6 vipd " + c6 + '\0');
-  EXPECT_THAT(ls[1], HasSubstr("add chain ip6 vipd " + c6 + " { jump mark-for-masquerade; meta l4proto tcp dnat ip6 to "
-                               "numgen random mod 2 map { 0 : fd00:244::1 . 8080, 1 : fd00:244::9 . 8080 }"));
+  EXPECT_THAT(ls[1], HasSubstr("add chain ip6 vipd " + c6 + " { jump mark-for-masquerade; meta l4proto tcp "
+                               "numgen random mod 2 0 dnat to [fd00:244::1]:8080 "));
   EXPECT_EQ(tx.chains_written, 1u);
   EXPECT_EQ(tx.elements_added + tx.elements_deleted, 0u);
 }
