@@ -3,7 +3,16 @@
 
 #include <nftables/libnftables.h>
 
+#include <linux/netfilter.h>
+#include <linux/netfilter/nf_tables.h>
+#include <linux/netfilter/nfnetlink.h>
+#include <linux/netlink.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 
 #include "common/log.h"
 
@@ -40,29 +49,10 @@ class LibNftRunner final : public Runner {
     return false;
   }
 
+  // One NFT_MSG_GETTABLE dump over a plain netlink socket: libnftables' `list
+  // tables` fetches the whole ruleset first (every rule of every table).
   bool list_tables(std::vector<std::string>* out, std::string* error) override {
-    if (!ctx_) {
-      *error = "nftables: nft_ctx_new failed";
-      return false;
-    }
-    if (nft_run_cmd_from_buffer(ctx_, "list tables") != 0) {
-      std::string e = nft_ctx_get_error_buffer(ctx_);
-      for (char& c : e)
-        if (c == '\n' || c == '\r' || c == '\t') c = ' ';
-      *error = "nftables: list tables: " + e.substr(0, 300);
-      return false;
-    }
-    // "table ip vipd\ntable ip vipd-2\n..."
-    const std::string text = nft_ctx_get_output_buffer(ctx_);
-    size_t pos = 0;
-    while (pos < text.size()) {
-      size_t nl = text.find('\n', pos);
-      if (nl == std::string::npos) nl = text.size();
-      const std::string line = text.substr(pos, nl - pos);
-      if (line.compare(0, 6, "table ") == 0) out->push_back(line.substr(6));
-      pos = nl + 1;
-    }
-    return true;
+    return dump_tables(out, error);
   }
 
  private:
@@ -70,6 +60,70 @@ class LibNftRunner final : public Runner {
 };
 
 }  // namespace
+
+bool dump_tables(std::vector<std::string>* out, std::string* error) {
+  const int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_NETFILTER);
+  if (fd < 0) {
+    *error = std::string("nftables: netlink socket: ") + std::strerror(errno);
+    return false;
+  }
+  struct Closer {
+    int fd;
+    ~Closer() { close(fd); }
+  } closer{fd};
+  struct {
+    nlmsghdr nh;
+    nfgenmsg nfg;
+  } req{};
+  req.nh.nlmsg_len = sizeof req;
+  req.nh.nlmsg_type = (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_GETTABLE;
+  req.nh.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+  req.nh.nlmsg_seq = 1;
+  req.nfg.nfgen_family = AF_UNSPEC;
+  req.nfg.version = NFNETLINK_V0;
+  sockaddr_nl kernel{};
+  kernel.nl_family = AF_NETLINK;
+  if (sendto(fd, &req, sizeof req, 0, reinterpret_cast<sockaddr*>(&kernel), sizeof kernel) < 0) {
+    *error = std::string("nftables: netlink send: ") + std::strerror(errno);
+    return false;
+  }
+  std::vector<char> buf(64 * 1024);
+  for (;;) {
+    const ssize_t n = recv(fd, buf.data(), buf.size(), 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      *error = std::string("nftables: netlink receive: ") + std::strerror(errno);
+      return false;
+    }
+    size_t left = static_cast<size_t>(n);
+    for (auto* nh = reinterpret_cast<nlmsghdr*>(buf.data()); NLMSG_OK(nh, left); nh = NLMSG_NEXT(nh, left)) {
+      if (nh->nlmsg_type == NLMSG_DONE) return true;
+      if (nh->nlmsg_type == NLMSG_ERROR) {
+        const auto* e = static_cast<const nlmsgerr*>(NLMSG_DATA(nh));
+        *error = std::string("nftables: table dump: ") + std::strerror(-e->error);
+        return false;
+      }
+      if (nh->nlmsg_len < NLMSG_LENGTH(sizeof(nfgenmsg))) continue;
+      const auto* g = static_cast<const nfgenmsg*>(NLMSG_DATA(nh));
+      const char* fam = g->nfgen_family == NFPROTO_IPV4 ? "ip" : g->nfgen_family == NFPROTO_IPV6 ? "ip6" : nullptr;
+      if (!fam) continue;  // other families hold no table of vipd's
+      const char* p = reinterpret_cast<const char*>(NLMSG_DATA(nh)) + NLMSG_ALIGN(sizeof(nfgenmsg));
+      size_t alen = nh->nlmsg_len - NLMSG_LENGTH(NLMSG_ALIGN(sizeof(nfgenmsg)));
+      while (alen >= sizeof(nlattr)) {
+        const auto* a = reinterpret_cast<const nlattr*>(p);
+        if (a->nla_len < sizeof(nlattr) || a->nla_len > alen) break;
+        if ((a->nla_type & NLA_TYPE_MASK) == NFTA_TABLE_NAME) {
+          const char* name = p + NLA_HDRLEN;
+          out->push_back(std::string(fam) + " " + std::string(name, strnlen(name, a->nla_len - NLA_HDRLEN)));
+        }
+        const size_t step = NLA_ALIGN(a->nla_len);
+        if (step >= alen) break;
+        p += step;
+        alen -= step;
+      }
+    }
+  }
+}
 
 std::unique_ptr<Runner> make_libnftables_runner(bool check_only) { return std::make_unique<LibNftRunner>(check_only); }
 

@@ -36,6 +36,11 @@ class Runner {
   virtual bool list_tables(std::vector<std::string>* /*out*/, std::string* /*error*/) { return true; }
 };
 
+// The kernel's tables ("ip vipd", "ip6 vipd-2", other families left out) from
+// one NFT_MSG_GETTABLE netlink dump (libnftables' `list tables` would fetch
+// every rule of every table first).
+bool dump_tables(std::vector<std::string>* out, std::string* error);
+
 // libnftables: one nft_ctx kept for the process (its cache survives between
 // transactions), errors buffered. check_only: nft -c (evaluate, commit nothing).
 std::unique_ptr<Runner> make_libnftables_runner(bool check_only = false);
