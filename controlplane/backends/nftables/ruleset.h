@@ -17,7 +17,9 @@
 //   per entry with usable endpoints, compact form (forward method fnat, which
 //   marks every flow, and no ClientIP affinity):
 //          svc-<hash>   jump mark-for-masquerade
-//                       dnat ip to numgen random mod N map { 0 : IP . port, ... }
+//                       per endpoint i of K: meta l4proto P numgen random mod K-i 0 dnat to IP:port
+//                       (the last without the numgen match; no set: each anonymous set
+//                       bound in a transaction costs the kernel a walk of all of it)
 //   otherwise (hairpin marking per endpoint, or affinity), kube-proxy's form:
 //          svc-<hash>   [jump mark-for-masquerade] [affinity: ip saddr @aff-.. goto sep-..]
 //                       numgen random mod N vmap { 0 : goto sep-<hash>, ... }
@@ -26,9 +28,10 @@
 //          aff-<hash>-<timeout>  set ipv4_addr, flags dynamic,timeout (ClientIP affinity)
 //
 // Every commit that adds a rule with a jump, goto, vmap or NAT makes the kernel
-// validate the whole table (each chain the base chains reach, once per hook),
-// so the number of chains, not the size of the change, sets a partial sync's
-// floor; the compact form keeps it at one chain per service.
+// validate the whole table it changed (each chain the base chains reach, once
+// per hook), so the number of chains in that table, not the size of the
+// change, sets a partial sync's floor; the compact form keeps it at one chain
+// per service, and the shards bound it to shard_size services.
 //
 // Shards: an entry's service chains, endpoint chains, affinity sets and its
 // service-ips / service-nodeports element live in one of several tables of

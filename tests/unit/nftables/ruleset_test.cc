@@ -812,13 +812,12 @@ TEST(NftShard, ApplyDiffMatchesTheWholeTableDelta) {
 TEST(NftShard, ApplyDiffFallsBackWhenTheDiffDoesNotMatch) {
   const ServiceTable t = five_services();
   Desired a = desired(t, shards_of(2));
-  const auto before = a.entries;
   ServiceTable t2 = t;
   VirtualService n = svc("ns/new:p", "10.96.2.1", 80, {"10.244.6.1"});
   t2.services[n.key] = n;
   Transaction tx;
   std::string err;
-  // "added" twice (the second time the key exists): fallback, state untouched
+  // the diff applied once; "added" again (the key exists now): fallback, state untouched
   TableDiff d = TableDiff::compute(t, t2);
   ASSERT_EQ(apply_diff(&a, d, shards_of(2), &tx, nullptr, &err), DiffResult::kApplied);
   const auto after = a.entries;
@@ -840,7 +839,6 @@ TEST(NftShard, ApplyDiffFallsBackWhenTheDiffDoesNotMatch) {
   EXPECT_EQ(apply_diff(&a, TableDiff::compute(t2, t4), shards_of(2), &tx, nullptr, &err), DiffResult::kBadInput);
   EXPECT_THAT(err, HasSubstr("not an IPv4 CIDR"));
   EXPECT_EQ(a.entries, after);
-  (void)before;
 }
 
 // The shard tables and an incremental change load into a real kernel.
