@@ -66,7 +66,7 @@ int run_nftables_mode(const config::Options& opt, cp::Source& source, const cp::
       "(inspect with: nft list table ip vipd / ip6 vipd)";
   mode.running_detail = opt.forward_method == config::ForwardMethod::kFnat ? "service traffic masqueraded"
                                                                            : "no masquerade";
-  mode.stopping_detail = "tables ip/ip6 vipd left in place";
+  mode.stopping_detail = "tables ip/ip6 vipd (and shard tables vipd-N) left in place";
   mode.backend_json = [&backend] { return backend_json(backend.stats()); };
   mode.scheduler = [](const cp::VirtualService&) { return std::string("random"); };
   mode.programs_ipv6 = true;  // IPv6 entries go to table ip6 vipd

@@ -365,8 +365,13 @@ def targets(d):
     nft = nft_ok.get(10000) or (nft_ok[max(nft_ok)] if nft_ok else None)
     if nft:
         lo = nft_ok.get(1000)
-        grow = (f"; {fmt(lo['partial_p50_ms'], 2)} ms at 1k ({nft['partial_p50_ms'] / lo['partial_p50_ms']:.0f}x for "
-                "10x the services: the kernel validates every chain at commit)"
+        big = nft_ok.get(100000)
+        cpu = (f"; CPU (user + system) {fmt(lo['partial_cpu_p50_ms'], 2)} / {fmt(nft['partial_cpu_p50_ms'], 2)}"
+               + (f" / {fmt(big['partial_cpu_p50_ms'])}" if big and big.get("partial_cpu_p50_ms") else "")
+               + " ms at 1k / 10k" + (" / 100k" if big and big.get("partial_cpu_p50_ms") else "")
+               if lo and lo.get("partial_cpu_p50_ms") and nft.get("partial_cpu_p50_ms") else "")
+        grow = (f"; {fmt(lo['partial_p50_ms'], 2)} ms at 1k ({nft['partial_p50_ms'] / lo['partial_p50_ms']:.1f}x for "
+                "10x the services" + (f", {fmt(big['partial_p50_ms'])} ms at 100k" if big else "") + ")" + cpu
                 if lo and nft["services"] == 10000 else "")
         flat = bool(lo) and nft["services"] == 10000 and nft["partial_p50_ms"] <= 2 * lo["partial_p50_ms"]
         fast = nft["services"] >= 10000 and nft["partial_p50_ms"] <= 50
@@ -718,10 +723,11 @@ def reading(d):
                      + ("; " if leg and nft else "")
                      + (f"nftables mode's {fmt(nft['partial_p50_ms'])} ms at {n_human(nft['services'])}, most of it "
                         "the libnftables transaction: a rule with a jump, goto, vmap or dnat makes nf_tables validate "
-                        "every chain the hooks reach at commit (see *Single observations*), and every service change "
-                        "needs such rules. The fnat layout keeps one chain per service (endpoints in a numgen map) "
-                        "for that reason; splitting the services over several tables would make it flat" if nft else "")
-                     + ". kube-proxy's iptables and nftables modes have the same shape; the dpdk mode's publish "
+                        "every chain its table's hooks reach at commit (see *Single observations*), so vipd spreads "
+                        "the services over tables of at most 1000 entries (one chain each in the fnat layout) and a "
+                        "change pays for one of them; what still grows is the commit's visit of every chain and "
+                        "libnftables' per-table cache (docs/modes.md)" if nft else "")
+                     + ". kube-proxy's iptables and nftables modes grow with the table; the dpdk mode's publish "
                      "(section 2) does not grow.")
     return "\n".join(f"{i}. {a}" for i, a in enumerate(items, 1)) or "Nothing measured."
 

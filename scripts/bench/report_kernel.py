@@ -76,10 +76,13 @@ def ipt_section(ipt, table, fmt, n_human):
                    f"{fmt(hi['partial_p50_ms'], 2)} ms).")
     out += ["", "A partial payload is about a kilobyte at any size (`partial_payload_bytes`), yet a partial sync grows "
             "with the table: `iptables-restore` re-reads and rewrites the whole table per transaction, and an nf_tables "
-            "commit with jump, goto, vmap or dnat rules validates every chain the hooks reach (vipd's nftables fnat "
-            "layout has one chain per service for that reason, docs/modes.md). An nftables initial or full sync grows "
-            "about quadratically: the kernel names each service's anonymous endpoint map by scanning every set of the "
-            "table (*Single observations*)."]
+            "commit with jump, goto, vmap or dnat rules validates every chain the hooks of the changed table reach. "
+            "vipd's nftables mode therefore spreads the services over tables of at most 1000 entries (shards, "
+            "docs/modes.md), one chain per service in the fnat layout, so a change validates one shard; it renders "
+            "only the changed entries. Its initial and full syncs grow linearly since the fnat service chains DNAT "
+            "with one numgen rule per endpoint instead of an anonymous map: the kernel walks the whole transaction "
+            "for every anonymous set a rule binds (`__nft_set_trans_bind`, *Single observations*), which made them "
+            "quadratic (100k services did not finish in 300 s before)."]
     return "\n".join(out)
 
 

@@ -3,7 +3,16 @@
 
 #include <nftables/libnftables.h>
 
+#include <linux/netfilter.h>
+#include <linux/netfilter/nf_tables.h>
+#include <linux/netfilter/nfnetlink.h>
+#include <linux/netlink.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 
 #include "common/log.h"
 
@@ -40,11 +49,81 @@ class LibNftRunner final : public Runner {
     return false;
   }
 
+  // One NFT_MSG_GETTABLE dump over a plain netlink socket: libnftables' `list
+  // tables` fetches the whole ruleset first (every rule of every table).
+  bool list_tables(std::vector<std::string>* out, std::string* error) override {
+    return dump_tables(out, error);
+  }
+
  private:
   nft_ctx* ctx_;
 };
 
 }  // namespace
+
+bool dump_tables(std::vector<std::string>* out, std::string* error) {
+  const int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_NETFILTER);
+  if (fd < 0) {
+    *error = std::string("nftables: netlink socket: ") + std::strerror(errno);
+    return false;
+  }
+  struct Closer {
+    int fd;
+    ~Closer() { close(fd); }
+  } closer{fd};
+  struct {
+    nlmsghdr nh;
+    nfgenmsg nfg;
+  } req{};
+  req.nh.nlmsg_len = sizeof req;
+  req.nh.nlmsg_type = (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_GETTABLE;
+  req.nh.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+  req.nh.nlmsg_seq = 1;
+  req.nfg.nfgen_family = AF_UNSPEC;
+  req.nfg.version = NFNETLINK_V0;
+  sockaddr_nl kernel{};
+  kernel.nl_family = AF_NETLINK;
+  if (sendto(fd, &req, sizeof req, 0, reinterpret_cast<sockaddr*>(&kernel), sizeof kernel) < 0) {
+    *error = std::string("nftables: netlink send: ") + std::strerror(errno);
+    return false;
+  }
+  std::vector<char> buf(64 * 1024);
+  for (;;) {
+    const ssize_t n = recv(fd, buf.data(), buf.size(), 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      *error = std::string("nftables: netlink receive: ") + std::strerror(errno);
+      return false;
+    }
+    size_t left = static_cast<size_t>(n);
+    for (auto* nh = reinterpret_cast<nlmsghdr*>(buf.data()); NLMSG_OK(nh, left); nh = NLMSG_NEXT(nh, left)) {
+      if (nh->nlmsg_type == NLMSG_DONE) return true;
+      if (nh->nlmsg_type == NLMSG_ERROR) {
+        const auto* e = static_cast<const nlmsgerr*>(NLMSG_DATA(nh));
+        *error = std::string("nftables: table dump: ") + std::strerror(-e->error);
+        return false;
+      }
+      if (nh->nlmsg_len < NLMSG_LENGTH(sizeof(nfgenmsg))) continue;
+      const auto* g = static_cast<const nfgenmsg*>(NLMSG_DATA(nh));
+      const char* fam = g->nfgen_family == NFPROTO_IPV4 ? "ip" : g->nfgen_family == NFPROTO_IPV6 ? "ip6" : nullptr;
+      if (!fam) continue;  // other families hold no table of vipd's
+      const char* p = reinterpret_cast<const char*>(NLMSG_DATA(nh)) + NLMSG_ALIGN(sizeof(nfgenmsg));
+      size_t alen = nh->nlmsg_len - NLMSG_LENGTH(NLMSG_ALIGN(sizeof(nfgenmsg)));
+      while (alen >= sizeof(nlattr)) {
+        const auto* a = reinterpret_cast<const nlattr*>(p);
+        if (a->nla_len < sizeof(nlattr) || a->nla_len > alen) break;
+        if ((a->nla_type & NLA_TYPE_MASK) == NFTA_TABLE_NAME) {
+          const char* name = p + NLA_HDRLEN;
+          out->push_back(std::string(fam) + " " + std::string(name, strnlen(name, a->nla_len - NLA_HDRLEN)));
+        }
+        const size_t step = NLA_ALIGN(a->nla_len);
+        if (step >= alen) break;
+        p += step;
+        alen -= step;
+      }
+    }
+  }
+}
 
 std::unique_ptr<Runner> make_libnftables_runner(bool check_only) { return std::make_unique<LibNftRunner>(check_only); }
 
@@ -56,9 +135,9 @@ NftablesStats NftablesBackend::stats() const {
   return stats_;
 }
 
-bool NftablesBackend::apply(const ServiceTable& next, const TableDiff& /*diff*/, bool full, std::string* error) {
-  // The TableDiff is not needed: entries are compared with the applied state,
-  // which also holds when a sync failed half-way through the loop's view.
+bool NftablesBackend::apply(const ServiceTable& next, const TableDiff& diff, bool full, std::string* error) {
+  // The TableDiff is relative to the last successful apply (Backend); after a
+  // failure the next apply is a full sync, which does not use it.
   auto fail = [&](std::string why) {
     *error = std::move(why);
     force_full_ = true;
@@ -71,18 +150,39 @@ bool NftablesBackend::apply(const ServiceTable& next, const TableDiff& /*diff*/,
   const bool next_v6 = !next.services.empty() && next.services.rbegin()->first.vip.is_v6();
   const bool do_full = full || force_full_ || next_v6 != applied_.has_v6();
   const auto t0 = std::chrono::steady_clock::now();
-  Desired desired;
   size_t rendered = 0;
   std::string why;
-  // A full sync renders everything again (the kernel's state is not trusted).
-  static const Desired kNothing;
-  if (!build_desired(next, opts_, do_full ? kNothing : applied_, &desired, &rendered, &why)) return fail(why);
-  Transaction tx = do_full ? render_full(desired, opts_) : render_delta(applied_, desired);
-  const double render_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  desired.retired_chains = tx.retired_chains;
-  desired.retired_sets = tx.retired_sets;
-  if (tx.empty()) {
+  Transaction tx;
+  // A partial sync with the loop's diff: the applied state is updated from the
+  // changed entries alone (O(changes)); it falls back to the whole-table
+  // comparison below when the diff does not match the applied state.
+  bool incremental = false;
+  if (!do_full && !diff.empty()) {
+    switch (apply_diff(&applied_, diff, opts_, &tx, &rendered, &why)) {
+      case DiffResult::kBadInput:
+        return fail(why);
+      case DiffResult::kApplied:
+        incremental = true;
+        break;
+      case DiffResult::kFallback:
+        break;
+    }
+  }
+  if (!incremental) {
+    Desired desired;
+    // A full sync renders everything again (the kernel's state is not trusted).
+    static const Desired kNothing;
+    if (!build_desired(next, opts_, do_full ? kNothing : applied_, &desired, &rendered, &why)) return fail(why);
+    std::vector<std::string> existing;
+    if (do_full && !runner_->list_tables(&existing, &why)) return fail(why);
+    tx = do_full ? render_full(desired, opts_, existing) : render_delta(applied_, desired);
+    desired.retired_chains = tx.retired_chains;
+    desired.retired_sets = tx.retired_sets;
     applied_ = std::move(desired);
+  }
+  // From here applied_ is the state after tx; a failed tx forces a full sync.
+  const double render_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (tx.empty()) {
     std::lock_guard<std::mutex> lk(mu_);
     ++stats_.noop_syncs;
     stats_.entries_rendered = rendered;
@@ -96,7 +196,6 @@ bool NftablesBackend::apply(const ServiceTable& next, const TableDiff& /*diff*/,
     return fail(why);
   }
   const double tx_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t1).count();
-  applied_ = std::move(desired);
   force_full_ = false;
   std::lock_guard<std::mutex> lk(mu_);
   ++(do_full ? stats_.full_syncs : stats_.partial_syncs);

@@ -8,7 +8,10 @@
 //   (ClientIP affinity entries start afresh then.)
 // - Partial sync: only entries whose VirtualService changed are rendered again,
 //   and only their chains, sets and map elements are in the transaction;
-//   nothing is run when nothing differs.
+//   nothing is run when nothing differs. With the SyncLoop's TableDiff the
+//   applied state is updated from the changed entries alone (apply_diff), so
+//   neither the rendering nor the transaction grows with the table (the
+//   kernel validates only the shard tables the transaction touched).
 // - A failed transaction (nft's error text in the error line) leaves the kernel
 //   as it was (all or nothing); the next apply is a full sync.
 #pragma once
@@ -16,6 +19,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "model/backend.h"
 #include "controlplane/backends/nftables/ruleset.h"
@@ -27,7 +31,15 @@ class Runner {
  public:
   virtual ~Runner() = default;
   virtual bool run(const std::string& script, std::string* error) = 0;
+  // The tables the kernel holds, as `nft list tables` names them ("ip vipd-3");
+  // a full sync deletes vipd's shard tables among them that it does not use.
+  virtual bool list_tables(std::vector<std::string>* /*out*/, std::string* /*error*/) { return true; }
 };
+
+// The kernel's tables ("ip vipd", "ip6 vipd-2", other families left out) from
+// one NFT_MSG_GETTABLE netlink dump (libnftables' `list tables` would fetch
+// every rule of every table first).
+bool dump_tables(std::vector<std::string>* out, std::string* error);
 
 // libnftables: one nft_ctx kept for the process (its cache survives between
 // transactions), errors buffered. check_only: nft -c (evaluate, commit nothing).

@@ -17,7 +17,9 @@
 //   per entry with usable endpoints, compact form (forward method fnat, which
 //   marks every flow, and no ClientIP affinity):
 //          svc-<hash>   jump mark-for-masquerade
-//                       dnat ip to numgen random mod N map { 0 : IP . port, ... }
+//                       per endpoint i of K: meta l4proto P numgen random mod K-i 0 dnat to IP:port
+//                       (the last without the numgen match; no set: each anonymous set
+//                       bound in a transaction costs the kernel a walk of all of it)
 //   otherwise (hairpin marking per endpoint, or affinity), kube-proxy's form:
 //          svc-<hash>   [jump mark-for-masquerade] [affinity: ip saddr @aff-.. goto sep-..]
 //                       numgen random mod N vmap { 0 : goto sep-<hash>, ... }
@@ -26,13 +28,28 @@
 //          aff-<hash>-<timeout>  set ipv4_addr, flags dynamic,timeout (ClientIP affinity)
 //
 // Every commit that adds a rule with a jump, goto, vmap or NAT makes the kernel
-// validate the whole table (each chain the base chains reach, once per hook),
-// so the number of chains, not the size of the change, sets a partial sync's
-// floor; the compact form keeps it at one chain per service.
+// validate the whole table it changed (each chain the base chains reach, once
+// per hook), so the number of chains in that table, not the size of the
+// change, sets a partial sync's floor; the compact form keeps it at one chain
+// per service, and the shards bound it to shard_size services.
+//
+// Shards: an entry's service chains, endpoint chains, affinity sets and its
+// service-ips / service-nodeports element live in one of several tables of
+// at most RenderOptions::shard_size entries each: shard 0 is `ip vipd` itself
+// (so a table of up to shard_size entries has the layout above and nothing
+// else), shard k >= 1 is `ip vipd-k` with its own service maps, `services`,
+// `mark-for-masquerade` and nat-prerouting / nat-output base chains (the
+// service keys are disjoint, so a packet is DNATed by the one shard that holds
+// its key and passes the others). The filter hooks, firewall-ips (fw- chains),
+// no-endpoint-services, cluster-ips and masquerading stay in `ip vipd`. The
+// kernel validates only the tables a commit changed, so a change costs one
+// shard's validation however many entries there are. An entry keeps its shard
+// while it exists; a new entry goes to the lowest shard with room; a full sync
+// packs the entries again in key order.
 //
 // Rendering is per entry (render_entry), so a sync re-renders only entries whose
 // VirtualService changed, and the transaction (render_delta) touches only their
-// chains, sets and map elements. A full sync replaces the table atomically.
+// chains, sets and map elements. A full sync replaces the tables atomically.
 #pragma once
 
 #include <cstdint>
@@ -51,7 +68,12 @@ inline constexpr const char* kTable = "vipd";  // family ip
 struct RenderOptions {
   bool masquerade_all = true;  // forward-method fnat: every new service flow is masqueraded
   uint32_t masq_mark = 0x4000;
+  // Entries per shard table (see above); 0 is taken as 1.
+  uint32_t shard_size = 1000;
 };
+
+// "ip vipd" (shard 0), "ip vipd-3"; "ip6 ..." for IPv6.
+std::string shard_table(bool v6, uint32_t shard);
 
 struct Chain {
   std::string name;
@@ -90,6 +112,7 @@ struct Desired {
     std::string hash_input;
     EntryRender render;
     std::string base_input;  // ipt::entry_hash_input(svc) (hash_input unless it collided)
+    uint32_t shard = 0;      // the table of its service objects (shard_table)
   };
   // Shared with earlier states: an unchanged entry is the same object (a
   // pointer copy, no rendering or string copies per sync). Sorted by key
@@ -110,6 +133,13 @@ struct Desired {
   std::set<std::string> retired_chains, retired_sets;
   size_t chain_count = 0;  // per-entry chains (build_desired counts them)
   size_t chains() const { return chain_count; }
+  // Per family (0 IPv4, 1 IPv6): entries per shard; its size is the number of
+  // shard tables declared (a shard emptied by partial syncs stays declared
+  // until the next full sync).
+  std::vector<uint32_t> shard_fill[2];
+  // std::hash of every entry's base_input, sorted (collision checks).
+  std::vector<size_t> base_hashes;
+  uint32_t masq_mark = 0x4000;  // RenderOptions::masq_mark (shard tables declared by render_delta)
   // Any IPv6 entry (then table ip6 vipd exists). Keys order IPv4 VIPs first.
   bool has_v6() const { return !entries.empty() && entries.back().first.vip.is_v6(); }
 };
@@ -140,7 +170,13 @@ std::string render_base(const RenderOptions& opts, bool v6 = false);
 
 // Full sync: `add table; delete table;` then the whole table, so objects of an
 // earlier run (or another version) never survive, in one atomic transaction.
-Transaction render_full(const Desired& next, const RenderOptions& opts);
+// `existing`: tables the kernel holds ("ip vipd-7", as `list tables` names
+// them): stale shard tables among them are deleted.
+Transaction render_full(const Desired& next, const RenderOptions& opts,
+                        const std::vector<std::string>& existing = {});
+
+// The fixed part of shard table k >= 1 (a `table ip vipd-k { ... }` block).
+std::string render_shard_base(const RenderOptions& opts, bool v6, uint32_t shard);
 
 inline constexpr size_t kRetiredLimit = 1000;
 
@@ -154,6 +190,18 @@ inline constexpr size_t kRetiredLimit = 1000;
 // delete chain, add table) are avoided unless elements change or retired
 // objects are deleted; a one-endpoint change needs none of them.
 Transaction render_delta(const Desired& prev, const Desired& next);
+
+// The same transaction from the changed entries alone, with `state` (what the
+// kernel holds) updated in place to the state after it: O(changes), not
+// O(entries) (the backend's partial sync when it has a TableDiff).
+//   kApplied    *tx is the transaction (maybe empty), *state the state after it
+//   kFallback   *state untouched: a key of `diff` that does not match *state,
+//               or a chain-name collision involved (build_desired and
+//               render_delta handle those)
+//   kBadInput   *state untouched, *error set: an entry it cannot render
+enum class DiffResult { kApplied, kFallback, kBadInput };
+DiffResult apply_diff(Desired* state, const TableDiff& diff, const RenderOptions& opts, Transaction* tx,
+                      size_t* rendered, std::string* error);
 
 // `vipd --dry-run --mode nftables`: a comment header and render_full's text
 // (`nft -c -f FILE` accepts it).

@@ -17,6 +17,7 @@ using ::testing::StartsWith;
 struct Log {
   std::vector<std::string> scripts;
   bool fail_next = false;
+  std::vector<std::string> tables;  // what list_tables reports
 };
 
 class FakeRunner final : public Runner {
@@ -29,6 +30,10 @@ class FakeRunner final : public Runner {
       *error = "nftables: transaction refused: Error: Could not process rule: No such file or directory";
       return false;
     }
+    return true;
+  }
+  bool list_tables(std::vector<std::string>* out, std::string*) override {
+    *out = log_->tables;
     return true;
   }
 
@@ -122,6 +127,26 @@ TEST(NftBackend, FirstAndLastIpv6EntryTakeAFullSyncOthersArePartial) {
   EXPECT_THAT(log.scripts[3], HasSubstr("add table ip6 vipd\ndelete table ip6 vipd\n"));
   EXPECT_THAT(log.scripts[3], Not(HasSubstr("table ip6 vipd {")));
   EXPECT_EQ(be.stats().full_syncs, 3u);
+}
+
+TEST(NftBackend, FullSyncDeletesStaleShardTablesPartialUsesTheDiff) {
+  Log log;
+  log.tables = {"ip vipd", "ip vipd-4", "ip6 vipd-2", "inet filter"};
+  NftablesBackend be({}, std::make_unique<FakeRunner>(&log));
+  std::string err;
+  const ServiceTable t = table(2);
+  ASSERT_TRUE(be.apply(t, TableDiff::compute({}, t), true, &err)) << err;
+  EXPECT_THAT(log.scripts[0], HasSubstr("add table ip vipd-4\ndelete table ip vipd-4\n"));
+  EXPECT_THAT(log.scripts[0], HasSubstr("add table ip6 vipd-2\ndelete table ip6 vipd-2\n"));
+  EXPECT_THAT(log.scripts[0], Not(HasSubstr("inet filter")));
+  // a partial sync from the loop's diff: the changed entry alone
+  const ServiceTable t3 = table(3);
+  ASSERT_TRUE(be.apply(t3, TableDiff::compute(t, t3), false, &err)) << err;
+  ASSERT_EQ(log.scripts.size(), 2u);
+  EXPECT_THAT(log.scripts[1], StartsWith("flush chain ip vipd svc-"));
+  EXPECT_EQ(be.stats().partial_syncs, 1u);
+  EXPECT_EQ(be.stats().entries_rendered, 1u);
+  EXPECT_EQ(be.stats().chains, 1u);
 }
 
 }  // namespace

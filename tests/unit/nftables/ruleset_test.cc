@@ -73,7 +73,8 @@ RenderOptions nat_mode() {
 }
 
 TEST(NftRender, CompactServiceChainDnatsItself) {
-  // fnat (every flow marked), no affinity: one chain, endpoints in a numgen map
+  // fnat (every flow marked), no affinity: one chain, one dnat rule per
+  // endpoint, rule i of K taken when numgen random mod (K - i) draws 0 (no set)
   EntryRender r;
   std::string err;
   const auto s = svc("default/db:http", "10.96.0.100", 8080, {"10.244.1.15", "10.244.2.88"});
@@ -81,11 +82,13 @@ TEST(NftRender, CompactServiceChainDnatsItself) {
   const std::string h = ipt::chain_hash("default/db:httptcp");
   ASSERT_EQ(r.chains.size(), 1u);
   EXPECT_EQ(r.chains[0].name, "svc-" + h);
-  ASSERT_EQ(r.chains[0].rules.size(), 2u);
+  ASSERT_EQ(r.chains[0].rules.size(), 3u);
   EXPECT_EQ(r.chains[0].rules[0], "jump mark-for-masquerade");
   EXPECT_EQ(r.chains[0].rules[1],
-            "meta l4proto tcp dnat ip to numgen random mod 2 map { 0 : 10.244.1.15 . 8080, 1 : 10.244.2.88 . 8080 } "
-            "comment \"default/db:http ClusterIP\"");
+            "meta l4proto tcp numgen random mod 2 0 dnat to 10.244.1.15:8080 "
+            "comment \"default/db:http -> 10.244.1.15:8080\"");
+  EXPECT_EQ(r.chains[0].rules[2],
+            "meta l4proto tcp dnat to 10.244.2.88:8080 comment \"default/db:http -> 10.244.2.88:8080\"");
   ASSERT_EQ(r.elements.size(), 1u);
   EXPECT_EQ(r.elements[0], (Element{"service-ips", "10.96.0.100 . tcp . 8080", "goto svc-" + h}));
   EXPECT_TRUE(r.sets.empty());
@@ -220,7 +223,8 @@ TEST(NftFull, ReplacesTableAtomically) {
   const Transaction fnat = render_full(desired(t), {});
   EXPECT_EQ(fnat.chains_written, 1u);
   EXPECT_THAT(fnat.text, Not(HasSubstr("sep-")));
-  EXPECT_THAT(fnat.text, HasSubstr("dnat ip to numgen random mod 2 map { 0 : 10.244.1.15 . 8080, 1 : 10.244.2.88 . 8080 }"));
+  EXPECT_THAT(fnat.text, HasSubstr("numgen random mod 2 0 dnat to 10.244.1.15:8080 "));
+  EXPECT_THAT(fnat.text, Not(HasSubstr(" map {")));
 }
 
 TEST(NftDelta, NothingChangedIsEmpty) {
@@ -308,8 +312,9 @@ TEST(NftDelta, OneEndpointChangeCompactRewritesOneChain) {
   const auto ls = lines(tx.text);
   ASSERT_EQ(ls.size(), 2u) << tx.text;
   EXPECT_EQ(ls[0], "flush chain ip vipd " + svc_chain + '\0');
-  EXPECT_THAT(ls[1], HasSubstr("add chain ip vipd " + svc_chain + " { jump mark-for-masquerade; meta l4proto tcp dnat ip to "
-                               "numgen random mod 2 map { 0 : 10.244.7.7 . 8080, 1 : 10.244.9.0 . 8080 }"));
+  EXPECT_THAT(ls[1], HasSubstr("add chain ip vipd " + svc_chain + " { jump mark-for-masquerade; meta l4proto tcp "
+                               "numgen random mod 2 0 dnat to 10.244.7.7:8080 "));
+  EXPECT_THAT(ls[1], HasSubstr("; meta l4proto tcp dnat to 10.244.9.0:8080 "));
   EXPECT_EQ(tx.chains_written, 1u);
   EXPECT_EQ(tx.chains_retired, 0u);
   EXPECT_EQ(tx.elements_added + tx.elements_deleted, 0u);
@@ -320,7 +325,7 @@ TEST(NftDelta, OneEndpointChangeCompactRewritesOneChain) {
   ASSERT_TRUE(build_desired(t2, {}, b, &c, &rendered, &err));
   const Transaction tx2 = render_delta(b, c);
   EXPECT_EQ(lines(tx2.text).size(), 2u) << tx2.text;
-  EXPECT_THAT(tx2.text, HasSubstr("numgen random mod 3 map"));
+  EXPECT_THAT(tx2.text, HasSubstr("numgen random mod 3 0 dnat to 10.244.6.6:8080"));
 }
 
 TEST(NftDelta, RemovedServiceDeletesElementsBeforeChains) {
@@ -501,8 +506,9 @@ TEST(NftRender6, DualStackFullSyncBothTablesOneTransaction) {
   const std::string c6 = "svc-" + ipt::chain_hash("default/db6:httptcp");
   EXPECT_THAT(tx.text, HasSubstr("add chain ip6 vipd " + c6 + "\n"));
   EXPECT_THAT(tx.text, HasSubstr("add rule ip6 vipd " + c6 + " jump mark-for-masquerade\n"));
-  EXPECT_THAT(tx.text, HasSubstr("add rule ip6 vipd " + c6 + " meta l4proto tcp dnat ip6 to numgen random mod 2 map "
-                                 "{ 0 : fd00:244::1 . 8080, 1 : fd00:244::2 . 8080 }"));
+  EXPECT_THAT(tx.text, HasSubstr("add rule ip6 vipd " + c6 + " meta l4proto tcp numgen random mod 2 0 dnat to "
+                                 "[fd00:244::1]:8080 "));
+  EXPECT_THAT(tx.text, HasSubstr("add rule ip6 vipd " + c6 + " meta l4proto tcp dnat to [fd00:244::2]:8080 "));
   // one endpoint: dnat to [addr]:port
   EXPECT_THAT(tx.text, HasSubstr("add rule ip6 vipd fw-"));
   EXPECT_THAT(tx.text, HasSubstr("ip6 saddr != { fd00:aa::/32 } drop"));
@@ -594,8 +600,8 @@ TEST(NftDelta6, OneEndpointChangeOfAnIpv6EntryTouchesTheIp6TableOnly) {
   const auto ls = lines(tx.text);
   ASSERT_EQ(ls.size(), 2u) << tx.text;
   EXPECT_EQ(ls[0], "flush chain ip6 vipd " + c6 + '\0');
-  EXPECT_THAT(ls[1], HasSubstr("add chain ip6 vipd " + c6 + " { jump mark-for-masquerade; meta l4proto tcp dnat ip6 to "
-                               "numgen random mod 2 map { 0 : fd00:244::1 . 8080, 1 : fd00:244::9 . 8080 }"));
+  EXPECT_THAT(ls[1], HasSubstr("add chain ip6 vipd " + c6 + " { jump mark-for-masquerade; meta l4proto tcp "
+                               "numgen random mod 2 0 dnat to [fd00:244::1]:8080 "));
   EXPECT_EQ(tx.chains_written, 1u);
   EXPECT_EQ(tx.elements_added + tx.elements_deleted, 0u);
 }
@@ -704,4 +710,178 @@ TEST(NftKernel6, DualStackTransactionsLoadInAPrivateNetns) {
 }
 
 }  // namespace
+// ---- shards -------------------------------------------------------------------
+
+RenderOptions shards_of(uint32_t n) {
+  RenderOptions o;
+  o.shard_size = n;
+  return o;
+}
+
+ServiceTable five_services() {
+  std::vector<VirtualService> v;
+  for (int i = 0; i < 5; ++i) {
+    const std::string vip = "10.96.1." + std::to_string(10 + i);
+    v.push_back(svc(("ns/s" + std::to_string(i) + ":p").c_str(), vip.c_str(), 80, {"10.244.5.1", "10.244.5.2"}));
+  }
+  v[3].source_ranges = {"10.0.0.0/8"};  // its fw- chain stays in ip vipd
+  return table_of(v);
+}
+
+TEST(NftShard, FullSyncSpreadsEntriesOverShardTables) {
+  const Desired d = desired(five_services(), shards_of(2));
+  ASSERT_EQ(d.shard_fill[0], (std::vector<uint32_t>{2, 2, 1}));
+  const Transaction tx = render_full(d, shards_of(2), {"ip vipd", "ip vipd-2", "ip vipd-7", "inet other", "ip vipd-x"});
+  EXPECT_THAT(tx.text, HasSubstr("table ip vipd-1 {\n\tmap service-ips"));
+  EXPECT_THAT(tx.text, HasSubstr("table ip vipd-2 {\n"));
+  EXPECT_THAT(tx.text, HasSubstr("\tchain nat-prerouting {\n\t\ttype nat hook prerouting priority -100; policy accept;\n"));
+  // stale shard tables go, in-use ones are replaced; others are left alone
+  EXPECT_THAT(tx.text, HasSubstr("add table ip vipd-7\ndelete table ip vipd-7\n"));
+  EXPECT_THAT(tx.text, HasSubstr("add table ip vipd-1\ndelete table ip vipd-1\n"));
+  EXPECT_THAT(tx.text, Not(HasSubstr("table ip vipd-3")));
+  EXPECT_THAT(tx.text, Not(HasSubstr("other")));
+  EXPECT_THAT(tx.text, Not(HasSubstr("vipd-x")));
+  // entries in key order: s0 s1 -> vipd, s2 s3 -> vipd-1, s4 -> vipd-2
+  const std::string c2 = "svc-" + ipt::chain_hash("ns/s2:ptcp"), c3 = "svc-" + ipt::chain_hash("ns/s3:ptcp");
+  const std::string c4 = "svc-" + ipt::chain_hash("ns/s4:ptcp"), f3 = "fw-" + ipt::chain_hash("ns/s3:ptcp");
+  EXPECT_THAT(tx.text, HasSubstr("add chain ip vipd-1 " + c2 + "\n"));
+  EXPECT_THAT(tx.text, HasSubstr("add rule ip vipd-1 " + c2 + " jump mark-for-masquerade\n"));
+  EXPECT_THAT(tx.text, HasSubstr("add chain ip vipd-2 " + c4 + "\n"));
+  EXPECT_THAT(tx.text, HasSubstr("add element ip vipd-1 service-ips { 10.96.1.12 . tcp . 80 : goto " + c2 + ", "
+                                 "10.96.1.13 . tcp . 80 : goto " + c3 + " }"));
+  EXPECT_THAT(tx.text, HasSubstr("add chain ip vipd " + f3 + "\n"));
+  EXPECT_THAT(tx.text, HasSubstr("add element ip vipd firewall-ips { 10.96.1.13 . tcp . 80 : goto " + f3 + " }"));
+  EXPECT_THAT(tx.text, HasSubstr("add element ip vipd cluster-ips { 10.96.1.10, 10.96.1.11, 10.96.1.12, 10.96.1.13, "
+                                 "10.96.1.14 }"));
+}
+
+// apply_diff (O(changes), in place) gives render_delta's transaction and state.
+TEST(NftShard, ApplyDiffMatchesTheWholeTableDelta) {
+  for (const bool nat : {false, true}) {
+    RenderOptions o = shards_of(2);
+    o.masquerade_all = !nat;
+    const ServiceTable t = five_services();
+    const Desired a = desired(t, o);
+    ServiceTable t2 = t;
+    auto it = t2.services.begin();
+    std::advance(it, 2);
+    it->second.backends[1].ip = ip("10.244.5.9");  // s2 (shard 1): one endpoint replaced
+    t2.services.erase(t2.services.begin());        // s0 (shard 0) removed
+    VirtualService n = svc("ns/new:p", "10.96.2.1", 80, {"10.244.6.1"});
+    t2.services[n.key] = n;  // new: takes s0's place in shard 0
+    VirtualService m = svc("ns/new2:p", "10.96.2.2", 80, {"10.244.6.2"});
+    m.kind = ServiceKind::kNodePort;
+    t2.services[m.key] = m;  // new: shard 2 has room
+    VirtualService q = svc("ns/new3:p", "10.96.2.3", 80, {"10.244.6.3"});
+    t2.services[q.key] = q;  // new: shard 3, a new table
+    t2.normalize();
+    Desired b;
+    std::string err;
+    ASSERT_TRUE(build_desired(t2, o, a, &b, nullptr, &err)) << err;
+    const Transaction whole = render_delta(a, b);
+    Desired c = a;
+    Transaction inc;
+    size_t rendered = 0;
+    ASSERT_EQ(apply_diff(&c, TableDiff::compute(t, t2), o, &inc, &rendered, &err), DiffResult::kApplied) << err;
+    EXPECT_EQ(rendered, 4u);
+    EXPECT_EQ(inc.text, whole.text);
+    EXPECT_THAT(inc.text, HasSubstr("table ip vipd-3 {"));
+    EXPECT_THAT(inc.text, HasSubstr("add element ip vipd-2 service-nodeports { 10.96.2.2 . tcp . 80 : goto "));
+    EXPECT_THAT(inc.text, HasSubstr("flush chain ip vipd-1 svc-" + ipt::chain_hash("ns/s2:ptcp")));
+    EXPECT_THAT(inc.text, HasSubstr("add element ip vipd cluster-ips { 10.96.2.1, 10.96.2.3 }"));
+    EXPECT_THAT(inc.text, HasSubstr("delete element ip vipd cluster-ips { 10.96.1.10 }"));
+    ASSERT_EQ(c.entries.size(), b.entries.size());
+    for (size_t i = 0; i < c.entries.size(); ++i) {
+      EXPECT_EQ(c.entries[i].first, b.entries[i].first);
+      EXPECT_EQ(c.entries[i].second->shard, b.entries[i].second->shard) << c.entries[i].second->svc.name;
+      EXPECT_EQ(c.entries[i].second->render, b.entries[i].second->render);
+    }
+    EXPECT_EQ(c.shard_fill[0], b.shard_fill[0]);
+    EXPECT_EQ(c.shard_fill[0], (std::vector<uint32_t>{2, 2, 2, 1}));
+    EXPECT_EQ(c.cluster_ips, b.cluster_ips);
+    EXPECT_EQ(c.base_hashes, b.base_hashes);
+    EXPECT_EQ(c.chains(), b.chains());
+    EXPECT_EQ(c.retired_chains, inc.retired_chains);
+    // nothing changed: an empty transaction
+    Transaction none;
+    ASSERT_EQ(apply_diff(&c, TableDiff::compute(t2, t2), o, &none, &rendered, &err), DiffResult::kApplied);
+    EXPECT_TRUE(none.empty());
+  }
+}
+
+TEST(NftShard, ApplyDiffFallsBackWhenTheDiffDoesNotMatch) {
+  const ServiceTable t = five_services();
+  Desired a = desired(t, shards_of(2));
+  ServiceTable t2 = t;
+  VirtualService n = svc("ns/new:p", "10.96.2.1", 80, {"10.244.6.1"});
+  t2.services[n.key] = n;
+  Transaction tx;
+  std::string err;
+  // the diff applied once; "added" again (the key exists now): fallback, state untouched
+  TableDiff d = TableDiff::compute(t, t2);
+  ASSERT_EQ(apply_diff(&a, d, shards_of(2), &tx, nullptr, &err), DiffResult::kApplied);
+  const auto after = a.entries;
+  EXPECT_EQ(apply_diff(&a, d, shards_of(2), &tx, nullptr, &err), DiffResult::kFallback);
+  EXPECT_EQ(a.entries.size(), after.size());
+  // a removed key that is not there
+  TableDiff gone;
+  gone.removed.push_back(svc("x", "10.9.9.9", 1, {}).key);
+  EXPECT_EQ(apply_diff(&a, gone, shards_of(2), &tx, nullptr, &err), DiffResult::kFallback);
+  // an entry whose hash input collides with another's: build_desired decides
+  VirtualService twin = t.services.begin()->second;
+  twin.key.port = 81;  // same name and protocol: same chain-name input
+  ServiceTable t3 = t2;
+  t3.services[twin.key] = twin;
+  EXPECT_EQ(apply_diff(&a, TableDiff::compute(t2, t3), shards_of(2), &tx, nullptr, &err), DiffResult::kFallback);
+  // bad input: refused, state untouched
+  ServiceTable t4 = t2;
+  t4.services.begin()->second.source_ranges = {"bad"};
+  EXPECT_EQ(apply_diff(&a, TableDiff::compute(t2, t4), shards_of(2), &tx, nullptr, &err), DiffResult::kBadInput);
+  EXPECT_THAT(err, HasSubstr("not an IPv4 CIDR"));
+  EXPECT_EQ(a.entries, after);
+}
+
+// The shard tables and an incremental change load into a real kernel.
+TEST(NftKernelShard, ShardedTransactionsLoadInAPrivateNetns) {
+  if (::geteuid() != 0) GTEST_SKIP() << "SKIP: needs root for a private network namespace and nf_tables";
+  int rc = 0;
+  run_shell("command -v nft >/dev/null && command -v unshare >/dev/null", &rc);
+  if (rc != 0) GTEST_SKIP() << "SKIP: nft or unshare not installed";
+  run_shell("unshare -n nft list tables >/dev/null 2>&1", &rc);
+  if (rc != 0) GTEST_SKIP() << "SKIP: no nf_tables in a new network namespace here";
+  const ServiceTable t = five_services();
+  Desired a = desired(t, shards_of(2));
+  const Transaction full = render_full(a, shards_of(2));
+  ServiceTable t2 = t;
+  std::prev(t2.services.end())->second.backends[0].ip = ip("10.244.7.7");  // s4, shard 2
+  VirtualService q = svc("ns/new3:p", "10.96.2.3", 80, {"10.244.6.3", "10.244.6.4", "10.244.6.5"});
+  t2.services[q.key] = q;  // shard 2 has room
+  VirtualService r = svc("ns/new4:p", "10.96.2.4", 80, {"10.244.6.6"});
+  t2.services[r.key] = r;  // shard 3: a new table in a partial sync
+  t2.normalize();
+  Transaction delta;
+  std::string err;
+  ASSERT_EQ(apply_diff(&a, TableDiff::compute(t, t2), shards_of(2), &delta, nullptr, &err), DiffResult::kApplied);
+  char dir[] = "/tmp/nft-shard-test-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const std::string d = dir;
+  for (const auto& [name, text] : {std::pair<std::string, std::string>{"full", full.text}, {"delta", delta.text}}) {
+    FILE* f = std::fopen((d + "/" + name).c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fwrite(text.data(), 1, text.size(), f);
+    std::fclose(f);
+  }
+  const std::string out = run_shell("unshare -n sh -c 'nft -f " + d + "/full && nft -f " + d +
+                                        "/delta && nft list tables && nft list table ip vipd-2 && nft list table ip vipd-3' 2>&1",
+                                    &rc);
+  run_shell("rm -rf " + d, &rc);
+  ASSERT_EQ(out.find("Error"), std::string::npos) << out;
+  EXPECT_THAT(out, HasSubstr("table ip vipd\n"));
+  EXPECT_THAT(out, HasSubstr("table ip vipd-1\n"));
+  EXPECT_THAT(out, HasSubstr("table ip vipd-3\n"));
+  EXPECT_THAT(out, HasSubstr("dnat to 10.244.7.7:8080"));
+  EXPECT_THAT(out, HasSubstr("numgen random mod 3 0 dnat to 10.244.6.3:8080"));
+  EXPECT_THAT(out, HasSubstr("10.96.2.4 . tcp . 80 : goto svc-"));
+}
+
 }  // namespace vipd::cp::nft
