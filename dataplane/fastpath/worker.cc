@@ -276,6 +276,12 @@ inline uint64_t timeout_for(const Shared& sh, ConnState s) {
 [[gnu::noinline]] int32_t skip_ejected(Worker& w, const Service& svc, const SchedCtx& ctx, int32_t idx);
 [[gnu::noinline]] bool syn_waiting(Worker& w, Conn& c, rte_mbuf* m, const Parsed& p, bool from_client);
 [[gnu::noinline]] bool icmp_resteer(Worker& w, rte_mbuf* m, const uint8_t* f, const Parsed& p, const IcmpQuote& q);
+// Frees the saved SYN of a connection that closed before its SYN-ACK (out
+// of line: track stays as small as without it).
+[[gnu::noinline]] void syn_closed(Worker& w, Conn& c) {
+  w.syn.release(c.syn);
+  c.syn = 0;
+}
 
 // Follows the connection's state with a packet of it. False when the packet
 // was consumed (an answer to the SYN that re-steered the connection:
@@ -293,10 +299,7 @@ inline uint64_t timeout_for(const Shared& sh, ConnState s) {
   }
   if (c.proto == kProtoTcp) set_state(w, c, tcp_next_state(c.state, flags, from_client));
   c.expires = w.now + timeout_for(*w.sh, c.state);
-  if (c.syn && c.state != ConnState::kSynRecv) [[unlikely]] {  // closed before its SYN-ACK
-    w.syn.release(c.syn);
-    c.syn = 0;
-  }
+  if (c.syn && c.state != ConnState::kSynRecv) [[unlikely]] syn_closed(w, c);  // closed before its SYN-ACK
   return true;
 }
 
@@ -410,23 +413,23 @@ uint32_t proxy_open(Worker& w, const uint8_t* f, const Parsed& p, const Service&
   return h;
 }
 
-// Re-steering (resteer.h): keeps a new connection's SYN (before its rewrite)
-// and starts its timer. The pool empty: counted, and the connection goes
-// without re-steering.
-[[gnu::noinline]] void syn_open(Worker& w, const rte_mbuf* m, const Parsed& p, Conn& c) {
+// Re-steering (resteer.h): keeps a new connection's SYN and starts its
+// timer. Inline at the end of new_flow (after the rewrite: little is live
+// there, so it needs no call and no spills): it reads the SYN as it goes
+// out, whose TCP header differs from the client's only in the ports and the
+// checksum, which syn_build writes anew, and whose TTL is already one less.
+// The pool empty: counted, and the connection goes without re-steering.
+[[gnu::always_inline]] inline void syn_open(Worker& w, const rte_mbuf* m, const Parsed& p, Conn& c) {
   // Everything read before the first store (the SYN's bytes alias all).
   const uint64_t t = w.sh->t_resteer;
-  const uint32_t slot = c.dest_slot;
   const uint8_t* f = rte_pktmbuf_mtod(m, const uint8_t*);
   const size_t room = size_t{m->buf_len} - m->data_off;  // data and tailroom
-  const uint32_t h = w.syn.alloc_armed(t ? w.now + t : 0);
-  if (!h) [[unlikely]] return bump(w.counters.resteer_pool_full);
+  uint32_t h;
+  SynMem* s = w.syn.alloc_armed(w.now, t, &h);
+  if (!s) [[unlikely]] return bump(w.counters.resteer_pool_full);
   c.syn = h;
-  SynMem& s = w.syn.at(h);
-  s.conn = &c;
-  s.tried[0] = slot;
-  s.n_tried = 1;
-  syn_save(s, f, room, p);
+  s->conn = &c;
+  syn_save(*s, f, room, p);
 }
 
 // sig: conn_hash of the packet's flow key; fwd_absent: that key was just
@@ -506,9 +509,6 @@ void new_flow(Worker& w, rte_mbuf* m, const Parsed& p, const Service& svc, uint3
              : syn              ? ConnState::kSynRecv
                                 : tcp_next_state(ConnState::kNone, p.tcp_flags, true);
   c->expires = w.now + timeout_for(sh, c->state);
-  // Re-steering: the SYN is kept until the backend answers it.
-  if (sh.resteer_attempts && syn && p.proto == kProtoTcp && svc.n_weighted > 1) [[unlikely]]
-    syn_open(w, m, p, *c);
   if (svc.persistence_s) {
     if (!tmpl) tmpl = w.tmpls.insert(tkey);  // full: no affinity for this flow, counted below
     if (tmpl) {
@@ -528,6 +528,9 @@ void new_flow(Worker& w, rte_mbuf* m, const Parsed& p, const Service& svc, uint3
   dc.inpkts++;
   dc.inbytes += p.ip_total_len;
   rewrite_l3l4(rte_pktmbuf_mtod(m, uint8_t*), p, laddr, lport, d.ip, d.port);
+  // Re-steering: the SYN is kept until the backend answers it.
+  if (sh.resteer_attempts && syn && p.proto == kProtoTcp && svc.n_weighted > 1) [[unlikely]]
+    syn_open(w, m, p, *c);
   output(w, m, d.ip);
 }
 
@@ -806,8 +809,10 @@ bool resteer_conn(Worker& w, Conn& c, ResteerReason why) {
   // retransmission alone says nothing about the backend).
   if (svc && sh.eject.k && why != kResteerRetransmit) eject_fail(w, *svc, c.dest_slot);
   int32_t idx = -1;
-  if (svc && s.n_tried <= sh.resteer_attempts && s.n_tried <= kResteerMax)
+  if (svc && s.n_tried < sh.resteer_attempts && s.n_tried < kResteerMax) {
+    s.tried[s.n_tried++] = c.dest_slot;  // the backends tried: this one last
     idx = sched_next(*svc, w.sched[svc->id], SchedCtx{w.dest_counters, c.caddr, c.vaddr}, s.tried, s.n_tried);
+  }
   if (idx >= 0 && !w.conns.move_reply(&c, svc->dests[idx].ip, svc->dests[idx].port)) idx = -1;
   if (idx < 0) {
     bump(w.counters.resteer_gave_up);
@@ -815,7 +820,6 @@ bool resteer_conn(Worker& w, Conn& c, ResteerReason why) {
     return false;
   }
   const DestRef& d = svc->dests[idx];
-  s.tried[s.n_tried++] = d.slot;
   --w.dest_counters[c.dest_slot].inactive;  // SYN_RECV: counted inactive
   DestCounters& dc = w.dest_counters[d.slot];
   ++dc.conns;
