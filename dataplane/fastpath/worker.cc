@@ -274,6 +274,8 @@ inline uint64_t timeout_for(const Shared& sh, ConnState s) {
 
 // Re-steering (resteer.h; defined at the end of this file).
 [[gnu::noinline]] int32_t skip_ejected(Worker& w, const Service& svc, const SchedCtx& ctx, int32_t idx);
+[[gnu::noinline]] int32_t skip_ejected_after(Worker& w, const Service& svc, const SchedCtx& ctx, int32_t idx,
+                                            const uint32_t* tried, uint32_t n_tried);
 [[gnu::noinline]] bool syn_waiting(Worker& w, Conn& c, rte_mbuf* m, const Parsed& p, bool from_client);
 [[gnu::noinline]] bool icmp_resteer(Worker& w, rte_mbuf* m, const uint8_t* f, const Parsed& p, const IcmpQuote& q);
 // Frees the saved SYN of a connection that closed before its SYN-ACK (out
@@ -811,7 +813,12 @@ bool resteer_conn(Worker& w, Conn& c, ResteerReason why) {
   int32_t idx = -1;
   if (svc && s.n_tried < sh.resteer_attempts && s.n_tried < kResteerMax) {
     s.tried[s.n_tried++] = c.dest_slot;  // the backends tried: this one last
-    idx = sched_next(*svc, w.sched[svc->id], SchedCtx{w.dest_counters, c.caddr, c.vaddr}, s.tried, s.n_tried);
+    const SchedCtx ctx{w.dest_counters, c.caddr, c.vaddr};
+    idx = sched_next(*svc, w.sched[svc->id], ctx, s.tried, s.n_tried);
+    // Outlier ejection: as for a new connection, an ejected pick gives way
+    // to the next one in the scheduler's order that is not.
+    if (idx >= 0 && sh.eject.k && sh.dest_slots[svc->dests[idx].slot].eject.ejected(w.now))
+      idx = skip_ejected_after(w, *svc, ctx, idx, s.tried, s.n_tried);
   }
   if (idx >= 0 && !w.conns.move_reply(&c, svc->dests[idx].ip, svc->dests[idx].port)) idx = -1;
   if (idx < 0) {
@@ -912,21 +919,29 @@ bool icmp_resteer(Worker& w, rte_mbuf* m, const uint8_t* f, const Parsed& p, con
 
 namespace {
 
-// The scheduler picked an ejected destination for a new connection: the
-// next ones in the scheduler's own order (sched_next: consistent for the
-// hashing ones) until one is not ejected. All ejected or nothing else: the
-// first pick (ejection never leaves a service without a backend).
-int32_t skip_ejected(Worker& w, const Service& svc, const SchedCtx& ctx, int32_t idx) {
-  uint32_t tried[kResteerMax + 1];
+// The scheduler picked an ejected destination: the next ones in the
+// scheduler's own order (sched_next: consistent for the hashing ones),
+// leaving out `tried` (re-steering: the backends the SYN already went to),
+// until one is not ejected. All ejected or nothing else: the first pick
+// (ejection never leaves a service without a backend, whatever its share).
+int32_t skip_ejected_after(Worker& w, const Service& svc, const SchedCtx& ctx, int32_t idx, const uint32_t* tried,
+                           uint32_t n_tried) {
+  constexpr uint32_t kSkipMax = kResteerMax + 1;  // picks looked at past the first
+  uint32_t t[kResteerMax + kSkipMax];
   uint32_t n = 0;
+  for (; n < n_tried && n < kResteerMax; ++n) t[n] = tried[n];
   int32_t j = idx;
-  while (n < kResteerMax + 1) {
-    tried[n++] = svc.dests[j].slot;
-    j = sched_next(svc, w.sched[svc.id], ctx, tried, n);
+  for (uint32_t k = 0; k < kSkipMax; ++k) {
+    t[n++] = svc.dests[j].slot;
+    j = sched_next(svc, w.sched[svc.id], ctx, t, n);
     if (j < 0) break;
     if (!w.sh->dest_slots[svc.dests[j].slot].eject.ejected(w.now)) return j;
   }
   return idx;
+}
+
+int32_t skip_ejected(Worker& w, const Service& svc, const SchedCtx& ctx, int32_t idx) {
+  return skip_ejected_after(w, svc, ctx, idx, nullptr, 0);
 }
 
 }  // namespace
