@@ -24,6 +24,7 @@ constexpr uint16_t kPort4 = 9090;  // 4 backends, rr
 constexpr uint16_t kPortMh = 9091;  // 4 backends, mh
 constexpr uint16_t kPortPersist = 9092;  // 4 backends, rr, persistence
 constexpr uint32_t kIsn = 0x11223344;
+constexpr uint8_t kTos = 0x28;  // the client's SYN's (DSCP AF11)
 const MacAddr kB4Mac{0x02, 0xb0, 0, 0, 0, 0x14};
 const std::vector<uint8_t> kSynOpts = {2, 4, 0x05, 0xb4, 4, 2, 1, 3, 3, 7};  // MSS, SACK ok, NOP, WS 7 (+pad)
 
@@ -58,6 +59,7 @@ class ResteerTest : public WorkerTest, public ::testing::WithParamInterface<Forw
   FrameSpec syn(uint16_t cport, uint16_t vport, uint32_t isn = kIsn) {
     FrameSpec s = from_client(cport, kTcpSyn, kVip, vport);
     s.seq = isn;
+    s.tos = kTos;
     s.window = 29200;
     s.tcp_opts = kSynOpts;
     s.tcp_opts.resize(12, 0);
@@ -74,11 +76,14 @@ class ResteerTest : public WorkerTest, public ::testing::WithParamInterface<Forw
     s.ack = ack;
     return s;
   }
-  // `out` is the client's SYN as vipd sends it to a backend: seq, window,
-  // options, the connection's source; valid checksums.
+  // `out` is the client's SYN as vipd sends it to a backend: TOS, TTL one
+  // less than received, seq, window, options, the connection's source;
+  // valid checksums.
   void expect_syn(const Frame& out, uint16_t cport, const char* what) {
     ASSERT_FALSE(out.empty()) << what;
     expect_valid_ipv4(out, what);
+    EXPECT_EQ(out[kEth + 1], kTos) << what << ": TOS";
+    EXPECT_EQ(out[kEth + 8], 63) << what << ": TTL (64 received)";
     EXPECT_EQ(tcp_flags(out.data()), kTcpSyn) << what;
     EXPECT_EQ(tcp_seq(out.data()), kIsn) << what;
     const uint8_t* l4 = l4_of(out.data());
