@@ -32,10 +32,10 @@ bool SynPool::init(const std::string& name, uint32_t capacity, int socket, std::
   rte_free(free_);
   slots_ = nullptr;
   free_ = nullptr;
-  n_free_ = capacity_ = head_ = tail_ = 0;
+  n_free_ = capacity_ = 0;
   if (!capacity) return true;
   slots_ = static_cast<SynMem*>(
-      rte_zmalloc_socket(("synmem_" + name).c_str(), sizeof(SynMem) * size_t{capacity}, 64, socket));
+      rte_zmalloc_socket(("synmem_" + name).c_str(), sizeof(SynMem) * (size_t{capacity} + 1), 64, socket));
   free_ = static_cast<uint32_t*>(
       rte_zmalloc_socket(("synmem_free_" + name).c_str(), sizeof(uint32_t) * size_t{capacity}, 64, socket));
   if (!slots_ || !free_) {
@@ -43,7 +43,7 @@ bool SynPool::init(const std::string& name, uint32_t capacity, int socket, std::
     return false;
   }
   capacity_ = capacity;
-  for (uint32_t i = capacity; i-- > 0;) free_[n_free_++] = i;
+  for (uint32_t h = capacity; h > 0; --h) free_[n_free_++] = h;  // handle 1 on top
   return true;
 }
 
@@ -53,11 +53,11 @@ size_t syn_build(uint8_t* f, const SynMem& s, uint32_t src, uint16_t sport, uint
   const size_t tcp_len = syn_tcp_len(s);
   const uint16_t total = static_cast<uint16_t>(20 + tcp_len);
   ip[0] = 0x45;
-  ip[1] = s.tos;
+  ip[1] = s.ip[0];
   wr16(ip + 2, total);
   wr16(ip + 4, 0);
   wr16(ip + 6, 0x4000);  // DF
-  ip[8] = static_cast<uint8_t>(s.ttl > 1 ? s.ttl - 1 : 1);
+  ip[8] = s.ip[7] ? s.ip[7] : 1;  // as sent first (the received one less)
   ip[9] = kProtoTcp;
   wr16(ip + 10, 0);
   wr32(ip + 12, src);

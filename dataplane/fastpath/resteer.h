@@ -43,22 +43,27 @@ const char* resteer_reason_name(unsigned r) noexcept;
 // One connection's saved SYN and its re-steering state.
 struct alignas(64) SynMem {  // two cache lines: handles index with a shift
   Conn* conn;         // the connection (entries never move)
-  uint64_t deadline;  // TSC: re-steer when no SYN-ACK came by then (0 = no timer)
-  uint32_t prev, next;  // deadline list (handles, 0 = none), oldest first
-  uint8_t n_tried;      // backends the SYN went to (tried[0 .. n_tried))
-  uint8_t tos, ttl;     // of the client's SYN as received
-  uint8_t linked;       // on the deadline list
-  // The client's TCP header as received (ports and checksum rewritten when
-  // it is sent again; seq, flags, window and options kept). Copied whole:
-  // one fixed-size copy is cheaper than parsing it on every new connection;
-  // its length and the ISN are read from it (syn_tcp_len, syn_isn).
+  uint64_t deadline;  // TSC: re-steer when no SYN-ACK came by then
+  uint32_t prev, next;  // deadline list (handles, 0: the sentinel), oldest first; prev kUnlinked: not on it
+  uint8_t n_tried;      // backends the SYN went to before the connection's current one
+  // Bytes 1 .. 8 of the SYN's IPv4 header as vipd sent it first: the TOS
+  // (ip[0]) and the TTL (ip[7], one less than received), in one copy.
+  uint8_t ip[8];
+  // The client's TCP header as vipd sent it first (the client's but for the
+  // ports and the checksum, which syn_build writes anew; seq, flags, window
+  // and options kept). Copied whole: one fixed-size copy is cheaper than
+  // parsing it on every new connection; its length and the ISN are read
+  // from it (syn_tcp_len, syn_isn).
   uint8_t tcp[kTcpHdrMax];
-  uint32_t tried[kResteerMax + 1];  // their destination slots
+  uint32_t tried[kResteerMax];  // their destination slots (tried[0 .. n_tried))
 };
+static_assert(sizeof(SynMem) == 128);
 
 // Fixed-size pool of SynMem with a stack of free ones and a list of the
 // entries with a deadline, oldest first (every deadline is "now + the one
-// timeout", so appending keeps the order). Handles are index + 1.
+// timeout", so appending keeps the order). Handles are indexes from 1: entry
+// 0 is the list's sentinel (its next: the head, its prev: the tail), so
+// queueing and unlinking take no branches.
 class SynPool {
  public:
   SynPool() = default;
@@ -66,90 +71,95 @@ class SynPool {
   SynPool& operator=(const SynPool&) = delete;
   ~SynPool();
   // Allocates `capacity` entries (rte_zmalloc on `socket`). 0 = no pool:
-  // every alloc() fails.
+  // every alloc_armed() fails.
   bool init(const std::string& name, uint32_t capacity, int socket, std::string* error);
-  uint32_t alloc() noexcept {
-    if (!n_free_) return 0;
-    const uint32_t h = free_[--n_free_] + 1;
-    slots_[h - 1].linked = 0;  // the rest: syn_save and arm
-    return h;
-  }
   void release(uint32_t h) noexcept {
     if (!h) return;
     unlink(h);
-    free_[n_free_++] = h - 1;
+    free_[n_free_++] = h;
   }
-  SynMem& at(uint32_t h) noexcept { return slots_[h - 1]; }
-  // alloc() for a new connection, its entry put at the end of the deadline
-  // list in the same pass (deadline 0: no timer). 0 = pool empty.
-  uint32_t alloc_armed(uint64_t deadline) noexcept {
-    if (!n_free_) return 0;
-    const uint32_t h = free_[--n_free_] + 1;
-    SynMem& s = slots_[h - 1];
-    if (!deadline) {
-      s.linked = 0;
-      return h;
+  SynMem& at(uint32_t h) noexcept { return slots_[h]; }
+  // An entry for a new connection (nullptr: the pool is empty; n_tried 0)
+  // and its handle, put at the end of the deadline list with deadline
+  // now + t in the same pass (t 0: no timer). The one pass and no branch on
+  // the tail (the sentinel) keep it short: it is on every new connection's
+  // path (callgrind: docs/benchmarks.md, "Measured changes").
+  SynMem* alloc_armed(uint64_t now, uint64_t t, uint32_t* handle) noexcept {
+    if (!n_free_) return nullptr;
+    SynMem* const sl = slots_;  // (not reloaded after the stores below)
+    const uint32_t h = free_[--n_free_];
+    SynMem* s = sl + h;
+    *handle = h;
+    s->n_tried = 0;
+    if (!t) {
+      s->prev = kUnlinked;
+      return s;
     }
-    const uint32_t t = tail_;
-    s.deadline = deadline;
-    s.prev = t;
-    s.next = 0;
-    s.linked = 1;
-    if (t) slots_[t - 1].next = h; else head_ = h;
-    tail_ = h;
-    return h;
+    const uint32_t tail = sl[0].prev;
+    s->deadline = now + t;
+    s->prev = tail;
+    s->next = 0;
+    sl[tail].next = h;
+    sl[0].prev = h;
+    return s;
   }
   // Puts h at the end of the deadline list with this deadline.
   void arm(uint32_t h, uint64_t deadline) noexcept {
-    SynMem& s = at(h);
-    if (s.linked) unlink(h);
-    s.deadline = deadline;
-    s.prev = tail_;
-    s.next = 0;
-    s.linked = 1;
-    if (tail_) at(tail_).next = h; else head_ = h;
-    tail_ = h;
+    unlink(h);
+    append(slots_, at(h), h, deadline);
   }
   void unlink(uint32_t h) noexcept {
     SynMem& s = at(h);
-    if (!s.linked) return;
-    if (s.prev) at(s.prev).next = s.next; else head_ = s.next;
-    if (s.next) at(s.next).prev = s.prev; else tail_ = s.prev;
-    s.prev = s.next = 0;
-    s.linked = 0;
+    if (s.prev == kUnlinked) return;
+    slots_[s.prev].next = s.next;
+    slots_[s.next].prev = s.prev;
+    s.prev = kUnlinked;
   }
   // The entry with the earliest deadline, 0 = none.
-  uint32_t head() const noexcept { return head_; }
+  uint32_t head() const noexcept { return slots_ ? slots_[0].next : 0; }
   uint32_t capacity() const noexcept { return capacity_; }
   uint32_t in_use() const noexcept { return capacity_ - n_free_; }
   static constexpr size_t kBytesPerEntry = sizeof(SynMem) + sizeof(uint32_t);
+  static constexpr uint32_t kUnlinked = UINT32_MAX;  // SynMem::prev of an entry not on the list
 
  private:
-  SynMem* slots_ = nullptr;
+  static void append(SynMem* sl, SynMem& s, uint32_t h, uint64_t deadline) noexcept {
+    const uint32_t t = sl[0].prev;
+    s.deadline = deadline;
+    s.prev = t;
+    s.next = 0;
+    sl[t].next = h;
+    sl[0].prev = h;
+  }
+  SynMem* slots_ = nullptr;  // capacity_ + 1: [0] the sentinel
   uint32_t* free_ = nullptr;
   uint32_t n_free_ = 0;
   uint32_t capacity_ = 0;
-  uint32_t head_ = 0, tail_ = 0;
 };
 
 // The saved TCP header's length (with options) and the client's ISN.
 inline size_t syn_tcp_len(const SynMem& s) noexcept { return (s.tcp[12] >> 4) * 4u; }
 inline uint32_t syn_isn(const SynMem& s) noexcept { return bytes::rd32(s.tcp + 4); }
 
-// Fills a new SynMem's TCP header, TOS and TTL from the client's SYN (a TCP
-// frame parsed into p, in a buffer with `room` bytes from `frame` on: data
+// Fills a new SynMem's IP and TCP header bytes from the SYN as vipd sends it first (a TCP frame parsed
+// into p and rewritten, in a buffer with `room` bytes from `frame` on: data
 // and tailroom). Inline: it is on every new connection's path.
 inline void syn_save(SynMem& s, const uint8_t* frame, size_t room, const Parsed& p) noexcept {
   const uint8_t* tcp = frame + p.l4_off;
   const bool whole = size_t{p.l4_off} + kTcpHdrMax <= room;
-  const uint8_t tos = frame[p.l3_off + 1];
-  const uint8_t ttl = p.ttl;
+  uint8_t ip[8];
+  std::memcpy(ip, frame + p.l3_off + 1, 8);
   // A fixed-size copy where the buffer has the bytes (nearly always: the
   // tailroom); only the header's length of them count.
-  if (whole) [[likely]] std::memcpy(s.tcp, tcp, kTcpHdrMax);
-  else std::memcpy(s.tcp, tcp, (tcp[12] >> 4) * 4u);  // parse_frame: 20 <= doff <= l4_len
-  s.tos = tos;
-  s.ttl = ttl;
+  if (whole) [[likely]] {  // four 16-byte moves
+    std::memcpy(s.tcp, tcp, 16);
+    std::memcpy(s.tcp + 16, tcp + 16, 16);
+    std::memcpy(s.tcp + 32, tcp + 32, 16);
+    std::memcpy(s.tcp + kTcpHdrMax - 16, tcp + kTcpHdrMax - 16, 16);
+  } else {
+    std::memcpy(s.tcp, tcp, (tcp[12] >> 4) * 4u);  // parse_frame: 20 <= doff <= l4_len
+  }
+  std::memcpy(s.ip, ip, 8);
 }
 // Writes the saved SYN as src:sport -> dst:dport into `frame` (room for
 // kEthLen + 20 + kTcpHdrMax bytes; the Ethernet addresses are left for
@@ -167,12 +177,6 @@ inline SynAnswer syn_answer(const SynMem& s, uint8_t flags, uint32_t ack) noexce
   if (flags & kTcpRst) return SynAnswer::kRst;
   if (flags & kTcpSyn) return SynAnswer::kSynAck;
   return SynAnswer::kOther;
-}
-
-inline bool syn_tried(const SynMem& s, uint32_t slot) noexcept {
-  for (uint32_t i = 0; i < s.n_tried; ++i)
-    if (s.tried[i] == slot) return true;
-  return false;
 }
 
 }  // namespace vipd::dp

@@ -274,8 +274,16 @@ inline uint64_t timeout_for(const Shared& sh, ConnState s) {
 
 // Re-steering (resteer.h; defined at the end of this file).
 [[gnu::noinline]] int32_t skip_ejected(Worker& w, const Service& svc, const SchedCtx& ctx, int32_t idx);
+[[gnu::noinline]] int32_t skip_ejected_after(Worker& w, const Service& svc, const SchedCtx& ctx, int32_t idx,
+                                            const uint32_t* tried, uint32_t n_tried);
 [[gnu::noinline]] bool syn_waiting(Worker& w, Conn& c, rte_mbuf* m, const Parsed& p, bool from_client);
 [[gnu::noinline]] bool icmp_resteer(Worker& w, rte_mbuf* m, const uint8_t* f, const Parsed& p, const IcmpQuote& q);
+// Frees the saved SYN of a connection that closed before its SYN-ACK (out
+// of line: track stays as small as without it).
+[[gnu::noinline]] void syn_closed(Worker& w, Conn& c) {
+  w.syn.release(c.syn);
+  c.syn = 0;
+}
 
 // Follows the connection's state with a packet of it. False when the packet
 // was consumed (an answer to the SYN that re-steered the connection:
@@ -293,10 +301,7 @@ inline uint64_t timeout_for(const Shared& sh, ConnState s) {
   }
   if (c.proto == kProtoTcp) set_state(w, c, tcp_next_state(c.state, flags, from_client));
   c.expires = w.now + timeout_for(*w.sh, c.state);
-  if (c.syn && c.state != ConnState::kSynRecv) [[unlikely]] {  // closed before its SYN-ACK
-    w.syn.release(c.syn);
-    c.syn = 0;
-  }
+  if (c.syn && c.state != ConnState::kSynRecv) [[unlikely]] syn_closed(w, c);  // closed before its SYN-ACK
   return true;
 }
 
@@ -410,23 +415,23 @@ uint32_t proxy_open(Worker& w, const uint8_t* f, const Parsed& p, const Service&
   return h;
 }
 
-// Re-steering (resteer.h): keeps a new connection's SYN (before its rewrite)
-// and starts its timer. The pool empty: counted, and the connection goes
-// without re-steering.
-[[gnu::noinline]] void syn_open(Worker& w, const rte_mbuf* m, const Parsed& p, Conn& c) {
+// Re-steering (resteer.h): keeps a new connection's SYN and starts its
+// timer. Inline at the end of new_flow (after the rewrite: little is live
+// there, so it needs no call and no spills): it reads the SYN as it goes
+// out, whose TCP header differs from the client's only in the ports and the
+// checksum, which syn_build writes anew, and whose TTL is already one less.
+// The pool empty: counted, and the connection goes without re-steering.
+[[gnu::always_inline]] inline void syn_open(Worker& w, const rte_mbuf* m, const Parsed& p, Conn& c) {
   // Everything read before the first store (the SYN's bytes alias all).
   const uint64_t t = w.sh->t_resteer;
-  const uint32_t slot = c.dest_slot;
   const uint8_t* f = rte_pktmbuf_mtod(m, const uint8_t*);
   const size_t room = size_t{m->buf_len} - m->data_off;  // data and tailroom
-  const uint32_t h = w.syn.alloc_armed(t ? w.now + t : 0);
-  if (!h) [[unlikely]] return bump(w.counters.resteer_pool_full);
+  uint32_t h;
+  SynMem* s = w.syn.alloc_armed(w.now, t, &h);
+  if (!s) [[unlikely]] return bump(w.counters.resteer_pool_full);
   c.syn = h;
-  SynMem& s = w.syn.at(h);
-  s.conn = &c;
-  s.tried[0] = slot;
-  s.n_tried = 1;
-  syn_save(s, f, room, p);
+  s->conn = &c;
+  syn_save(*s, f, room, p);
 }
 
 // sig: conn_hash of the packet's flow key; fwd_absent: that key was just
@@ -506,9 +511,6 @@ void new_flow(Worker& w, rte_mbuf* m, const Parsed& p, const Service& svc, uint3
              : syn              ? ConnState::kSynRecv
                                 : tcp_next_state(ConnState::kNone, p.tcp_flags, true);
   c->expires = w.now + timeout_for(sh, c->state);
-  // Re-steering: the SYN is kept until the backend answers it.
-  if (sh.resteer_attempts && syn && p.proto == kProtoTcp && svc.n_weighted > 1) [[unlikely]]
-    syn_open(w, m, p, *c);
   if (svc.persistence_s) {
     if (!tmpl) tmpl = w.tmpls.insert(tkey);  // full: no affinity for this flow, counted below
     if (tmpl) {
@@ -528,6 +530,9 @@ void new_flow(Worker& w, rte_mbuf* m, const Parsed& p, const Service& svc, uint3
   dc.inpkts++;
   dc.inbytes += p.ip_total_len;
   rewrite_l3l4(rte_pktmbuf_mtod(m, uint8_t*), p, laddr, lport, d.ip, d.port);
+  // Re-steering: the SYN is kept until the backend answers it.
+  if (sh.resteer_attempts && syn && p.proto == kProtoTcp && svc.n_weighted > 1) [[unlikely]]
+    syn_open(w, m, p, *c);
   output(w, m, d.ip);
 }
 
@@ -806,8 +811,15 @@ bool resteer_conn(Worker& w, Conn& c, ResteerReason why) {
   // retransmission alone says nothing about the backend).
   if (svc && sh.eject.k && why != kResteerRetransmit) eject_fail(w, *svc, c.dest_slot);
   int32_t idx = -1;
-  if (svc && s.n_tried <= sh.resteer_attempts && s.n_tried <= kResteerMax)
-    idx = sched_next(*svc, w.sched[svc->id], SchedCtx{w.dest_counters, c.caddr, c.vaddr}, s.tried, s.n_tried);
+  if (svc && s.n_tried < sh.resteer_attempts && s.n_tried < kResteerMax) {
+    s.tried[s.n_tried++] = c.dest_slot;  // the backends tried: this one last
+    const SchedCtx ctx{w.dest_counters, c.caddr, c.vaddr};
+    idx = sched_next(*svc, w.sched[svc->id], ctx, s.tried, s.n_tried);
+    // Outlier ejection: as for a new connection, an ejected pick gives way
+    // to the next one in the scheduler's order that is not.
+    if (idx >= 0 && sh.eject.k && sh.dest_slots[svc->dests[idx].slot].eject.ejected(w.now))
+      idx = skip_ejected_after(w, *svc, ctx, idx, s.tried, s.n_tried);
+  }
   if (idx >= 0 && !w.conns.move_reply(&c, svc->dests[idx].ip, svc->dests[idx].port)) idx = -1;
   if (idx < 0) {
     bump(w.counters.resteer_gave_up);
@@ -815,7 +827,6 @@ bool resteer_conn(Worker& w, Conn& c, ResteerReason why) {
     return false;
   }
   const DestRef& d = svc->dests[idx];
-  s.tried[s.n_tried++] = d.slot;
   --w.dest_counters[c.dest_slot].inactive;  // SYN_RECV: counted inactive
   DestCounters& dc = w.dest_counters[d.slot];
   ++dc.conns;
@@ -908,21 +919,29 @@ bool icmp_resteer(Worker& w, rte_mbuf* m, const uint8_t* f, const Parsed& p, con
 
 namespace {
 
-// The scheduler picked an ejected destination for a new connection: the
-// next ones in the scheduler's own order (sched_next: consistent for the
-// hashing ones) until one is not ejected. All ejected or nothing else: the
-// first pick (ejection never leaves a service without a backend).
-int32_t skip_ejected(Worker& w, const Service& svc, const SchedCtx& ctx, int32_t idx) {
-  uint32_t tried[kResteerMax + 1];
+// The scheduler picked an ejected destination: the next ones in the
+// scheduler's own order (sched_next: consistent for the hashing ones),
+// leaving out `tried` (re-steering: the backends the SYN already went to),
+// until one is not ejected. All ejected or nothing else: the first pick
+// (ejection never leaves a service without a backend, whatever its share).
+int32_t skip_ejected_after(Worker& w, const Service& svc, const SchedCtx& ctx, int32_t idx, const uint32_t* tried,
+                           uint32_t n_tried) {
+  constexpr uint32_t kSkipMax = kResteerMax + 1;  // picks looked at past the first
+  uint32_t t[kResteerMax + kSkipMax];
   uint32_t n = 0;
+  for (; n < n_tried && n < kResteerMax; ++n) t[n] = tried[n];
   int32_t j = idx;
-  while (n < kResteerMax + 1) {
-    tried[n++] = svc.dests[j].slot;
-    j = sched_next(svc, w.sched[svc.id], ctx, tried, n);
+  for (uint32_t k = 0; k < kSkipMax; ++k) {
+    t[n++] = svc.dests[j].slot;
+    j = sched_next(svc, w.sched[svc.id], ctx, t, n);
     if (j < 0) break;
     if (!w.sh->dest_slots[svc.dests[j].slot].eject.ejected(w.now)) return j;
   }
   return idx;
+}
+
+int32_t skip_ejected(Worker& w, const Service& svc, const SchedCtx& ctx, int32_t idx) {
+  return skip_ejected_after(w, svc, ctx, idx, nullptr, 0);
 }
 
 }  // namespace

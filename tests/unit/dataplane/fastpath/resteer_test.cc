@@ -3,8 +3,9 @@
 // whose client retransmits the SYN goes to another backend with the client's
 // own SYN; never the same backend twice, at most resteer_attempts times,
 // then as without re-steering. Answers that do not match the SYN (wrong ack,
-// wrong seq) change nothing. Also sched_next's order for consistent
-// schedulers, and the SynPool's deadline list.
+// wrong seq) change nothing; re-steers skip ejected backends. Also
+// sched_next's order for consistent schedulers, and the SynPool's deadline
+// list.
 #include <gtest/gtest.h>
 
 #include <set>
@@ -23,6 +24,7 @@ constexpr uint16_t kPort4 = 9090;  // 4 backends, rr
 constexpr uint16_t kPortMh = 9091;  // 4 backends, mh
 constexpr uint16_t kPortPersist = 9092;  // 4 backends, rr, persistence
 constexpr uint32_t kIsn = 0x11223344;
+constexpr uint8_t kTos = 0x28;  // the client's SYN's (DSCP AF11)
 const MacAddr kB4Mac{0x02, 0xb0, 0, 0, 0, 0x14};
 const std::vector<uint8_t> kSynOpts = {2, 4, 0x05, 0xb4, 4, 2, 1, 3, 3, 7};  // MSS, SACK ok, NOP, WS 7 (+pad)
 
@@ -57,6 +59,7 @@ class ResteerTest : public WorkerTest, public ::testing::WithParamInterface<Forw
   FrameSpec syn(uint16_t cport, uint16_t vport, uint32_t isn = kIsn) {
     FrameSpec s = from_client(cport, kTcpSyn, kVip, vport);
     s.seq = isn;
+    s.tos = kTos;
     s.window = 29200;
     s.tcp_opts = kSynOpts;
     s.tcp_opts.resize(12, 0);
@@ -73,11 +76,14 @@ class ResteerTest : public WorkerTest, public ::testing::WithParamInterface<Forw
     s.ack = ack;
     return s;
   }
-  // `out` is the client's SYN as vipd sends it to a backend: seq, window,
-  // options, the connection's source; valid checksums.
+  // `out` is the client's SYN as vipd sends it to a backend: TOS, TTL one
+  // less than received, seq, window, options, the connection's source;
+  // valid checksums.
   void expect_syn(const Frame& out, uint16_t cport, const char* what) {
     ASSERT_FALSE(out.empty()) << what;
     expect_valid_ipv4(out, what);
+    EXPECT_EQ(out[kEth + 1], kTos) << what << ": TOS";
+    EXPECT_EQ(out[kEth + 8], 63) << what << ": TTL (64 received)";
     EXPECT_EQ(tcp_flags(out.data()), kTcpSyn) << what;
     EXPECT_EQ(tcp_seq(out.data()), kIsn) << what;
     const uint8_t* l4 = l4_of(out.data());
@@ -353,6 +359,67 @@ TEST_P(ResteerTest, MhResteersInTheKeysOwnOrder) {
   ASSERT_FALSE(b2.empty());
   EXPECT_EQ(ip_dst(a2.data()), ip_dst(b2.data()));
   EXPECT_NE(ip_dst(a2.data()), ip_dst(a.data()));
+}
+
+// A re-steer skips ejected backends as a new connection's pick does, in the
+// scheduler's own order (mh: the key's), and takes an ejected one only when
+// every backend left is ejected (never leaving the service without one,
+// whatever the share allows).
+TEST_P(ResteerTest, ResteerSkipsEjectedBackendsInTheKeysOrder) {
+  sh().eject = EjectParams{100, 1'000'000, 10'000'000, 50};  // K 100: the RSTs below eject nothing
+  auto slot = [&](uint32_t b) {
+    const int64_t s = slot_of(kVip, kPortMh, Protocol::kTcp, b, 80);
+    EXPECT_GE(s, 0);
+    return s;
+  };
+  auto eject = [&](uint32_t b, bool on) {
+    sh().dest_slots[slot(b)].eject.until.store(on ? w().now + 1'000'000 : 0);
+  };
+  // The key's order without ejection: a connection refused by all four.
+  uint16_t cport = 41020;
+  std::vector<uint32_t> order;
+  Frame cur = one_out(build_frame(syn(cport++, kPortMh)), 0, 1);
+  ASSERT_FALSE(cur.empty());
+  order.push_back(ip_dst(cur.data()));
+  for (int i = 0; i < 3; ++i) {
+    cur = one_out(build_frame(answer(cur, kTcpRst | kTcpAck, kIsn + 1)), 1, 1);
+    ASSERT_FALSE(cur.empty());
+    order.push_back(ip_dst(cur.data()));
+  }
+  ASSERT_EQ(std::set<uint32_t>(order.begin(), order.end()).size(), 4u);
+  one_out(build_frame(answer(cur, kTcpRst | kTcpAck, kIsn + 1)), 1, 0);  // all refused: the client's RST
+
+  // The second in that order ejected: the re-steer goes to the third.
+  eject(order[1], true);
+  Frame first = one_out(build_frame(syn(cport++, kPortMh)), 0, 1);
+  ASSERT_FALSE(first.empty());
+  EXPECT_EQ(ip_dst(first.data()), order[0]);
+  Frame second = one_out(build_frame(answer(first, kTcpRst | kTcpAck, kIsn + 1)), 1, 1);
+  ASSERT_FALSE(second.empty());
+  EXPECT_EQ(ip_dst(second.data()), order[2]) << "the ejected backend got the re-steered SYN";
+  // ... and the next one to the fourth; the ejected one only when it is the
+  // last one left.
+  Frame third = one_out(build_frame(answer(second, kTcpRst | kTcpAck, kIsn + 1)), 1, 1);
+  ASSERT_FALSE(third.empty());
+  EXPECT_EQ(ip_dst(third.data()), order[3]);
+  Frame fourth = one_out(build_frame(answer(third, kTcpRst | kTcpAck, kIsn + 1)), 1, 1);
+  ASSERT_FALSE(fourth.empty()) << "the ejected backend is still better than giving up";
+  EXPECT_EQ(ip_dst(fourth.data()), order[1]);
+  one_out(build_frame(answer(fourth, kTcpSyn | kTcpAck, kIsn + 1)), 1, 0);
+
+  // Every backend but the first ejected (the SYN-ACK above readmitted
+  // order[1]): the re-steer takes the first of them in the key's order
+  // instead of giving up.
+  eject(order[1], true);
+  eject(order[2], true);
+  eject(order[3], true);
+  first = one_out(build_frame(syn(cport++, kPortMh)), 0, 1);
+  ASSERT_FALSE(first.empty());
+  EXPECT_EQ(ip_dst(first.data()), order[0]);
+  second = one_out(build_frame(answer(first, kTcpRst | kTcpAck, kIsn + 1)), 1, 1);
+  ASSERT_FALSE(second.empty());
+  EXPECT_EQ(ip_dst(second.data()), order[1]);
+  EXPECT_EQ(w().counters.resteer_gave_up.load(), 1u) << "only the first connection's";
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, ResteerTest, ::testing::Values(Forward::kFnat, Forward::kNat),
