@@ -362,15 +362,29 @@ EOF
     inlb ipvsadm -e -t 10.96.0.100:8080 -r 10.244.1.15:8080 -m -w 5 &&  # wrong weight
     inlb ipvsadm -d -t 10.96.0.100:8080 -r 10.244.2.88:8080 &&       # missing real server
     inlb ipvsadm -E -t 10.96.0.102:8080 -s rr; } || tamper_ok=0     # persistence lost
+  local tamper6_ok=1   # the same for IPv6: a stale service on vipd's interface, a wrong weight, a missing real server
+  { ip -n "${P}lb" addr add fd00:96::200/128 dev vipd-ipvs0 nodad &&
+    inlb ipvsadm -A -t "[fd00:96::200]:80" -s rr &&
+    inlb ipvsadm -e -t "[fd00:96::100]:8080" -r "[fd00:244::1:15]:8080" -m -w 3 &&
+    inlb ipvsadm -d -u "[fd00:96::100]:9053" -r "[fd00:244::2:88]:9053"; } || tamper6_ok=0
   d=$(ipvs_diff --draining 10.244.3.44:8080 --ignore "TCP 172.16.0.1:80")
   note "tampered: $d"
   [ "$(tr ';' '\n' <<<"$d" | grep -c .)" -ge 5 ] || tamper_ok=0
+  [ "$(tr ';' '\n' <<<"$d" | grep -c 'fd00:')" -ge 3 ] || tamper6_ok=0
   start_vipd
   st=$(wait_gen_above 0) || st=
   d=$(ipvs_diff --draining 10.244.3.44:8080 --ignore "TCP 172.16.0.1:80")
   out=$(ip -n "${P}lb" -4 addr show dev vipd-ipvs0)
+  local out6
+  out6=$(ip -n "${P}lb" -6 addr show dev vipd-ipvs0)
+  if [ "$tamper6_ok" = 1 ] && [ -n "$st" ] && [ -z "$d" ] && ! grep -q 'fd00:96::200' <<<"$out6" &&
+     ! grep -q 'fd00:96::200' "$G/have.txt" && grep -q 'inet6 fd00:96::100/128' <<<"$out6"; then
+    pass v6-reconcile-tampered
+  else
+    fail v6-reconcile-tampered "tampering worked: $tamper6_ok; diff after restart: ${d:-none}; fd00:96::200 still bound: $(grep -c fd00:96::200 <<<"$out6"), in ipvsadm: $(grep -c fd00:96::200 "$G/have.txt")"
+  fi
   if [ "$tamper_ok" = 1 ] && [ -n "$st" ] && [ -z "$d" ] && ! grep -q '10\.96\.0\.200' <<<"$out" &&
-     grep -q '^TCP  172\.16\.0\.1:80 sh' "$G/have.txt" && [ "$(jget "$st" ipvs.stale_services_deleted)" = 1 ]; then
+     grep -q '^TCP  172\.16\.0\.1:80 sh' "$G/have.txt" && [ "$(jget "$st" ipvs.stale_services_deleted)" = 2 ]; then
     pass reconcile-tampered
   else
     fail reconcile-tampered "tampering worked: $tamper_ok; diff after restart: ${d:-none}; 10.96.0.200 still bound: $(grep -c 10.96.0.200 <<<"$out"); foreign kept: $(grep -c '172.16.0.1' "$G/have.txt"); status: $(jget "$st" ipvs | head -c 300)"

@@ -38,7 +38,9 @@
 #   ENOENT error, vipd alive, a clean full sync once the service is gone;
 #   vipctl list/status; IPv6 (db6 fd00:96::100 in front of the pods' IPv6
 #   addresses, empty6 fd00:96::101 without endpoints, in the table from the
-#   start, so the restart and ipvsadm checks above cover them too): /128 VIPs,
+#   start, so the restart and ipvsadm checks above cover them too; the
+#   tampering adds a stale IPv6 service with its /128, a wrong IPv6 weight and a
+#   missing IPv6 real server): /128 VIPs,
 #   IPv6 forwarding, ip6tables chains and jumps once; 100 requests over 4 pods;
 #   pod4 leaves db6's slice while requests run (0 failed, the change-to-kernel
 #   time printed), no new flow to it; refused (TCP, UDP) with the ip6tables
@@ -63,8 +65,9 @@ MODULES="crc32c_generic nf_conntrack ip_vs ip_vs_rr ip_vs_wrr ip_vs_sh ip_vs_mh 
  xt_tcpudp ipt_REJECT ip6t_REJECT"
 GUEST_CHECKS=(vipd-starts sysctls-set ipvsadm-initial vips-bound rules-once http-four-pods masquerade
   drain-weight-zero drain-open-conns-served drain-no-new-flows ipvsadm-after-removal no-endpoints-refused
-  udp-no-endpoints-refused udp-roundtrip affinity restart-no-failures restart-same-state reconcile-tampered
-  service-removed-unbound kernel-error-resync vipctl v6-programmed v6-http-four-pods v6-removal-no-failures
+  udp-no-endpoints-refused udp-roundtrip affinity restart-no-failures restart-same-state
+  v6-reconcile-tampered reconcile-tampered service-removed-unbound kernel-error-resync vipctl v6-programmed
+  v6-http-four-pods v6-removal-no-failures
   v6-removed-no-new-flows v6-no-endpoints-refused graceful-drain-deleted vipd-clean-exit)
 
 if [ "${1:-}" = --guest ]; then
