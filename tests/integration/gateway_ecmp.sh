@@ -64,7 +64,7 @@ SKIP_HINT="run as root with /dev/net/tun, iptables and BIRD 2 (apt-get install b
 BIRD=$(command -v bird || true)
 BIRDC=$(command -v birdc || true)
 [ -n "$BIRD" ] && [ -n "$BIRDC" ] || skip_all "BIRD 2 (bird, birdc) is not installed"
-"$BIRD" --version 2>&1 | grep -q 'BIRD version 2\.' || skip_all "bird is not BIRD 2: $("$BIRD" --version 2>&1 | head -n 1)"
+grep -q 'BIRD version 2\.' <<<"$("$BIRD" --version 2>&1)" || skip_all "bird is not BIRD 2: $("$BIRD" --version 2>&1 | head -n 1)"
 command -v iptables >/dev/null 2>&1 || skip_all "iptables is not installed (the pods' return routing)"
 require_netns bridge
 require_vipd
