@@ -362,6 +362,7 @@ int run_pipeline(const Args& a) {
   o.fnat = fnat;
   o.n_local_addrs = kPipelineLocalAddrs;
   o.resteer_attempts = static_cast<uint32_t>(a.num("resteer-attempts", o.resteer_attempts));
+  o.rss_queues = static_cast<uint32_t>(a.num("rss-queues", 0));
   BenchDataplane d;
   const int64_t heap0 = dpdk_heap_used();
   if (!d.init(o, &err)) {
