@@ -229,7 +229,7 @@ bool BenchDataplane::init(const DpOptions& o, std::string* err) {
     }
   }
   for (uint32_t a = 0; a < sh.n_local_addrs; ++a) {
-    if (!fnat_pool_init(w->fnat[a], &sh.rss, 0, 1, "bench_fnat")) {
+    if (!fnat_pool_init(w->fnat[a], &sh.rss, 0, 1, sh.local_addrs[a], "bench_fnat")) {
       *err = "fnat pools: out of memory";
       return false;
     }

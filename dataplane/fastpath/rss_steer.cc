@@ -52,7 +52,8 @@ bool rss_steer_init(RssSteer& s, const uint8_t* key, uint32_t key_len, const uin
   return true;
 }
 
-bool fnat_pool_init(FnatPool& fp, const RssSteer* steer, uint32_t worker, uint32_t n_workers, const char* name) {
+bool fnat_pool_init(FnatPool& fp, const RssSteer* steer, uint32_t worker, uint32_t n_workers, uint32_t laddr,
+                    const char* name) {
   const bool on = steer && (steer->tcp || steer->udp);
   const uint32_t nb = on ? steer->reta_size : 0;
   const size_t bytes = sizeof(uint16_t) * 65536 + sizeof(uint32_t) * nb + sizeof(uint16_t) * nb;
@@ -66,6 +67,7 @@ bool fnat_pool_init(FnatPool& fp, const RssSteer* steer, uint32_t worker, uint32
     return true;
   }
   fp.buckets = nb;
+  fp.lbits = rss_laddr_bits(*steer, laddr);
   fp.bstart = reinterpret_cast<uint32_t*>(mem + sizeof(uint16_t) * 65536);
   fp.bcount = reinterpret_cast<uint16_t*>(mem + sizeof(uint16_t) * 65536 + sizeof(uint32_t) * nb);
   // Count each bucket's ports, lay the buckets out, then push (highest port

@@ -57,9 +57,18 @@ inline uint32_t rss_hash4(const RssSteer& s, uint32_t src, uint32_t dst, uint16_
          s.tab[8][sport >> 8] ^ s.tab[9][sport & 255] ^ s.tab[10][dport >> 8] ^ s.tab[11][dport & 255];
 }
 
-// The part of the reply's redirection-table index that the local port adds.
+// The parts of the reply's redirection-table index that the local port, the
+// local address and the destination (the reply's source) add. The last two
+// are computed off the fast path: per pool (FnatPool::lbits) and per
+// published destination (DestRef::rss).
 inline uint32_t rss_lport_bits(const RssSteer& s, uint16_t lport) noexcept {
   return (s.tab[10][lport >> 8] ^ s.tab[11][lport & 255]) & s.mask;
+}
+inline uint16_t rss_laddr_bits(const RssSteer& s, uint32_t laddr) noexcept {
+  return static_cast<uint16_t>(rss_hash4(s, 0, laddr, 0, 0) & s.mask);
+}
+inline uint16_t rss_dest_bits(const RssSteer& s, uint32_t ip, uint16_t port) noexcept {
+  return static_cast<uint16_t>(rss_hash4(s, ip, 0, port, 0) & s.mask);
 }
 
 // Builds the tables. key: key_len bytes (>= 16); reta: the queue of each of
@@ -79,12 +88,14 @@ struct FnatPool {
   uint32_t buckets = 0;  // 0: steering off (a plain stack)
   uint32_t* bstart = nullptr;
   uint16_t* bcount = nullptr;
-  uint32_t scan = 0;  // where the unsteered fallback looks first
+  uint32_t scan = 0;   // where the unsteered fallback looks first
+  uint16_t lbits = 0;  // rss_laddr_bits of the pool's local address
 };
 
-// Allocates and fills a pool (rte_zmalloc, `name`); steer nullptr or off:
-// a plain stack. False: out of memory.
-bool fnat_pool_init(FnatPool& fp, const RssSteer* steer, uint32_t worker, uint32_t n_workers, const char* name);
+// Allocates and fills a pool for local address `laddr` (rte_zmalloc,
+// `name`); steer nullptr or off: a plain stack. False: out of memory.
+bool fnat_pool_init(FnatPool& fp, const RssSteer* steer, uint32_t worker, uint32_t n_workers, uint32_t laddr,
+                    const char* name);
 
 // Returns a local port to the pool it came from.
 inline void fnat_put(const RssSteer& s, FnatPool& fp, uint16_t lport) noexcept {
@@ -97,13 +108,14 @@ inline void fnat_put(const RssSteer& s, FnatPool& fp, uint16_t lport) noexcept {
   ++fp.top;
 }
 
-// A free port whose reply (from `dst`:`dport` to `laddr`) hashes to one of
-// `queue`'s redirection-table entries. False when none is free (or the pool
-// is a plain stack).
-inline bool fnat_take_steered(const RssSteer& s, FnatPool& fp, uint32_t queue, uint32_t dst, uint16_t dport,
-                              uint32_t laddr, uint16_t* lport) noexcept {
+// A free port whose reply (from the destination whose rss_dest_bits are
+// `dest_bits` to the pool's local address) hashes to one of `queue`'s
+// redirection-table entries. False when none is free (or the pool is a
+// plain stack).
+inline bool fnat_take_steered(const RssSteer& s, FnatPool& fp, uint32_t queue, uint32_t dest_bits,
+                              uint16_t* lport) noexcept {
   if (!fp.buckets || !fp.top) return false;
-  const uint32_t base = rss_hash4(s, dst, laddr, dport, 0) & s.mask;
+  const uint32_t base = dest_bits ^ fp.lbits;
   for (uint32_t k = s.q_begin[queue]; k < s.q_begin[queue + 1]; ++k) {
     const uint32_t b = (s.by_queue[k] ^ base) & s.mask;
     if (fp.bcount[b]) {

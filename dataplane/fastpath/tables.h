@@ -39,7 +39,7 @@ constexpr uint32_t kVipHashInit = 0;
 struct DestRef {
   uint32_t ip;
   uint16_t port;
-  uint16_t pad;
+  uint16_t rss;  // RSS steering: rss_dest_bits(ip, port) (rss_steer.h), set by the publisher
   uint32_t weight;
   uint32_t slot;
   uint32_t gen;

@@ -437,7 +437,7 @@ inline bool fnat_local(Worker& w, uint8_t proto, const DestRef& d, uint32_t* lad
   if (rss_steered(sh.rss, proto)) [[likely]] {
     for (uint32_t k = 0; k < n; ++k) {
       const uint32_t i = (w.fnat_cursor + k) % n;
-      if (fnat_take_steered(sh.rss, w.fnat[i], w.index, d.ip, d.port, sh.local_addrs[i], lport)) {
+      if (fnat_take_steered(sh.rss, w.fnat[i], w.index, d.rss, lport)) {
         *laddr = sh.local_addrs[i];
         *lidx = static_cast<uint8_t>(i);
         w.fnat_cursor = i + 1;

@@ -460,7 +460,7 @@ bool DpdkDataplane::init(std::string* error) {
   init_rss_steering();
   for (uint32_t i = 0; i < nw; ++i) {
     for (uint32_t a = 0; a < sh_.n_local_addrs; ++a) {
-      if (!fnat_pool_init(workers_[i]->fnat[a], &sh_.rss, i, nw, "vipd_fnat")) {
+      if (!fnat_pool_init(workers_[i]->fnat[a], &sh_.rss, i, nw, sh_.local_addrs[a], "vipd_fnat")) {
         *error = "dpdk: out of memory for fnat port pools";
         return false;
       }

@@ -34,8 +34,8 @@ uint32_t softrss4(const uint8_t* key, uint32_t src, uint32_t dst, uint16_t sport
 // A pool per worker, freed at the end.
 struct Pools {
   std::vector<FnatPool> p;
-  Pools(const RssSteer* s, uint32_t nw) : p(nw) {
-    for (uint32_t i = 0; i < nw; ++i) EXPECT_TRUE(fnat_pool_init(p[i], s, i, nw, "t_steer_pool"));
+  Pools(const RssSteer* s, uint32_t nw, uint32_t laddr) : p(nw) {
+    for (uint32_t i = 0; i < nw; ++i) EXPECT_TRUE(fnat_pool_init(p[i], s, i, nw, laddr, "t_steer_pool"));
   }
   ~Pools() {
     for (auto& fp : p) rte_free(fp.ports);
@@ -99,15 +99,15 @@ TEST(RssSteer, SteeredPortsHashToTheOwnersQueue) {
         for (uint32_t e = 0; e < reta_size; ++e) reta[e] = static_cast<uint16_t>(variant ? rng() % nw : e % nw);
         RssSteer s;
         ASSERT_TRUE(rss_steer_init(s, key.data(), 40, reta.data(), reta_size, nw, true, true));
-        Pools pools(&s, nw);
+        const uint32_t laddr = ip4(10, 1, 0, static_cast<uint8_t>(100 + rng() % 16));
+        Pools pools(&s, nw, laddr);
         for (int n = 0; n < 300; ++n) {
           const uint32_t dst = ip4(10, 1, static_cast<uint8_t>(rng()), static_cast<uint8_t>(rng()));
           const uint16_t dport = static_cast<uint16_t>(rng());
-          const uint32_t laddr = ip4(10, 1, 0, static_cast<uint8_t>(100 + rng() % 16));
           for (uint32_t wi = 0; wi < nw; ++wi) {
             uint16_t lport = 0;
             const bool has_entries = s.q_begin[wi + 1] > s.q_begin[wi];
-            const bool got = fnat_take_steered(s, pools.p[wi], wi, dst, dport, laddr, &lport);
+            const bool got = fnat_take_steered(s, pools.p[wi], wi, rss_dest_bits(s, dst, dport), &lport);
             ASSERT_EQ(got, has_entries) << "worker " << wi;
             if (!got) continue;
             EXPECT_EQ(lport % nw, wi);
@@ -132,15 +132,15 @@ TEST(RssSteer, ExhaustionFallsBackToAnyPort) {
   for (uint32_t e = 0; e < 128; ++e) reta[e] = static_cast<uint16_t>(e % 2);
   RssSteer s;
   ASSERT_TRUE(rss_steer_init(s, kRssKey, 40, reta.data(), 128, 2, true, true));
-  Pools pools(&s, 2);
+  const uint32_t dst = ip4(10, 1, 0, 11), laddr = ip4(10, 1, 0, 100);
+  Pools pools(&s, 2, laddr);
   FnatPool& fp = pools.p[1];
   const uint32_t total = fp.top;
   EXPECT_EQ(total, (65536u - 1024u) / 2u);
-  const uint32_t dst = ip4(10, 1, 0, 11), laddr = ip4(10, 1, 0, 100);
   std::set<uint16_t> seen;
   uint16_t lport;
   uint32_t steered = 0;
-  while (fnat_take_steered(s, fp, 1, dst, 80, laddr, &lport)) {
+  while (fnat_take_steered(s, fp, 1, rss_dest_bits(s, dst, 80), &lport)) {
     ASSERT_EQ(reta[softrss4(kRssKey, dst, laddr, 80, lport) & 127], 1);
     ASSERT_TRUE(seen.insert(lport).second);
     ++steered;
@@ -153,7 +153,7 @@ TEST(RssSteer, ExhaustionFallsBackToAnyPort) {
   uint16_t other;
   const uint32_t dst2 = ip4(10, 1, 0, 12);
   const bool same_bit = ((rss_hash4(s, dst, laddr, 80, 0) ^ rss_hash4(s, dst2, laddr, 8080, 0)) & 1) == 0;
-  const bool got_other = fnat_take_steered(s, fp, 1, dst2, 8080, laddr, &other);
+  const bool got_other = fnat_take_steered(s, fp, 1, rss_dest_bits(s, dst2, 8080), &other);
   EXPECT_EQ(got_other, !same_bit);
   if (got_other) fnat_put(s, fp, other);
   uint32_t unsteered = 0, foreign = 0;
@@ -165,21 +165,21 @@ TEST(RssSteer, ExhaustionFallsBackToAnyPort) {
   }
   EXPECT_EQ(steered + unsteered, total);
   EXPECT_EQ(foreign, unsteered) << "only ports that cannot be steered were left";
-  EXPECT_FALSE(fnat_take_steered(s, fp, 1, dst, 80, laddr, &lport));
+  EXPECT_FALSE(fnat_take_steered(s, fp, 1, rss_dest_bits(s, dst, 80), &lport));
   EXPECT_FALSE(fnat_take_any(fp, &lport));
   for (uint16_t p : seen) fnat_put(s, fp, p);
   EXPECT_EQ(fp.top, total);
-  ASSERT_TRUE(fnat_take_steered(s, fp, 1, dst, 80, laddr, &lport));
+  ASSERT_TRUE(fnat_take_steered(s, fp, 1, rss_dest_bits(s, dst, 80), &lport));
   EXPECT_EQ(reta[softrss4(kRssKey, dst, laddr, 80, lport) & 127], 1);
 }
 
 // Steering off (no tables): the plain stack, as before.
 TEST(RssSteer, OffIsThePlainStack) {
   RssSteer s;
-  Pools pools(&s, 2);
+  Pools pools(&s, 2, 1);
   EXPECT_EQ(pools.p[0].buckets, 0u);
   uint16_t lport;
-  EXPECT_FALSE(fnat_take_steered(s, pools.p[0], 0, 1, 2, 3, &lport));
+  EXPECT_FALSE(fnat_take_steered(s, pools.p[0], 0, 1, &lport));
   ASSERT_TRUE(fnat_take_any(pools.p[0], &lport));
   EXPECT_EQ(lport, 1024);
 }
@@ -196,12 +196,14 @@ namespace {
 // the owner through the redirect ring.
 class RssSteerWorkerTest : public WorkerTest {
  protected:
-  void steer_on() {
+  // Steering on before the services are published (the publisher stamps
+  // each destination's share of the hash).
+  void before_services() override {
     for (uint32_t e = 0; e < 128; ++e) reta_[e] = static_cast<uint16_t>(e % 2);
     ASSERT_TRUE(rss_steer_init(sh().rss, kRssKey, 40, reta_, 128, 2, true, true));
     for (uint32_t i = 0; i < 2; ++i) {
       rte_free(w(i).fnat[0].ports);
-      ASSERT_TRUE(fnat_pool_init(w(i).fnat[0], &sh().rss, i, 2, "t_fnat"));
+      ASSERT_TRUE(fnat_pool_init(w(i).fnat[0], &sh().rss, i, 2, kLocal, "t_fnat"));
     }
   }
   unsigned queue_of_reply(uint32_t b, uint16_t bport, uint16_t lport) {
@@ -226,8 +228,6 @@ class RssSteerWorkerTest : public WorkerTest {
 
 TEST_F(RssSteerWorkerTest, RepliesLandOnTheOwnersQueue) {
   build(Forward::kFnat, 2, 4096);
-  if (HasFatalFailure()) return;
-  steer_on();
   if (HasFatalFailure()) return;
   unsigned per_owner[2] = {0, 0};
   for (uint32_t a = 10; a < 60; ++a) {
@@ -258,8 +258,6 @@ TEST_F(RssSteerWorkerTest, RepliesLandOnTheOwnersQueue) {
 TEST_F(RssSteerWorkerTest, ExhaustedSteeredPortsFallBackToTheRedirectRing) {
   build(Forward::kFnat, 2, 4096);
   if (HasFatalFailure()) return;
-  steer_on();
-  if (HasFatalFailure()) return;
   serve_rings_ = true;
   // A client of worker 1; take every port that steers replies from kB1:80
   // to worker 1. The scheduler (rr) sends one of two connections to kB1.
@@ -270,7 +268,7 @@ TEST_F(RssSteerWorkerTest, ExhaustedSteeredPortsFallBackToTheRedirectRing) {
   FnatPool& fp = w(1).fnat[0];
   std::vector<uint16_t> taken;
   uint16_t lport;
-  while (fnat_take_steered(sh().rss, fp, 1, kB1, 80, kLocal, &lport)) taken.push_back(lport);
+  while (fnat_take_steered(sh().rss, fp, 1, rss_dest_bits(sh().rss, kB1, 80), &lport)) taken.push_back(lport);
   ASSERT_GT(fp.top, 0u) << "ports that steer elsewhere are left";
   uint32_t b = 0;
   for (uint16_t cp = 41000; cp < 41004 && b != kB1; ++cp) {
