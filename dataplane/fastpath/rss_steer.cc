@@ -21,7 +21,7 @@ bool rss_steer_init(RssSteer& s, const uint8_t* key, uint32_t key_len, const uin
   s.tcp = s.udp = false;
   s.mask = s.reta_size = 0;
   // 12 bytes of tuple need 12 + 4 bytes of key.
-  if (key_len < 16 || reta_size == 0 || reta_size > kRssMaxReta || (reta_size & (reta_size - 1)) ||
+  if (!(tcp || udp) || key_len < 16 || reta_size == 0 || reta_size > kRssMaxReta || (reta_size & (reta_size - 1)) ||
       n_queues == 0 || n_queues > kMaxWorkers)
     return false;
   for (uint32_t i = 0; i < reta_size; ++i)
@@ -54,7 +54,7 @@ bool rss_steer_init(RssSteer& s, const uint8_t* key, uint32_t key_len, const uin
 
 bool fnat_pool_init(FnatPool& fp, const RssSteer* steer, uint32_t worker, uint32_t n_workers, uint32_t laddr,
                     const char* name) {
-  const bool on = steer && (steer->tcp || steer->udp);
+  const bool on = steer && steer->mask;  // rss_steer_init succeeded
   const uint32_t nb = on ? steer->reta_size : 0;
   const size_t bytes = sizeof(uint16_t) * 65536 + sizeof(uint32_t) * nb + sizeof(uint16_t) * nb;
   auto* mem = static_cast<uint8_t*>(rte_zmalloc(name, bytes, 64));

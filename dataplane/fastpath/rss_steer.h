@@ -73,7 +73,9 @@ inline uint16_t rss_dest_bits(const RssSteer& s, uint32_t ip, uint16_t port) noe
 
 // Builds the tables. key: key_len bytes (>= 16); reta: the queue of each of
 // reta_size entries (a power of two, <= kRssMaxReta), every queue < n_queues
-// (<= kMaxWorkers). False (s left off) when these do not fit.
+// (<= kMaxWorkers); tcp/udp: which protocols the NIC hashes over the 4-tuple
+// (at least one). False (s left off: mask 0) when these do not fit. mask != 0
+// is what tells the fast path that the pools are bucketed.
 bool rss_steer_init(RssSteer& s, const uint8_t* key, uint32_t key_len, const uint16_t* reta, uint32_t reta_size,
                     uint32_t n_queues, bool tcp, bool udp);
 
@@ -89,6 +91,7 @@ struct FnatPool {
   uint32_t* bstart = nullptr;
   uint16_t* bcount = nullptr;
   uint32_t scan = 0;   // where the unsteered fallback looks first
+  uint32_t rot = 0;    // where the steered pick starts among the queue's entries (drains buckets evenly)
   uint16_t lbits = 0;  // rss_laddr_bits of the pool's local address
 };
 
@@ -114,17 +117,38 @@ inline void fnat_put(const RssSteer& s, FnatPool& fp, uint16_t lport) noexcept {
 // plain stack).
 inline bool fnat_take_steered(const RssSteer& s, FnatPool& fp, uint32_t queue, uint32_t dest_bits,
                               uint16_t* lport) noexcept {
-  if (!fp.buckets || !fp.top) return false;
+  const uint32_t first = s.q_begin[queue], n = s.q_begin[queue + 1] - first;
+  if (!fp.buckets || !fp.top || !n) return false;
   const uint32_t base = dest_bits ^ fp.lbits;
-  for (uint32_t k = s.q_begin[queue]; k < s.q_begin[queue + 1]; ++k) {
-    const uint32_t b = (s.by_queue[k] ^ base) & s.mask;
+  // From a rotating start, so that the buckets drain evenly and a pick
+  // scans past empty ones only near exhaustion.
+  uint32_t k = fp.rot < n ? fp.rot : 0;
+  for (uint32_t j = 0; j < n; ++j) {
+    const uint32_t b = (s.by_queue[first + k] ^ base) & s.mask;
     if (fp.bcount[b]) {
       *lport = fp.ports[fp.bstart[b] + --fp.bcount[b]];
       --fp.top;
+      fp.rot = k + 1 < n ? k + 1 : 0;
       return true;
     }
+    if (++k == n) k = 0;
   }
   return false;
+}
+
+// fnat_take_steered's first try, inline on the new-connection path: the
+// bucket at the pool's rotating start. False: not free there (or no entries
+// for `queue`): the caller searches with fnat_take_steered.
+inline bool fnat_take_steered_first(const RssSteer& s, FnatPool& fp, uint32_t queue, uint32_t dest_bits,
+                                    uint16_t* lport) noexcept {
+  const uint32_t first = s.q_begin[queue], n = s.q_begin[queue + 1] - first;
+  if (fp.rot >= n) return false;  // also n == 0
+  const uint32_t b = (s.by_queue[first + fp.rot] ^ dest_bits ^ fp.lbits) & s.mask;
+  if (!fp.bcount[b]) return false;
+  *lport = fp.ports[fp.bstart[b] + --fp.bcount[b]];
+  --fp.top;
+  fp.rot = fp.rot + 1 < n ? fp.rot + 1 : 0;
+  return true;
 }
 
 // Any free port (the reply then takes the redirect ring when it lands on

@@ -427,11 +427,13 @@ uint32_t proxy_open(Worker& w, const uint8_t* f, const Parsed& p, const Service&
 }
 
 // A full-NAT local address and port for a new connection to `d`, from the
-// local addresses in turn. With RSS steering (rss_steer.h) a port whose
-// reply hashes to this worker's queue, from any address; none free: any
-// port (counted as fnat_unsteered; its replies take the redirect ring).
-// False when every pool is empty.
-inline bool fnat_local(Worker& w, uint8_t proto, const DestRef& d, uint32_t* laddr, uint16_t* lport, uint8_t* lidx) {
+// local addresses in turn. With RSS steering (rss_steer.h; out of line, so
+// that new_flow stays as without it) a port whose reply hashes to this
+// worker's queue, from any address; none free, or a protocol the NIC does
+// not hash on ports: any port (counted as fnat_unsteered; its replies take
+// the redirect ring). False when every pool is empty.
+[[gnu::noinline]] bool fnat_local_rss(Worker& w, uint8_t proto, const DestRef& d, uint32_t* laddr, uint16_t* lport,
+                                      uint8_t* lidx) {
   const Shared& sh = *w.sh;
   const uint32_t n = sh.n_local_addrs;
   if (rss_steered(sh.rss, proto)) [[likely]] {
@@ -451,7 +453,35 @@ inline bool fnat_local(Worker& w, uint8_t proto, const DestRef& d, uint32_t* lad
       *laddr = sh.local_addrs[i];
       *lidx = static_cast<uint8_t>(i);
       w.fnat_cursor = i + 1;
-      if (w.fnat[i].buckets) bump(w.counters.fnat_unsteered);
+      bump(w.counters.fnat_unsteered);
+      return true;
+    }
+  }
+  return false;
+}
+
+inline bool fnat_local(Worker& w, uint8_t proto, const DestRef& d, uint32_t* laddr, uint16_t* lport, uint8_t* lidx) {
+  const Shared& sh = *w.sh;
+  const uint32_t n = sh.n_local_addrs;
+  if (sh.rss.mask) {  // bucketed pools: the next address's next bucket, else the search
+    const uint32_t i = w.fnat_cursor < n ? w.fnat_cursor : 0;
+    if (rss_steered(sh.rss, proto) && w.fnat[i].buckets &&
+        fnat_take_steered_first(sh.rss, w.fnat[i], w.index, d.rss, lport)) [[likely]] {
+      *laddr = sh.local_addrs[i];
+      *lidx = static_cast<uint8_t>(i);
+      w.fnat_cursor = i + 1;
+      return true;
+    }
+    return fnat_local_rss(w, proto, d, laddr, lport, lidx);
+  }
+  for (uint32_t k = 0; k < n; ++k) {
+    const uint32_t i = (w.fnat_cursor + k) % n;
+    FnatPool& fp = w.fnat[i];
+    if (fp.top) {
+      *lport = fp.ports[--fp.top];
+      *laddr = sh.local_addrs[i];
+      *lidx = static_cast<uint8_t>(i);
+      w.fnat_cursor = i + 1;
       return true;
     }
   }
