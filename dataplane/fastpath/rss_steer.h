@@ -30,7 +30,8 @@ constexpr uint32_t kRssKeyMax = 52;
 // vipd's RSS key: the common default 40-byte key (Microsoft's RSS
 // verification suite), extended to 52 bytes; a NIC gets its first
 // hash_key_size bytes.
-extern const uint8_t kRssKey[kRssKeyMax];
+// (4-byte aligned: rte_softrss reads it as 32-bit words)
+alignas(4) extern const uint8_t kRssKey[kRssKeyMax];
 
 struct RssSteer {
   bool tcp = false, udp = false;  // the ports hash this protocol over the 4-tuple: steered
