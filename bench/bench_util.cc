@@ -220,14 +220,19 @@ bool BenchDataplane::init(const DpOptions& o, std::string* err) {
     return false;
   }
   sh.dest_counters[0] = w->dest_counters;
+  if (o.fnat && o.rss_queues > 1) {
+    uint16_t reta[128];
+    for (uint32_t e = 0; e < 128; ++e) reta[e] = static_cast<uint16_t>(e % o.rss_queues);
+    if (!rss_steer_init(sh.rss, kRssKey, 40, reta, 128, o.rss_queues, true, true)) {
+      *err = "rss steering: bad queue count";
+      return false;
+    }
+  }
   for (uint32_t a = 0; a < sh.n_local_addrs; ++a) {
-    FnatPool& fp = w->fnat[a];
-    fp.ports = static_cast<uint16_t*>(rte_zmalloc("bench_fnat", sizeof(uint16_t) * 65536, 64));
-    if (!fp.ports) {
+    if (!fnat_pool_init(w->fnat[a], &sh.rss, 0, 1, sh.local_addrs[a], "bench_fnat")) {
       *err = "fnat pools: out of memory";
       return false;
     }
-    for (uint32_t port = 65535; port >= 1024; --port) fp.ports[fp.top++] = static_cast<uint16_t>(port);
   }
   worker_state_bytes = dpdk_heap_used() - h0;
   pub = std::make_unique<dp::Publisher>(sh);

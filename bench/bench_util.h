@@ -60,6 +60,10 @@ struct DpOptions {
   uint32_t n_local_addrs = 16;      // fnat: 16 x 64512 ports per worker
   uint32_t mbufs = DataplaneSettings{}.mbuf_count;
   uint32_t resteer_attempts = DataplaneSettings{}.resteer_attempts;  // 0: re-steering off
+  // fnat: > 1 turns RSS steering on (dataplane/fastpath/rss_steer.h) as for
+  // worker 0 of this many queues (a 128-entry round-robin redirection table,
+  // vipd's key); the bench still runs one worker.
+  uint32_t rss_queues = 0;
 };
 
 // How benchmark 1 (pipeline) sizes the tables for `flows` established flows

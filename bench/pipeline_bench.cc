@@ -362,6 +362,7 @@ int run_pipeline(const Args& a) {
   o.fnat = fnat;
   o.n_local_addrs = kPipelineLocalAddrs;
   o.resteer_attempts = static_cast<uint32_t>(a.num("resteer-attempts", o.resteer_attempts));
+  o.rss_queues = static_cast<uint32_t>(a.num("rss-queues", 0));
   BenchDataplane d;
   const int64_t heap0 = dpdk_heap_used();
   if (!d.init(o, &err)) {
@@ -615,6 +616,7 @@ int run_pipeline(const Args& a) {
   j.integer("rss_kb_prefaulted", rss_prefaulted);
   j.integer("rss_kb_with_flows", rss_flows);
   j.integer("rss_kb_hwm", rss_kb("VmHWM:"));
+  if (o.rss_queues > 1) j.integer("fnat_unsteered", static_cast<int64_t>(d.w->counters.fnat_unsteered.load()));
   j.integer("dpdk_heap_total_bytes", dpdk_heap_used());
 
   printf("%s\n", j.dump().c_str());

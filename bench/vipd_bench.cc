@@ -4,6 +4,7 @@
 //                       [--phases fill,est,reply,newconn,baseline,l3fwd] [--no-prefault]
 //                       [--no-warmup] [--hugepages | --huge-dir DIR] [--mem MB]
 //                       [--resteer-attempts N]  (0: re-steering off; default: the daemon's)
+//                       [--rss-queues N]  (fnat: RSS steering of local ports as for worker 0 of N queues; default off)
 //   vipd_bench cp [--services N] [--endpoints N] [--changes N]
 //                 [--worker running|offline] [--hugepages] [--mem MB]
 //   vipd_bench sync [--services N] [--endpoints N] [--changes N] [--baseline-changes N]

@@ -66,6 +66,8 @@ nlohmann::json stats_json(const vipd::dp::Dataplane& dp) {
                        {"active_flows", w.active_flows},
                        {"redirects", w.redirects_out},
                        {"redirects_in", w.redirects_in},
+                       {"reply_redirects", w.reply_redirects},
+                       {"fnat_unsteered", w.fnat_unsteered},
                        {"polls", w.polls},
                        {"busy_polls", w.busy_polls},
                        {"rst_sent", w.rst_sent},

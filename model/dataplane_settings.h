@@ -29,6 +29,9 @@ struct DataplaneSettings {
   uint32_t idle_sleep_us = 0;                 // --worker-idle-sleep-us (0 = busy poll)
   uint32_t mh_table_size = 65537;             // --mh-table-size (Maglev lookup table, a prime)
   bool expire_quiescent_template = true;      // --expire-quiescent-template
+  // Full NAT on several workers: pick local ports whose replies the NIC's RSS
+  // sends to the owning worker's queue (docs/operations.md, "RSS steering").
+  bool rss_steering = true;                   // --rss-steering
   // Re-steering of TCP connections whose backend does not answer the SYN
   // (docs/scheduling.md, "Re-steering").
   uint32_t resteer_attempts = 3;              // --resteer-attempts (0 = off)

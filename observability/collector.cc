@@ -43,6 +43,8 @@ enum Fam : size_t {
   kWorkerTx,
   kWorkerDrops,
   kWorkerRedirects,
+  kWorkerReplyRedirects,
+  kWorkerFnatUnsteered,
   kWorkerPolls,
   kWorkerBusyPolls,
   kWorkerNewConns,
@@ -123,6 +125,12 @@ const std::vector<FamilyInfo> kFamilies = {
     {"vipd_worker_dropped_packets_total", "counter", "worker,reason", "Packets the worker did not forward, by reason."},
     {"vipd_worker_redirected_packets_total", "counter", "worker,direction",
      "Packets passed between workers; direction out = handed to the owning worker, in = received from another worker."},
+    {"vipd_worker_reply_redirects_total", "counter", "worker",
+     "Replies (backend to client) that arrived on this worker's queue but belong to another worker's connection "
+     "and were passed to it (part of the redirected packets out)."},
+    {"vipd_worker_fnat_unsteered_total", "counter", "worker",
+     "New full-NAT connections whose local port could not be chosen for RSS steering (no suitable port free); "
+     "their replies may take the redirect ring."},
     {"vipd_worker_polls_total", "counter", "worker", "Poll rounds of the worker."},
     {"vipd_worker_busy_polls_total", "counter", "worker",
      "Poll rounds that found packets; busy ratio = rate(busy_polls) / rate(polls)."},
@@ -363,6 +371,8 @@ std::vector<MetricFamily> MetricsCollector::Collect() const {
     for (const auto& [reason, v] : w.drop_reasons) b.add(kWorkerDrops, {wl[0], {"reason", reason}}, d(v));
     b.add(kWorkerRedirects, {wl[0], {"direction", "out"}}, d(w.redirects_out));
     b.add(kWorkerRedirects, {wl[0], {"direction", "in"}}, d(w.redirects_in));
+    b.add(kWorkerReplyRedirects, wl, d(w.reply_redirects));
+    b.add(kWorkerFnatUnsteered, wl, d(w.fnat_unsteered));
     b.add(kWorkerPolls, wl, d(w.polls));
     b.add(kWorkerBusyPolls, wl, d(w.busy_polls));
     b.add(kWorkerNewConns, wl, d(w.new_flows));

@@ -26,9 +26,10 @@
 #                         first; soft dependencies are not: name them, e.g.
 #                         crc32c_generic before libcrc32c). Always loaded: virtio_pci,
 #                         9pnet_virtio, 9p and their dependencies.
-#   --nic NETNS:TAP[:Q]   a virtio-net-pci NIC on tap TAP inside namespace NETNS, with Q
-#                         queue pairs (default 1; Q > 1: virtio-net multi-queue, the tap
-#                         must be multi_queue if it exists). A missing tap is created
+#   --nic NETNS:TAP[:Q[:rss]]  a virtio-net-pci NIC on tap TAP inside namespace NETNS,
+#                         with Q queue pairs (default 1; Q > 1: virtio-net multi-queue, the
+#                         tap must be multi_queue if it exists; ":rss": the NIC offers RSS,
+#                         qemu's rss=on, hashed in qemu or its eBPF program). A missing tap is created
 #                         and lives as long as qemu. NIC n (from 0) is at PCI address
 #                         0000:00:0(8+n).0 with MAC 52:54:00:00:00:0(n+1); no guest
 #                         driver is bound to it (virtio_net is not loaded).
@@ -300,13 +301,15 @@ do_run() {
   mkdir -p "$share/.kernel-vm"
 
   # NICs: tap file descriptors from tap_exec.py, numbered from 10 in order.
-  local netargs=() taps=() fd=10 i=0 spec ns tap q fds pci pcis=()
+  local netargs=() taps=() fd=10 i=0 spec ns tap q opt rss fds pci pcis=()
   for spec in "${nics[@]}"; do
-    IFS=: read -r ns tap q <<<"$spec"
+    IFS=: read -r ns tap q opt <<<"$spec"
     q=${q:-1}
-    if [ -z "$ns" ] || [ -z "$tap" ] || ! [[ $q =~ ^[1-9]$ ]]; then
-      err "--nic '$spec': want NETNS:TAP[:QUEUES] (1..9 queues)"; exit 2
+    rss=""
+    if [ -z "$ns" ] || [ -z "$tap" ] || ! [[ $q =~ ^[1-9]$ ]] || { [ -n "$opt" ] && [ "$opt" != rss ]; }; then
+      err "--nic '$spec': want NETNS:TAP[:QUEUES[:rss]] (1..9 queues)"; exit 2
     fi
+    [ "$opt" = rss ] && rss=",rss=on"
     [ -e "/run/netns/$ns" ] || { err "--nic '$spec': no network namespace '$ns'"; exit 2; }
     taps+=(--tap "$ns:$tap:$q")
     fds=$fd; for ((k = 1; k < q; k++)); do fds+=":$((fd + k))"; done
@@ -315,12 +318,12 @@ do_run() {
     pcis+=("$pci")
     if [ "$q" -gt 1 ]; then
       netargs+=(-netdev "tap,id=n$i,fds=$fds,vhost=off"
-                -device "virtio-net-pci,netdev=n$i,addr=$(printf '0x%x' $((8 + i))),mac=52:54:00:00:00:0$((i + 1)),mq=on,vectors=$((2 * q + 2)),romfile=")
+                -device "virtio-net-pci,netdev=n$i,addr=$(printf '0x%x' $((8 + i))),mac=52:54:00:00:00:0$((i + 1)),mq=on,vectors=$((2 * q + 2))$rss,romfile=")
     else
       netargs+=(-netdev "tap,id=n$i,fd=$fds,vhost=off"
                 -device "virtio-net-pci,netdev=n$i,addr=$(printf '0x%x' $((8 + i))),mac=52:54:00:00:00:0$((i + 1)),romfile=")
     fi
-    log "NIC $i: tap $tap in namespace $ns, $q queue(s), guest PCI $pci"
+    log "NIC $i: tap $tap in namespace $ns, $q queue(s)${rss:+, RSS}, guest PCI $pci"
     i=$((i + 1))
   done
 

@@ -9,7 +9,7 @@
 #  1. builds the lab with `scripts/lab.sh up --vm` (unique LAB_PREFIX): the client's
 #     eth0 and the switch's uplink are multi-queue taps, the lb namespace is empty;
 #  2. boots Debian's kernel under qemu in ${P}lb (scripts/kernel-vm.sh) with two
-#     virtio-net-pci NICs (mq=on, 2 queue pairs each) on those taps; in the guest
+#     virtio-net-pci NICs (mq=on, 2 queue pairs each, rss=on) on those taps; in the guest
 #     (this script with --guest): dpdk-devbind.py binds both NICs to uio_pci_generic,
 #     vm.nr_hugepages is set, vipd starts with the two PCI ports and two worker
 #     lcores (one queue each) on the host's build, shared read-only over 9p;
@@ -17,7 +17,9 @@
 #     failed, UDP, ping; then the multi-queue check: 200 requests from 8 client
 #     addresses; packets that arrive on the queue of the worker that does not own
 #     the flow are redirected to the owner (each worker receives redirected
-#     packets) and no request fails; then the seed's change: pod4
+#     packets) and no request fails; RSS steering: vipd programmed its RSS key and
+#     redirection table, and at most 1 % of the replies from the pods during those
+#     requests were redirected (rss-reply-steering); then the seed's change: pod4
 #     leaves the EndpointSlice (atomic rename in the guest), a new generation is
 #     applied, pod4's server stops, 400 more requests: 0 failed, none to pod4;
 #  4. stops vipd (clean exit) and the guest, tears the lab down (also on failure).
@@ -28,7 +30,9 @@
 # (downloads unavailable and nothing cached). Run by tests/integration/vm_test.sh.
 # Env: VIPD_BUILD_DIR (default build; must not be under /tmp or /run, which the
 # guest covers with its own tmpfs), VIPD_BIN, VIPCTL_BIN, VM_TEST_TIMEOUT (guest
-# time limit, default 540 s), KERNEL_VM_CACHE (see scripts/kernel-vm.sh).
+# time limit, default 540 s), KERNEL_VM_CACHE (see scripts/kernel-vm.sh),
+# VM_RSS_STEERING (default true; false runs vipd with rss-steering = false and only
+# reports the share of replies redirected).
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -36,6 +40,7 @@ cd "$ROOT" || exit 1
 if [ -z "${PYTHON:-}" ]; then if [ -x /usr/bin/python3 ]; then PYTHON=/usr/bin/python3; else PYTHON=python3; fi; fi
 NAME=vm_test
 VM_QUEUES=2
+VM_RSS_STEERING=${VM_RSS_STEERING:-true}
 
 # =================================================================================
 # Guest side: runs inside the VM (scripts/kernel-vm.sh), in the host's root over 9p.
@@ -130,7 +135,7 @@ esac
 # =================================================================================
 T_START=$(date +%s)
 CHECKS=(vm-boots vipd-on-virtio-pci http-four-pods-even udp-roundtrip ping-vip
-        multiqueue-redirect endpoint-removal http-after-removal vipctl-list vipd-clean-exit time-budget)
+        multiqueue-redirect rss-reply-steering endpoint-removal http-after-removal vipctl-list vipd-clean-exit time-budget)
 skip_all() {
   local c
   for c in "${CHECKS[@]}"; do echo "SKIP: $c: $1"; done
@@ -210,13 +215,14 @@ manifests-dir = /run/vipd/manifests
 admin-socket = /run/vipd/admin.sock
 conn-table-size = 65536
 worker-idle-sleep-us = 20
+rss-steering = $VM_RSS_STEERING
 log-level = info
 EOF
 note "vipd.conf in the guest: $(grep -v '^#' "$S/vipd.conf" | tr '\n' ';' | sed 's/;/; /g')"
 
 T_BOOT=$(date +%s)
 VM_TIMEOUT=${VM_TEST_TIMEOUT:-540}
-scripts/kernel-vm.sh run --netns "${P}lb" --nic "${P}client:eth0:$VM_QUEUES" --nic "${P}sw:up:$VM_QUEUES" \
+scripts/kernel-vm.sh run --netns "${P}lb" --nic "${P}client:eth0:$VM_QUEUES:rss" --nic "${P}sw:up:$VM_QUEUES:rss" \
   --modules uio_pci_generic --cpus 2 --mem 1280 --timeout "$VM_TIMEOUT" --share "$S" \
   --env "VIPD_BIN=$VIPD" --env "VIPCTL_BIN=$VIPCTL" --env VM_HUGEPAGES=256 \
   -- bash scripts/vm-test.sh --guest \
@@ -359,6 +365,38 @@ print("; ".join(bad))
 PY
 )
 if [ -z "$d" ]; then pass multiqueue-redirect; else fail multiqueue-redirect "$d"; fi
+
+# ---- RSS steering of full-NAT replies (docs/operations.md, "RSS steering") ------------
+# Both NICs offer RSS (qemu's rss=on); vipd programs its key and redirection table
+# and picks local ports whose replies hash to the owning worker's queue: of the
+# replies the pod-side port received during the requests above, at most 1 % may
+# have been redirected (VM_RSS_STEERING=false: the share without steering,
+# reported, expected near one half with two workers).
+grep -E 'RSS steering' "$S/vipd.log" | sed 's/^/    vipd: /'
+d=$("$PYTHON" - "$before" "$after" "$S/vipd.log" "$VM_RSS_STEERING" <<'PY'
+import json, re, sys
+try:
+    b, a = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+except ValueError as e:
+    print("no stats: %s" % e); sys.exit()
+log, on = open(sys.argv[3]).read(), sys.argv[4] == "true"
+replies = a["ports"][1]["ipackets"] - b["ports"][1]["ipackets"]
+redir = sum(wa.get("reply_redirects", 0) - wb.get("reply_redirects", 0) for wa, wb in zip(a["workers"], b["workers"]))
+unst = sum(wa.get("fnat_unsteered", 0) - wb.get("fnat_unsteered", 0) for wa, wb in zip(a["workers"], b["workers"]))
+share = 100.0 * redir / replies if replies else 0.0
+print("    steering %s: %d of %d packets from the pods redirected to the other worker (%.2f %%), "
+      "%d connections unsteered" % ("on" if on else "off", redir, replies, share, unst), file=sys.stderr)
+bad = []
+if replies < 400: bad.append("only %d packets from the pods" % replies)
+if on:
+    if not re.search(r"RSS steering of full-NAT replies on", log):
+        m = re.search(r"RSS steering of full-NAT replies (.*)", log)
+        bad.append("steering is not on: %s" % (m.group(1) if m else "no log line"))
+    if share > 1.0: bad.append("%.2f %% of the replies redirected, want <= 1 %%" % share)
+print("; ".join(bad))
+PY
+)
+if [ -z "$d" ]; then pass rss-reply-steering; else fail rss-reply-steering "$d"; fi
 
 # ---- remove pod4 from the EndpointSlice, stop its server, 400 more requests -----------
 mkdir -p "$S/stage"

@@ -669,6 +669,15 @@ const std::vector<Setting>& settings() {
         "net.ipv4.vs.expire_quiescent_template=1)",
         "Persistence templates pointing at a weight-0 (terminating) backend expire at once, as with kube-proxy's "
         "`net.ipv4.vs.expire_quiescent_template=1` (docs/scheduling.md)."));
+    r.push_back(boolean("rss-steering", &DataplaneSettings::rss_steering, false,
+        "dpdk fnat, several workers: choose local ports so that the NIC's RSS puts each reply on the queue of "
+        "the worker that owns its connection",
+        "dpdk mode with `--forward-method fnat` and several workers: vipd programs its own RSS key and "
+        "redirection table and chooses each connection's local port so that the reply's RSS hash selects the "
+        "owning worker's queue, so replies need no redirect ring. Needs a NIC whose RSS key and redirection "
+        "table can be set and read back and that hashes TCP/UDP ports; otherwise it stays off by itself "
+        "(logged). `false`: the driver's own RSS key and table, local ports in any order (docs/operations.md, "
+        "\"RSS steering\")."));
     r.push_back(number("resteer-attempts", "N", &DataplaneSettings::resteer_attempts, 0, 7,
         "dpdk: times a TCP connection whose backend refuses or ignores the SYN is sent to another backend; "
         "0 = off",

@@ -39,7 +39,7 @@ constexpr uint32_t kVipHashInit = 0;
 struct DestRef {
   uint32_t ip;
   uint16_t port;
-  uint16_t pad;
+  uint16_t rss;  // RSS steering: rss_dest_bits(ip, port) (rss_steer.h), set by the publisher
   uint32_t weight;
   uint32_t slot;
   uint32_t gen;
@@ -118,6 +118,11 @@ struct alignas(64) WorkerCounters {
   std::atomic<uint64_t> active_flows;
   std::atomic<uint64_t> redirects_out;
   std::atomic<uint64_t> redirects_in;
+  // Full NAT with RSS steering (rss_steer.h): replies that still arrived on
+  // another worker's queue (part of redirects_out), and new connections
+  // whose local port could not be steered (no suitable port free).
+  std::atomic<uint64_t> reply_redirects;
+  std::atomic<uint64_t> fnat_unsteered;
   std::atomic<uint64_t> polls;
   std::atomic<uint64_t> busy_polls;
   std::atomic<uint64_t> rst_sent;

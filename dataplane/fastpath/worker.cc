@@ -323,10 +323,7 @@ inline void refresh_template(Worker& w, Conn& c, uint32_t persistence_s) {
 void release(Worker& w, Conn& c) noexcept {
   DestCounters& dc = w.dest_counters[c.dest_slot];
   if (c.state == ConnState::kEstablished) --dc.active; else --dc.inactive;
-  if (w.sh->forward == Forward::kFnat) {
-    FnatPool& fp = w.fnat[c.laddr_idx];
-    fp.ports[fp.top++] = c.lport;
-  }
+  if (w.sh->forward == Forward::kFnat) fnat_put(w.sh->rss, w.fnat[c.laddr_idx], c.lport);
   w.proxy.release(c.proxy);
   w.syn.release(c.syn);
   w.counters.active_flows.store(w.counters.active_flows.load(std::memory_order_relaxed) - 1,
@@ -434,6 +431,68 @@ uint32_t proxy_open(Worker& w, const uint8_t* f, const Parsed& p, const Service&
   syn_save(*s, f, room, p);
 }
 
+// A full-NAT local address and port for a new connection to `d`, from the
+// local addresses in turn. With RSS steering (rss_steer.h; out of line, so
+// that new_flow stays as without it) a port whose reply hashes to this
+// worker's queue, from any address; none free, or a protocol the NIC does
+// not hash on ports: any port (counted as fnat_unsteered; its replies take
+// the redirect ring). False when every pool is empty.
+[[gnu::noinline]] bool fnat_local_rss(Worker& w, uint8_t proto, const DestRef& d, uint32_t* laddr, uint16_t* lport,
+                                      uint8_t* lidx) {
+  const Shared& sh = *w.sh;
+  const uint32_t n = sh.n_local_addrs;
+  if (rss_steered(sh.rss, proto)) [[likely]] {
+    for (uint32_t k = 0; k < n; ++k) {
+      const uint32_t i = (w.fnat_cursor + k) % n;
+      if (fnat_take_steered(sh.rss, w.fnat[i], w.index, d.rss, lport)) {
+        *laddr = sh.local_addrs[i];
+        *lidx = static_cast<uint8_t>(i);
+        w.fnat_cursor = i + 1;
+        return true;
+      }
+    }
+  }
+  for (uint32_t k = 0; k < n; ++k) {
+    const uint32_t i = (w.fnat_cursor + k) % n;
+    if (fnat_take_any(w.fnat[i], lport)) {
+      *laddr = sh.local_addrs[i];
+      *lidx = static_cast<uint8_t>(i);
+      w.fnat_cursor = i + 1;
+      bump(w.counters.fnat_unsteered);
+      return true;
+    }
+  }
+  return false;
+}
+
+inline bool fnat_local(Worker& w, uint8_t proto, const DestRef& d, uint32_t* laddr, uint16_t* lport, uint8_t* lidx) {
+  const Shared& sh = *w.sh;
+  const uint32_t n = sh.n_local_addrs;
+  if (sh.rss.mask) {  // bucketed pools: the next address's next bucket, else the search
+    const uint32_t i = w.fnat_cursor < n ? w.fnat_cursor : 0;
+    if (rss_steered(sh.rss, proto) && w.fnat[i].buckets &&
+        fnat_take_steered_first(sh.rss, w.fnat[i], w.index, d.rss, lport)) [[likely]] {
+      *laddr = sh.local_addrs[i];
+      *lidx = static_cast<uint8_t>(i);
+      w.fnat_cursor = i + 1;
+      return true;
+    }
+    return fnat_local_rss(w, proto, d, laddr, lport, lidx);
+  }
+  for (uint32_t k = 0; k < n; ++k) {
+    const uint32_t i = (w.fnat_cursor + k) % n;
+    FnatPool& fp = w.fnat[i];
+    if (fp.top) {
+      *lport = fp.ports[--fp.top];
+      *laddr = sh.local_addrs[i];
+      *lidx = static_cast<uint8_t>(i);
+      w.fnat_cursor = i + 1;
+      return true;
+    }
+  }
+  return false;
+}
+
 // sig: conn_hash of the packet's flow key; fwd_absent: that key was just
 // looked up and is in no connection.
 void new_flow(Worker& w, rte_mbuf* m, const Parsed& p, const Service& svc, uint32_t sig, bool fwd_absent) {
@@ -479,19 +538,7 @@ void new_flow(Worker& w, rte_mbuf* m, const Parsed& p, const Service& svc, uint3
   uint16_t lport = p.sport;
   uint8_t lidx = 0;
   if (sh.forward == Forward::kFnat) {
-    bool got = false;
-    for (uint32_t k = 0; k < sh.n_local_addrs && !got; ++k) {
-      uint32_t i = (w.fnat_cursor + k) % sh.n_local_addrs;
-      FnatPool& fp = w.fnat[i];
-      if (fp.top) {
-        lport = fp.ports[--fp.top];
-        laddr = sh.local_addrs[i];
-        lidx = static_cast<uint8_t>(i);
-        w.fnat_cursor = i + 1;
-        got = true;
-      }
-    }
-    if (!got) {
+    if (!fnat_local(w, p.proto, d, &laddr, &lport, &lidx)) {
       w.proxy.release(proxy);
       return drop(w, m, kFnatPortsExhausted);
     }
@@ -499,7 +546,7 @@ void new_flow(Worker& w, rte_mbuf* m, const Parsed& p, const Service& svc, uint3
   Conn* c = w.conns.insert(make_key(p.src, p.sport, p.dst, p.dport, p.proto), sig,
                            make_key(d.ip, d.port, laddr, lport, p.proto), fwd_absent);
   if (!c) {
-    if (sh.forward == Forward::kFnat) w.fnat[lidx].ports[w.fnat[lidx].top++] = lport;
+    if (sh.forward == Forward::kFnat) fnat_put(sh.rss, w.fnat[lidx], lport);
     w.proxy.release(proxy);
     return drop(w, m, w.conns.last_insert_full() ? kConnTableFull : kConnKeyInUse);
   }
@@ -647,7 +694,7 @@ void process_one(Worker& w, rte_mbuf* m, const PktInfo& pi, bool from_ring) {
       if (p.ttl <= 1) return drop(w, m, kTtlExceeded);
       const uint32_t owner = sh.forward == Forward::kFnat ? p.dport % sh.n_workers
                                                           : flow_owner(p.dst, p.dport, sh.n_workers);
-      if (!from_ring && redirect(w, m, owner)) return;
+      if (!from_ring && redirect(w, m, owner)) return bump(w.counters.reply_redirects);
       return from_dest(w, m, pi);
     }
     if (pi.svc || pi.conn) {  // a VIP or a known flow's client side
@@ -659,7 +706,7 @@ void process_one(Worker& w, rte_mbuf* m, const PktInfo& pi, bool from_ring) {
     if (sh.forward == Forward::kFnat) {
       if (local_addr_index(sh, p.dst) >= 0) {
         if (p.ttl <= 1) return drop(w, m, kTtlExceeded);
-        if (!from_ring && redirect(w, m, p.dport % sh.n_workers)) return;
+        if (!from_ring && redirect(w, m, p.dport % sh.n_workers)) return bump(w.counters.reply_redirects);
         return from_dest(w, m, pi);
       }
     } else if (!is_port_ip(sh, p.dst) && !is_vip_addr(sh, p.dst)) {

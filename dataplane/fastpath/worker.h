@@ -14,6 +14,7 @@
 #include "dataplane/fastpath/neighbor.h"
 #include "dataplane/fastpath/proxy_proto.h"
 #include "dataplane/fastpath/resteer.h"
+#include "dataplane/fastpath/rss_steer.h"
 #include "dataplane/fastpath/templates.h"
 #include "dataplane/fastpath/tables.h"
 #include "dataplane/sched/sched.h"
@@ -64,6 +65,10 @@ struct Shared {
   uint32_t n_local_addrs = 0;
   uint32_t n_workers = 1;
   rte_ring* rings[kMaxWorkers]{};
+  // RSS steering of full-NAT replies (rss_steer.h); off (tcp and udp false)
+  // unless every port hashes with vipd's key and redirection table. The
+  // workers' FnatPools are bucketed when it is on.
+  RssSteer rss;
   uint64_t tsc_hz = 0;
   uint64_t t_syn = 0, t_est = 0, t_fin = 0, t_close = 0, t_udp = 0;  // TSC
   uint64_t t_dead = 0;  // grace for connections whose destination was removed
@@ -154,11 +159,6 @@ struct alignas(64) Mailbox {
   std::atomic<uint64_t> done{0};
   ExplainQuery q{};
   ExplainAnswer a{};
-};
-
-struct FnatPool {
-  uint16_t* ports = nullptr;  // stack of free local ports owned by this worker
-  uint32_t top = 0;
 };
 
 struct Worker {

@@ -149,6 +149,7 @@ bool Publisher::upsert(const cp::VirtualService& vs, Deferred& d, std::string* e
     DestRef& dr = obj->dests[i];
     dr.ip = b.ip.v4();
     dr.port = b.port;
+    dr.rss = rss_dest_bits(sh_.rss, dr.ip, dr.port);
     dr.weight = b.weight;
     dr.slot = slot;
     dr.gen = sh_.dest_slots[slot].gen.load(std::memory_order_relaxed);

@@ -78,6 +78,18 @@ class DpdkDataplane final : public Dataplane {
  private:
   bool init_eal(std::string* error);
   bool init_port(size_t i, std::string* error);
+  // RSS steering (rss_steer.h): reads back what port i hashes with after it
+  // started; false with *why when steering cannot rely on it.
+  bool probe_rss(size_t i, std::string* why);
+  void init_rss_steering();
+
+  // What each port hashes with (probe_rss), for init_rss_steering.
+  struct PortRss {
+    std::vector<uint16_t> reta;
+    bool tcp = false, udp = false;
+  };
+  std::vector<PortRss> port_rss_;
+  std::string rss_off_;  // why steering is off ("" = not ruled out yet)
 
   DestSnapshot sum_dest(uint32_t slot) const;
   void watch_ejections();
@@ -182,9 +194,19 @@ bool DpdkDataplane::init_port(size_t i, std::string* error) {
     return false;
   }
   rte_eth_conf conf{};
+  // vipd's RSS key (rss_steer.h) when steering may use it: the NIC must have
+  // a key of 16..52 bytes; otherwise the driver's own.
+  static uint8_t key[kRssKeyMax];
+  const bool own_key = cfg_.rss_steering && sh_.forward == Forward::kFnat && info.hash_key_size >= 16 &&
+                       info.hash_key_size <= kRssKeyMax;
   if (nq > 1 && info.flow_type_rss_offloads) {
     conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
     conf.rx_adv_conf.rss_conf.rss_hf = info.flow_type_rss_offloads & (RTE_ETH_RSS_IP | RTE_ETH_RSS_TCP | RTE_ETH_RSS_UDP);
+    if (own_key) {
+      std::memcpy(key, kRssKey, sizeof key);
+      conf.rx_adv_conf.rss_conf.rss_key = key;
+      conf.rx_adv_conf.rss_conf.rss_key_len = info.hash_key_size;
+    }
   }
   int rc = rte_eth_dev_configure(pid, nq, nq, &conf);
   if (rc != 0) {
@@ -204,6 +226,20 @@ bool DpdkDataplane::init_port(size_t i, std::string* error) {
   if ((rc = rte_eth_dev_start(pid)) != 0) {
     *error = "dpdk: port '" + name + "': start failed: " + rte_strerror(-rc);
     return false;
+  }
+  if (rss_off_.empty()) {
+    std::string why;
+    if (!own_key || !conf.rxmode.mq_mode) {
+      why = !cfg_.rss_steering                 ? "off (--rss-steering false)"
+            : sh_.forward != Forward::kFnat    ? "not used (nat mode)"
+            : nq < 2                           ? "not needed (one worker)"
+            : !info.flow_type_rss_offloads     ? "port '" + name + "' has no RSS"
+                                               : "port '" + name + "' has an RSS key of " +
+                                                     std::to_string(info.hash_key_size) + " bytes (16..52 needed)";
+    } else {
+      probe_rss(i, &why);
+    }
+    if (!why.empty()) rss_off_ = why;
   }
   PortInfo& p = sh_.ports[i];
   p.port_id = pid;
@@ -229,6 +265,83 @@ bool DpdkDataplane::init_port(size_t i, std::string* error) {
            (spec.gateway ? " via " + cp::ipv4_to_string(spec.gateway) : "") + v6 + ", " + std::to_string(nq) +
            " queue(s)");
   return true;
+}
+
+bool DpdkDataplane::probe_rss(size_t i, std::string* why) {
+  const PortSpec& spec = cfg_.ports[i];
+  const std::string name = spec.device.substr(0, spec.device.find(','));
+  uint16_t port;
+  rte_eth_dev_info info{};
+  if (rte_eth_dev_get_port_by_name(name.c_str(), &port) != 0 || rte_eth_dev_info_get(port, &info) != 0) {
+    *why = "port '" + name + "': no device info";
+    return false;
+  }
+  const uint32_t nq = static_cast<uint32_t>(workers_.size());
+  const uint32_t rs = info.reta_size;
+  if (rs == 0 || rs > kRssMaxReta || (rs & (rs - 1))) {
+    *why = "port '" + name + "' has a redirection table of " + std::to_string(rs) + " entries (a power of two up to " +
+           std::to_string(kRssMaxReta) + " needed)";
+    return false;
+  }
+  // The redirection table: entry e -> queue e % workers, then read back.
+  std::vector<rte_eth_rss_reta_entry64> rc((rs + RTE_ETH_RETA_GROUP_SIZE - 1) / RTE_ETH_RETA_GROUP_SIZE);
+  for (uint32_t e = 0; e < rs; ++e) {
+    rc[e / RTE_ETH_RETA_GROUP_SIZE].mask |= uint64_t{1} << (e % RTE_ETH_RETA_GROUP_SIZE);
+    rc[e / RTE_ETH_RETA_GROUP_SIZE].reta[e % RTE_ETH_RETA_GROUP_SIZE] = static_cast<uint16_t>(e % nq);
+  }
+  const int up = rte_eth_dev_rss_reta_update(port, rc.data(), static_cast<uint16_t>(rs));
+  PortRss pr;
+  pr.reta.resize(rs);
+  for (auto& g : rc) std::memset(g.reta, 0xff, sizeof g.reta);
+  const int qr = rte_eth_dev_rss_reta_query(port, rc.data(), static_cast<uint16_t>(rs));
+  for (uint32_t e = 0; e < rs; ++e)
+    pr.reta[e] = qr == 0 ? rc[e / RTE_ETH_RETA_GROUP_SIZE].reta[e % RTE_ETH_RETA_GROUP_SIZE] : static_cast<uint16_t>(e % nq);
+  if (qr != 0 && up != 0) {
+    *why = "port '" + name + "': cannot set nor read the redirection table (" + rte_strerror(-up) + ")";
+    return false;
+  }
+  // The key and hash types, read back.
+  uint8_t key[64]{};
+  rte_eth_rss_conf rss{};
+  rss.rss_key = key;
+  rss.rss_key_len = info.hash_key_size;
+  int kr = rte_eth_dev_rss_hash_conf_get(port, &rss);
+  if (kr != 0) {
+    *why = "port '" + name + "': cannot read the RSS key back (" + rte_strerror(-kr) + ")";
+    return false;
+  }
+  if (std::memcmp(key, kRssKey, info.hash_key_size) != 0) {
+    *why = "port '" + name + "' did not take vipd's RSS key";
+    return false;
+  }
+  pr.tcp = (rss.rss_hf & RTE_ETH_RSS_NONFRAG_IPV4_TCP) != 0;
+  pr.udp = (rss.rss_hf & RTE_ETH_RSS_NONFRAG_IPV4_UDP) != 0;
+  if (!pr.tcp && !pr.udp) {
+    *why = "port '" + name + "' does not hash TCP/UDP ports (IPv4 4-tuple)";
+    return false;
+  }
+  if (!port_rss_.empty() && (port_rss_[0].reta != pr.reta || port_rss_[0].tcp != pr.tcp || port_rss_[0].udp != pr.udp)) {
+    *why = "port '" + name + "' hashes unlike the first port (redirection table or hash types)";
+    return false;
+  }
+  port_rss_.push_back(std::move(pr));
+  return true;
+}
+
+void DpdkDataplane::init_rss_steering() {
+  if (rss_off_.empty() && !port_rss_.empty()) {
+    const PortRss& pr = port_rss_[0];
+    if (rss_steer_init(sh_.rss, kRssKey, kRssKeyMax, pr.reta.data(), static_cast<uint32_t>(pr.reta.size()),
+                       static_cast<uint32_t>(workers_.size()), pr.tcp, pr.udp)) {
+      log_info("dpdk: RSS steering of full-NAT replies on (" + std::string(pr.tcp ? "tcp" : "") +
+               (pr.tcp && pr.udp ? "+" : "") + (pr.udp ? "udp" : "") + ", redirection table of " +
+               std::to_string(pr.reta.size()) + " entries)");
+      return;
+    }
+    rss_off_ = "the redirection table names a queue past the workers'";
+  }
+  if (sh_.forward == Forward::kFnat && workers_.size() > 1)
+    log_info("dpdk: RSS steering of full-NAT replies " + rss_off_ + "; replies on another worker's queue take the redirect ring");
 }
 
 bool DpdkDataplane::init(std::string* error) {
@@ -329,16 +442,6 @@ bool DpdkDataplane::init(std::string* error) {
       return false;
     }
     sh_.dest_counters[i] = w->dest_counters;
-    for (uint32_t a = 0; a < sh_.n_local_addrs; ++a) {
-      FnatPool& fp = w->fnat[a];
-      fp.ports = static_cast<uint16_t*>(rte_zmalloc("vipd_fnat", sizeof(uint16_t) * 65536, 64));
-      if (!fp.ports) {
-        *error = "dpdk: out of memory for fnat port pools";
-        return false;
-      }
-      for (uint32_t port = 65535; port >= 1024; --port)
-        if (port % nw == i) fp.ports[fp.top++] = static_cast<uint16_t>(port);
-    }
     if (nw > 1) {
       std::string rn = "vipd_redir_" + std::to_string(i);
       sh_.rings[i] = rte_ring_create(rn.c_str(), 4096, sock, RING_F_SC_DEQ);
@@ -352,6 +455,17 @@ bool DpdkDataplane::init(std::string* error) {
   for (size_t i = 0; i < cfg_.ports.size(); ++i)
     if (!init_port(i, error)) return false;
   sh_.n_ports = static_cast<uint16_t>(cfg_.ports.size());
+  // The local-port pools, after the ports: with RSS steering, bucketed by
+  // the redirection-table index their bits select.
+  init_rss_steering();
+  for (uint32_t i = 0; i < nw; ++i) {
+    for (uint32_t a = 0; a < sh_.n_local_addrs; ++a) {
+      if (!fnat_pool_init(workers_[i]->fnat[a], &sh_.rss, i, nw, sh_.local_addrs[a], "vipd_fnat")) {
+        *error = "dpdk: out of memory for fnat port pools";
+        return false;
+      }
+    }
+  }
   if (cfg_.exception_path == vipd::ExceptionPath::kTap) {
     exc_ = std::make_unique<ExceptionRelay>();
     if (!exc_->init(sh_, pool_, cfg_.exception_ifnames, cfg_.exception_pps, error)) return false;
@@ -458,6 +572,8 @@ std::vector<WorkerSnapshot> DpdkDataplane::workers() const {
     s.active_flows = ld(c.active_flows);
     s.redirects_out = ld(c.redirects_out);
     s.redirects_in = ld(c.redirects_in);
+    s.reply_redirects = ld(c.reply_redirects);
+    s.fnat_unsteered = ld(c.fnat_unsteered);
     s.polls = ld(c.polls);
     s.busy_polls = ld(c.busy_polls);
     s.rst_sent = ld(c.rst_sent);

@@ -36,6 +36,7 @@ struct WorkerSnapshot {
   unsigned lcore = 0;
   uint64_t rx = 0, tx = 0, drops = 0, new_flows = 0, active_flows = 0;
   uint64_t redirects_out = 0, redirects_in = 0, polls = 0, busy_polls = 0;
+  uint64_t reply_redirects = 0, fnat_unsteered = 0;  // RSS steering (rss_steer.h)
   uint64_t rst_sent = 0, icmp_unreach_sent = 0, arp_replies = 0, arp_requests = 0;
   uint64_t proxy_headers = 0, proxy_header_retransmits = 0;  // PROXY protocol (full NAT)
   uint64_t resteers[4] = {};  // re-steered connections by reason (rst, icmp, timeout, retransmit)

@@ -38,6 +38,8 @@ class WorkerTest : public WorkerFixture<WorkerRings> {
   void build(Forward fwd, uint32_t n_workers = 1, uint32_t conn_capacity = 1024) {
     build_workers(fwd, n_workers, conn_capacity, std::max<uint32_t>(conn_capacity / 4, 1024), 16, 64, 1024);
     if (HasFatalFailure()) return;
+    before_services();
+    if (HasFatalFailure()) return;
     Shared& s = sh();
     std::string err;
     // Services.
@@ -56,6 +58,11 @@ class WorkerTest : public WorkerFixture<WorkerRings> {
     s.neigh.update(kB1, kB1Mac.data(), kT0);
     s.neigh.update(kB2, kB2Mac.data(), kT0);
   }
+
+  // A suite's set-up of Shared and the workers that must precede the
+  // services' publication (e.g. RSS steering: the publisher stamps it on the
+  // destinations).
+  virtual void before_services() {}
 
   // Frames the test sends.
   FrameSpec from_client(uint16_t cport, uint8_t flags, uint32_t vip = kVip, uint16_t vport = 8080) {
