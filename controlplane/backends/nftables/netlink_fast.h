@@ -1,0 +1,63 @@
+// Thread: control (the backend's Runner calls it). The partial sync's fast
+// path: a transaction made only of the commands a service chain rewrite needs
+// is sent as one libnftnl netlink batch instead of through libnftables.
+//
+// Why: libnftables 1.0.6 fetches the kernel's table list and sets up cache
+// state for every table (about 90 us each) before it runs any command, so a
+// one-endpoint change cost grew with the number of shard tables. The batch
+// below names its table and chain directly and fetches nothing.
+//
+// What it takes (the compact form's partial sync, render_delta's text):
+//   flush chain ip|ip6 T C
+//   add chain ip|ip6 T C
+//   add chain ip|ip6 T C { RULE; ... }   RULE: jump NAME
+//                                         | meta l4proto tcp|udp|sctp
+//                                           [numgen random mod N 0]
+//                                           dnat to ADDR:PORT [comment "TEXT"]
+// Any other line (elements, sets, tables, other rule forms) and the whole
+// script goes through libnftables as before.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace vipd::cp::nft {
+
+struct FastRule {
+  std::string jump;          // "jump NAME" when set (nothing else then)
+  uint8_t l4proto = 0;       // IPPROTO_*
+  uint32_t numgen_mod = 0;   // 0: no numgen match
+  uint8_t addr[16] = {};     // DNAT address (4 bytes used for ip)
+  uint16_t port = 0;         // host order
+  std::string comment;       // "" when none
+};
+
+struct FastCmd {
+  enum Kind { kFlushChain, kAddChain } kind = kAddChain;
+  bool v6 = false;  // family ip6
+  std::string table, chain;
+  std::vector<FastRule> rules;  // kAddChain: appended in order
+};
+
+// Parses `script` into commands; false (with *why) when any line is not of
+// the forms above (the caller runs the script through libnftables then).
+bool parse_fast(const std::string& script, std::vector<FastCmd>* out, std::string* why = nullptr);
+
+// One netlink batch (begin, the commands, end) on a NETLINK_NETFILTER socket;
+// all or nothing like any nft transaction. False with *error on a refused
+// batch or a socket error.
+class NetlinkBatchSender {
+ public:
+  NetlinkBatchSender() = default;
+  ~NetlinkBatchSender();
+  NetlinkBatchSender(const NetlinkBatchSender&) = delete;
+  NetlinkBatchSender& operator=(const NetlinkBatchSender&) = delete;
+  bool send(const std::vector<FastCmd>& cmds, std::string* error);
+
+ private:
+  int fd_ = -1;
+  uint32_t seq_ = 0;
+};
+
+}  // namespace vipd::cp::nft
