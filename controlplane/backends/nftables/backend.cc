@@ -64,8 +64,13 @@ class LibNftRunner final : public Runner {
 // go as one libnftnl netlink batch (netlink_fast.h: no cache setup per table).
 class FastRunner final : public Runner {
  public:
+  static constexpr size_t kMaxFastScript = 32 * 1024;
   bool run(const std::string& script, std::string* error) override {
-    fast_ = parse_fast(script, &cmds_);
+    // One sendmsg must fit the socket's send buffer (net.core.wmem_default,
+    // about 208 KiB; the batch is about twice the text): larger
+    // transactions, where libnftables' cache setup does not matter, go
+    // through libnftables, which sizes its buffer.
+    fast_ = script.size() <= kMaxFastScript && parse_fast(script, &cmds_);
     if (!fast_) return nft_.run(script, error);
     return sender_.send(cmds_, error);
   }

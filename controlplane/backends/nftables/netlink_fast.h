@@ -15,7 +15,8 @@
 //                                           [numgen random mod N 0]
 //                                           dnat to ADDR:PORT [comment "TEXT"]
 // Any other line (elements, sets, tables, other rule forms) and the whole
-// script goes through libnftables as before.
+// script goes through libnftables as before; so does a script over 32 KiB
+// (the batch goes in one sendmsg, which the socket's send buffer bounds).
 #pragma once
 
 #include <cstdint>
