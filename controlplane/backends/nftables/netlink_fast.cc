@@ -6,6 +6,7 @@
 #include <libnftnl/common.h>
 #include <libnftnl/expr.h>
 #include <libnftnl/rule.h>
+#include <libnftnl/set.h>
 #include <libnftnl/udata.h>
 #include <linux/netfilter.h>
 #include <linux/netfilter/nf_nat.h>
@@ -34,14 +35,14 @@ struct Cur {
   bool lit(std::string_view w) {  // a word followed by a space, ';' or the end
     ws();
     if (s.substr(0, w.size()) != w) return false;
-    if (s.size() > w.size() && s[w.size()] != ' ' && s[w.size()] != ';') return false;
+    if (s.size() > w.size() && s[w.size()] != ' ' && s[w.size()] != ';' && s[w.size()] != ',') return false;
     s.remove_prefix(w.size());
     return true;
   }
-  std::string_view word() {  // up to a space or ';'
+  std::string_view word() {  // up to a space, ';' or ','
     ws();
     size_t n = 0;
-    while (n < s.size() && s[n] != ' ' && s[n] != ';') ++n;
+    while (n < s.size() && s[n] != ' ' && s[n] != ';' && s[n] != ',') ++n;
     auto w = s.substr(0, n);
     s.remove_prefix(n);
     return w;
@@ -94,6 +95,41 @@ bool endpoint(std::string_view w, bool v6, FastRule* r) {
   return inet_pton(v6 ? AF_INET6 : AF_INET, host.c_str(), r->addr) == 1;
 }
 
+bool l4proto(std::string_view p, uint8_t* out) {
+  if (p == "tcp") *out = IPPROTO_TCP;
+  else if (p == "udp") *out = IPPROTO_UDP;
+  else if (p == "sctp") *out = IPPROTO_SCTP;
+  else return false;
+  return true;
+}
+
+// "ADDR [. PROTO . PORT] [: goto NAME | : drop]"
+bool element(Cur& c, bool v6, bool with_value, FastElem* e) {
+  const std::string addr(c.word());
+  if (inet_pton(v6 ? AF_INET6 : AF_INET, addr.c_str(), e->key) != 1) return false;
+  e->key_len = v6 ? 16 : 4;
+  if (c.lit(".")) {
+    uint32_t port = 0;
+    if (!l4proto(c.word(), &e->key[e->key_len]) || !c.lit(".") || !number(c.word(), &port) || port > 65535)
+      return false;
+    const uint16_t be = htons(static_cast<uint16_t>(port));
+    std::memcpy(&e->key[e->key_len + 4], &be, sizeof be);
+    e->key_len += 8;
+  }
+  if (!with_value) return true;
+  if (!c.lit(":")) return true;
+  if (c.lit("drop")) {
+    e->value = FastElem::kDrop;
+    return true;
+  }
+  if (!c.lit("goto")) return false;
+  const auto n = c.word();
+  if (!ident(n)) return false;
+  e->value = FastElem::kGoto;
+  e->chain.assign(n);
+  return true;
+}
+
 bool rule(Cur& c, bool v6, FastRule* r) {
   if (c.lit("jump")) {
     const auto n = c.word();
@@ -102,11 +138,7 @@ bool rule(Cur& c, bool v6, FastRule* r) {
     return true;
   }
   if (!c.lit("meta") || !c.lit("l4proto")) return false;
-  const auto p = c.word();
-  if (p == "tcp") r->l4proto = IPPROTO_TCP;
-  else if (p == "udp") r->l4proto = IPPROTO_UDP;
-  else if (p == "sctp") r->l4proto = IPPROTO_SCTP;
-  else return false;
+  if (!l4proto(c.word(), &r->l4proto)) return false;
   if (c.lit("numgen")) {
     if (!c.lit("random") || !c.lit("mod") || !number(c.word(), &r->numgen_mod) || r->numgen_mod < 2 || !c.lit("0"))
       return false;
@@ -127,10 +159,17 @@ bool rule(Cur& c, bool v6, FastRule* r) {
 
 bool line(std::string_view l, FastCmd* cmd) {
   Cur c{l};
+  bool add = false;
   if (c.lit("flush")) cmd->kind = FastCmd::kFlushChain;
-  else if (c.lit("add")) cmd->kind = FastCmd::kAddChain;
+  else if (c.lit("add")) add = true, cmd->kind = FastCmd::kAddChain;
+  else if (c.lit("delete")) cmd->kind = FastCmd::kDeleteElements;
   else return false;
-  if (!c.lit("chain")) return false;
+  const bool elements = c.lit("element");
+  if (elements) {
+    if (add) cmd->kind = FastCmd::kAddElements;
+  } else if (cmd->kind == FastCmd::kDeleteElements || !c.lit("chain")) {
+    return false;
+  }
   if (c.lit("ip")) cmd->v6 = false;
   else if (c.lit("ip6")) cmd->v6 = true;
   else return false;
@@ -138,6 +177,16 @@ bool line(std::string_view l, FastCmd* cmd) {
   if (!ident(t) || !ident(n)) return false;
   cmd->table.assign(t);
   cmd->chain.assign(n);
+  if (elements) {
+    if (!c.at('{')) return false;
+    for (;;) {
+      FastElem e;
+      if (!element(c, cmd->v6, cmd->kind == FastCmd::kAddElements, &e)) return false;
+      cmd->elems.push_back(std::move(e));
+      if (c.at(',')) continue;
+      return c.at('}') && c.end();
+    }
+  }
   if (c.end()) return true;
   if (cmd->kind != FastCmd::kAddChain || !c.at('{')) return false;
   for (;;) {
@@ -175,7 +224,9 @@ struct Free {
   void operator()(nftnl_rule* p) const { nftnl_rule_free(p); }
   void operator()(nftnl_chain* p) const { nftnl_chain_free(p); }
   void operator()(nftnl_udata_buf* p) const { nftnl_udata_buf_free(p); }
+  void operator()(nftnl_set* p) const { nftnl_set_free(p); }
 };
+using SetPtr = std::unique_ptr<nftnl_set, Free>;
 using RulePtr = std::unique_ptr<nftnl_rule, Free>;
 using ChainPtr = std::unique_ptr<nftnl_chain, Free>;
 using UdataPtr = std::unique_ptr<nftnl_udata_buf, Free>;
@@ -278,10 +329,12 @@ bool NetlinkBatchSender::send(const std::vector<FastCmd>& cmds, std::string* err
   char rbuf[8192];
   while (recv(fd_, rbuf, sizeof rbuf, MSG_DONTWAIT) > 0) {
   }
-  std::vector<char> buf;
+  // Room for the largest message a script parse_fast's caller passes (32 KiB
+  // of text) can make; kept between sends.
+  std::vector<char>& buf = buf_;
   size_t off = 0;
   auto room = [&] {
-    if (buf.size() < off + 16384) buf.resize(off + 65536);
+    if (buf.size() < off + 131072) buf.resize(off + 131072);
     return buf.data() + off;
   };
   auto put = [&](nlmsghdr* nh) { off += NLMSG_ALIGN(nh->nlmsg_len); };
@@ -290,6 +343,31 @@ bool NetlinkBatchSender::send(const std::vector<FastCmd>& cmds, std::string* err
   size_t msgs = 0;
   for (const auto& c : cmds) {
     const uint16_t fam = c.v6 ? NFPROTO_IPV6 : NFPROTO_IPV4;
+    if (c.kind == FastCmd::kAddElements || c.kind == FastCmd::kDeleteElements) {
+      SetPtr set(nftnl_set_alloc());
+      if (!set) return *error = "nftables: out of memory", false;
+      nftnl_set_set_str(set.get(), NFTNL_SET_TABLE, c.table.c_str());
+      nftnl_set_set_str(set.get(), NFTNL_SET_NAME, c.chain.c_str());
+      for (const auto& fe : c.elems) {
+        nftnl_set_elem* e = nftnl_set_elem_alloc();
+        if (!e) return *error = "nftables: out of memory", false;
+        nftnl_set_elem_set(e, NFTNL_SET_ELEM_KEY, fe.key, fe.key_len);
+        if (fe.value == FastElem::kDrop) {
+          nftnl_set_elem_set_u32(e, NFTNL_SET_ELEM_VERDICT, NF_DROP);
+        } else if (fe.value == FastElem::kGoto) {
+          nftnl_set_elem_set_u32(e, NFTNL_SET_ELEM_VERDICT, static_cast<uint32_t>(NFT_GOTO));
+          nftnl_set_elem_set_str(e, NFTNL_SET_ELEM_CHAIN, fe.chain.c_str());
+        }
+        nftnl_set_elem_add(set.get(), e);  // the set owns it now
+      }
+      const bool add = c.kind == FastCmd::kAddElements;
+      nlmsghdr* nh = nftnl_nlmsg_build_hdr(room(), add ? NFT_MSG_NEWSETELEM : NFT_MSG_DELSETELEM, fam,
+                                           add ? NLM_F_CREATE : 0, ++seq_);
+      nftnl_set_elems_nlmsg_build_payload(nh, set.get());
+      put(nh);
+      ++msgs;
+      continue;
+    }
     if (c.kind == FastCmd::kFlushChain) {
       RulePtr r(nftnl_rule_alloc());
       if (!r) return *error = "nftables: out of memory", false;

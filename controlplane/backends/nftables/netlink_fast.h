@@ -14,6 +14,7 @@
 //                                         | meta l4proto tcp|udp|sctp
 //                                           [numgen random mod N 0]
 //                                           dnat to ADDR:PORT [comment "TEXT"]
+//   add|delete element ip|ip6 T MAP { ADDR [. tcp|udp|sctp . PORT] [: goto NAME | : drop], ... }
 // Any other line (elements, sets, tables, other rule forms) and the whole
 // script goes through libnftables as before; so does a script over 32 KiB
 // (the batch goes in one sendmsg, which the socket's send buffer bounds).
@@ -34,11 +35,21 @@ struct FastRule {
   std::string comment;       // "" when none
 };
 
+// A map or set element: "10.96.0.1 . tcp . 80 : goto svc-X" (the key as nft
+// sends it: each field padded to 4 bytes) or "10.96.0.1" (cluster-ips).
+struct FastElem {
+  uint8_t key[24] = {};
+  uint8_t key_len = 0;
+  enum Value { kNone, kGoto, kDrop } value = kNone;
+  std::string chain;  // kGoto
+};
+
 struct FastCmd {
-  enum Kind { kFlushChain, kAddChain } kind = kAddChain;
+  enum Kind { kFlushChain, kAddChain, kAddElements, kDeleteElements } kind = kAddChain;
   bool v6 = false;  // family ip6
-  std::string table, chain;
+  std::string table, chain;     // chain: the set or map for elements
   std::vector<FastRule> rules;  // kAddChain: appended in order
+  std::vector<FastElem> elems;  // k*Elements
 };
 
 // Parses `script` into commands; false (with *why) when any line is not of
@@ -59,6 +70,7 @@ class NetlinkBatchSender {
  private:
   int fd_ = -1;
   uint32_t seq_ = 0;
+  std::vector<char> buf_;
 };
 
 }  // namespace vipd::cp::nft

@@ -7,6 +7,7 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <regex>
 
 namespace vipd::cp::nft {
@@ -52,12 +53,45 @@ TEST(NetlinkFast, ParsesIpv6AndBareChains) {
   EXPECT_EQ(cmds[1].rules[0].port, 443);
 }
 
+TEST(NetlinkFast, ParsesElements) {
+  std::vector<FastCmd> cmds;
+  ASSERT_TRUE(parse_fast("delete element ip vipd-2 service-ips { 10.96.0.1 . tcp . 80, 10.96.0.2 . udp . 53 }\n"
+                         "add element ip vipd no-endpoint-services { 10.96.0.3 . sctp . 9 : drop, 10.96.0.4 . tcp . 1 : "
+                         "goto reject-chain }\n"
+                         "add element ip vipd cluster-ips { 10.96.0.1 }\n"
+                         "add element ip6 vipd service-ips { fd00::1 . tcp . 80 : goto svc-X }\n",
+                         &cmds));
+  ASSERT_EQ(cmds.size(), 4u);
+  EXPECT_EQ(cmds[0].kind, FastCmd::kDeleteElements);
+  EXPECT_EQ(cmds[0].table, "vipd-2");
+  EXPECT_EQ(cmds[0].chain, "service-ips");
+  ASSERT_EQ(cmds[0].elems.size(), 2u);
+  const uint8_t k0[12] = {10, 96, 0, 1, 6, 0, 0, 0, 0, 80, 0, 0};
+  EXPECT_EQ(cmds[0].elems[0].key_len, 12);
+  EXPECT_EQ(std::memcmp(cmds[0].elems[0].key, k0, 12), 0);
+  EXPECT_EQ(cmds[0].elems[1].key[4], 17);
+  EXPECT_EQ(cmds[1].kind, FastCmd::kAddElements);
+  EXPECT_EQ(cmds[1].elems[0].value, FastElem::kDrop);
+  EXPECT_EQ(cmds[1].elems[1].value, FastElem::kGoto);
+  EXPECT_EQ(cmds[1].elems[1].chain, "reject-chain");
+  EXPECT_EQ(cmds[2].elems[0].key_len, 4);
+  EXPECT_EQ(cmds[2].elems[0].value, FastElem::kNone);
+  EXPECT_EQ(cmds[3].elems[0].key_len, 24);
+  EXPECT_EQ(cmds[3].elems[0].key[16], 6);
+}
+
 TEST(NetlinkFast, LeavesEverythingElseToLibnftables) {
   std::vector<FastCmd> cmds;
   std::string why;
   const char* others[] = {
       "",
-      "add element ip vipd service-ips { 10.96.0.1 . tcp . 80 : goto svc-A }\n",
+      "add element ip vipd service-ips { 10.96.0.1 . icmp . 80 : goto svc-A }\n",
+      "add element ip vipd service-ips { 10.96.0.1 . tcp . 80 : accept }\n",
+      "add element ip vipd service-ips { fd00::1 . tcp . 80 : goto svc-A }\n",
+      "delete element ip vipd service-ips { 10.96.0.1 . tcp . 80 : goto svc-A }\n",
+      "add element ip vipd service-ips { 10.96.0.1 . tcp . 80 : goto svc-A\n",
+      "add element ip vipd service-ips { 10.96.0.1 . tcp . 70000 }\n",
+      "add element ip vipd firewall-ips { 10.0.0.0/8 }\n",
       "flush chain ip vipd svc-A\nadd rule ip vipd svc-A jump x\n",
       "add chain ip vipd svc-A { numgen random mod 2 vmap { 0 : goto sep-A, 1 : goto sep-B }; }\n",
       "add chain ip vipd svc-A { ip saddr 10.0.0.1 jump mark-for-masquerade; }\n",
@@ -105,28 +139,51 @@ TEST(NetlinkFast, BatchMatchesLibnftables) {
     decl += std::string("add chain ") + t + " mark-for-masquerade\nadd chain " + t + " svc-X\n";
   nft(base + decl, &err);
   ASSERT_EQ(err, "");
-  auto tx = [](const std::string& t) {
+  std::string maps;
+  for (const char* t : {"A", "B"})
+    maps += std::string("add chain ip ") + t + " reject-chain\nadd map ip " + t +
+            " service-ips { type ipv4_addr . inet_proto . inet_service : verdict; }\nadd set ip " + t +
+            " cluster-ips { type ipv4_addr; }\nadd map ip6 " + t +
+            " service-ips { type ipv6_addr . inet_proto . inet_service : verdict; }\n"
+            "add element ip " + t + " service-ips { 10.96.0.9 . tcp . 9 : drop }\n";
+  nft(maps, &err);
+  ASSERT_EQ(err, "");
+  auto tx = [](const std::string& t) -> std::string {
     return "flush chain ip " + t + " svc-X\nadd chain ip " + t +
            " svc-X { jump mark-for-masquerade; meta l4proto tcp numgen random mod 2 0 dnat to 10.0.0.1:80 comment "
            "\"web -> 10.0.0.1:80\"; meta l4proto udp dnat to 10.0.0.2:8080; }\n"
            "add chain ip " + t + " svc-Y\nadd chain ip " + t + " svc-Y { meta l4proto sctp dnat to 10.1.2.3:9; }\n"
            "flush chain ip6 " + t + " svc-X\nadd chain ip6 " + t +
            " svc-X { jump mark-for-masquerade; meta l4proto tcp numgen random mod 3 0 dnat to [fd00::1]:443 comment \"v6\"; "
-           "meta l4proto tcp dnat to [fd00::2]:443; }\n";
+           "meta l4proto tcp dnat to [fd00::2]:443; }\n"
+           "delete element ip " + t + " service-ips { 10.96.0.9 . tcp . 9 }\n"
+           "add element ip " + t + " service-ips { 10.96.0.1 . tcp . 80 : goto svc-X, 10.96.0.2 . udp . 53 : goto svc-Y }\n"
+           "add element ip " + t + " cluster-ips { 10.96.0.1 }\n"
+           "add element ip6 " + t + " service-ips { fd00::1 . sctp . 443 : goto svc-X }\n";
   };
-  // twice: the second rewrite replaces the first one's rules
-  for (int i = 0; i < 2; ++i) {
-    nft(tx("A"), &err);
+  // once with these elements, then once more after they went again (a delete
+  // of each added one, an add of the deleted one)
+  auto undo = [](const std::string& t) -> std::string {
+    return "delete element ip " + t + " service-ips { 10.96.0.1 . tcp . 80, 10.96.0.2 . udp . 53 }\n"
+           "delete element ip " + t + " cluster-ips { 10.96.0.1 }\n"
+           "delete element ip6 " + t + " service-ips { fd00::1 . sctp . 443 }\n"
+           "add element ip " + t + " service-ips { 10.96.0.9 . tcp . 9 : goto reject-chain }\n";
+  };
+  // tx, undo, tx: the second rewrite replaces the first one's rules, and
+  // every element is added and deleted once
+  NetlinkBatchSender sender;
+  for (auto* script : {+tx, +undo, +tx}) {
+    nft(script("A"), &err);
     ASSERT_EQ(err, "");
     std::vector<FastCmd> cmds;
-    ASSERT_TRUE(parse_fast(tx("B"), &cmds));
-    NetlinkBatchSender s;
-    ASSERT_TRUE(s.send(cmds, &err)) << err;
+    ASSERT_TRUE(parse_fast(script("B"), &cmds));
+    ASSERT_TRUE(sender.send(cmds, &err)) << err;
   }
   for (const char* f : {"ip", "ip6"}) {
     const std::string a = nft(std::string("list table ") + f + " A", &err);
     const std::string b = nft(std::string("list table ") + f + " B", &err);
     EXPECT_NE(a.find("dnat"), std::string::npos) << a;
+    EXPECT_NE(a.find("elements"), std::string::npos) << a;
     EXPECT_EQ(std::regex_replace(a, std::regex("table (ip6?) A"), "table $1 T"),
               std::regex_replace(b, std::regex("table (ip6?) B"), "table $1 T"));
   }
