@@ -114,11 +114,16 @@ int run_ipt(const Args& a) {
     uint64_t bytes = 0, chains_written = 0, chains = 0, full = 0, partial = 0, failures = 0;
   };
   std::unique_ptr<cp::Backend> owned;
+  cp::nft::NftablesBackend* nft_backend = nullptr;
   std::function<Last()> last;
   if (backend == "nftables") {
     cp::nft::RenderOptions ro;
     ro.shard_size = static_cast<uint32_t>(a.num("shard-size", ro.shard_size));  // services per table
-    auto* nb = new cp::nft::NftablesBackend(ro);
+    // --netlink-batch 0: every partial sync through libnftables (the path before
+    // the libnftnl batch, netlink_fast.h), for a before/after in one build
+    const bool batch = a.num("netlink-batch", 1) != 0;
+    auto* nb = new cp::nft::NftablesBackend(ro, cp::nft::make_libnftables_runner(false, batch));
+    nft_backend = nb;
     owned.reset(nb);
     last = [nb] {
       const auto s = nb->stats();
@@ -210,6 +215,7 @@ int run_ipt(const Args& a) {
   j.integer("full_syncs", static_cast<int64_t>(st.full));
   j.integer("partial_syncs", static_cast<int64_t>(st.partial));
   j.integer("failures", static_cast<int64_t>(st.failures));
+  if (nft_backend) j.integer("netlink_batch_syncs", static_cast<int64_t>(nft_backend->stats().netlink_syncs));
   printf("%s\n", j.dump().c_str());
   fflush(stdout);
   return 0;

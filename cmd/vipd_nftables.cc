@@ -19,6 +19,7 @@ constexpr const char* kNoDataplane =
 nlohmann::json backend_json(const cp::nft::NftablesStats& s) {
   return {{"full_syncs", s.full_syncs},
           {"partial_syncs", s.partial_syncs},
+          {"netlink_syncs", s.netlink_syncs},
           {"noop_syncs", s.noop_syncs},
           {"failures", s.failures},
           {"entries_rendered", s.entries_rendered},

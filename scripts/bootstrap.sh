@@ -15,7 +15,7 @@ PKGS=(
   libgtest-dev libgmock-dev
   clang libclang-rt-14-dev llvm  # libFuzzer + sanitizers (scripts/fuzz.sh); llvm: llvm-symbolizer
   libnl-3-dev libnl-genl-3-dev libnl-route-3-dev
-  libnftables-dev nftables  # nftables mode (libnftables; nft for the tests and inspecting)
+  libnftables-dev libnftnl-dev nftables  # nftables mode (libnftables; libnftnl batches for partial syncs; nft for the tests and inspecting)
   iproute2 ethtool iptables ipvsadm procps kmod
   python3 curl openssl python3-kubernetes
   python3-scapy  # tests/integration/hostile_test.sh (scripts/lab/hostile.py)

@@ -11,7 +11,7 @@
 # Checks: the seed scenario (VIP 10.96.0.100:8080 -> 4 pods, spread; pod4 removed
 # while requests run: none fails, pod4 never reached again, its chain deleted
 # (nat; fnat renders the compact form: no endpoint chains, endpoint-layout),
-# and the change was a partial sync), the dry-run transaction accepted by
+# and the change was a partial sync, fnat: sent as a libnftnl netlink batch), the dry-run transaction accepted by
 # `nft -c -f` and equal to what the kernel holds, no endpoints -> refused (TCP,
 # UDP), another port of a ClusterIP -> refused, UDP, sessionAffinity ClientIP,
 # masquerade per forward method, a restart (with a service deleted while vipd
@@ -38,7 +38,7 @@ case $METHOD in
 esac
 NAME="nftables_test($METHOD)"
 
-CHECKS=(vipd-starts mode-reported dry-run-accepted http-four-pods masquerade endpoint-layout change-applied one-change-partial
+CHECKS=(vipd-starts mode-reported dry-run-accepted http-four-pods masquerade endpoint-layout change-applied one-change-partial change-as-netlink-batch
         removal-no-failures removed-pod-never-reached stale-chain-retired no-endpoints-refused
         udp-no-endpoints-refused other-port-refused udp-roundtrip affinity restart-no-stale vipctl-list
         vipctl-stats healthz vipd-alive stale-ip6-table-removed
@@ -233,6 +233,7 @@ else fail endpoint-layout "nat: want an endpoint chain that DNATs db:http to pod
 st=$(status_json)
 gen_before=$(generation_of "$st")
 partial_before=$(nft_stat "$st" partial_syncs)
+st_before=$st
 client http http://10.96.0.100:8080/ --count 300 --interval 0.01 --timeout 2 --max-time 60 >"$TMP/during.out" 2>&1 &
 BGR=$!
 BG_PIDS+=("$BGR")
@@ -264,6 +265,12 @@ if [ -n "$p_after" ] && [ "$p_after" -gt "${partial_before:-0}" ] && [ "$fulls" 
 else
   fail one-change-partial "partial syncs ${partial_before:-?} -> ${p_after:-?}, full $fulls, last: $cw chains written, $cret retired (want 2 and $want_ret)"
 fi
+# fnat: that change (two compact service chains rewritten) went as a libnftnl
+# netlink batch, not through libnftables; nat (vmaps, endpoint chains) did not.
+nl_before=$(nft_stat "$st_before" netlink_syncs); nl_after=$(nft_stat "$st" netlink_syncs)
+want_nl=$([ "$METHOD" = fnat ] && echo $(( ${nl_before:-0} + 1 )) || echo "${nl_before:-0}")
+if [ -n "$nl_after" ] && [ "$nl_after" = "$want_nl" ]; then pass change-as-netlink-batch
+else fail change-as-netlink-batch "netlink_syncs ${nl_before:-?} -> ${nl_after:-?} (want $want_nl)"; fi
 wait "$BGR" 2>/dev/null
 r=$(tail -n 1 "$TMP/during.out")
 note "requests during the change: $r"

@@ -15,6 +15,7 @@
 #include <cstring>
 
 #include "common/log.h"
+#include "controlplane/backends/nftables/netlink_fast.h"
 
 namespace vipd::cp::nft {
 namespace {
@@ -57,6 +58,30 @@ class LibNftRunner final : public Runner {
 
  private:
   nft_ctx* ctx_;
+};
+
+// libnftables for everything but the partial syncs parse_fast takes, which
+// go as one libnftnl netlink batch (netlink_fast.h: no cache setup per table).
+class FastRunner final : public Runner {
+ public:
+  static constexpr size_t kMaxFastScript = 32 * 1024;
+  bool run(const std::string& script, std::string* error) override {
+    // One sendmsg must fit the socket's send buffer (net.core.wmem_default,
+    // about 208 KiB; the batch is about twice the text): larger
+    // transactions, where libnftables' cache setup does not matter, go
+    // through libnftables, which sizes its buffer.
+    fast_ = script.size() <= kMaxFastScript && parse_fast(script, &cmds_);
+    if (!fast_) return nft_.run(script, error);
+    return sender_.send(cmds_, error);
+  }
+  bool list_tables(std::vector<std::string>* out, std::string* error) override { return dump_tables(out, error); }
+  bool last_was_netlink() const override { return fast_; }
+
+ private:
+  LibNftRunner nft_{false};
+  NetlinkBatchSender sender_;
+  std::vector<FastCmd> cmds_;
+  bool fast_ = false;
 };
 
 }  // namespace
@@ -125,7 +150,10 @@ bool dump_tables(std::vector<std::string>* out, std::string* error) {
   }
 }
 
-std::unique_ptr<Runner> make_libnftables_runner(bool check_only) { return std::make_unique<LibNftRunner>(check_only); }
+std::unique_ptr<Runner> make_libnftables_runner(bool check_only, bool netlink_fast_path) {
+  if (!check_only && netlink_fast_path) return std::make_unique<FastRunner>();
+  return std::make_unique<LibNftRunner>(check_only);
+}
 
 NftablesBackend::NftablesBackend(RenderOptions opts, std::unique_ptr<Runner> runner)
     : opts_(opts), runner_(std::move(runner)) {}
@@ -199,6 +227,7 @@ bool NftablesBackend::apply(const ServiceTable& next, const TableDiff& diff, boo
   force_full_ = false;
   std::lock_guard<std::mutex> lk(mu_);
   ++(do_full ? stats_.full_syncs : stats_.partial_syncs);
+  if (runner_->last_was_netlink()) ++stats_.netlink_syncs;
   stats_.entries_rendered = rendered;
   stats_.chains_written = tx.chains_written;
   stats_.chains_deleted = tx.chains_deleted;
@@ -211,7 +240,8 @@ bool NftablesBackend::apply(const ServiceTable& next, const TableDiff& diff, boo
   stats_.last_transaction_ms = tx_ms;
   log_debug("nftables: " + std::string(do_full ? "full" : "partial") + " sync: " + std::to_string(rendered) +
             " entries rendered, " + std::to_string(tx.chains_written) + " chains written, " +
-            std::to_string(tx.chains_deleted) + " deleted, " + std::to_string(tx.text.size()) + " bytes, " +
+            std::to_string(tx.chains_deleted) + " deleted, " + std::to_string(tx.text.size()) + " bytes" +
+            (runner_->last_was_netlink() ? " (netlink batch), " : ", ") +
             std::to_string(render_ms) + " ms render, " + std::to_string(tx_ms) + " ms transaction");
   last_ = std::move(tx.text);
   return true;

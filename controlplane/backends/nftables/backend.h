@@ -34,6 +34,9 @@ class Runner {
   // The tables the kernel holds, as `nft list tables` names them ("ip vipd-3");
   // a full sync deletes vipd's shard tables among them that it does not use.
   virtual bool list_tables(std::vector<std::string>* /*out*/, std::string* /*error*/) { return true; }
+  // The last run() went as a libnftnl netlink batch (netlink_fast.h), not
+  // through libnftables.
+  virtual bool last_was_netlink() const { return false; }
 };
 
 // The kernel's tables ("ip vipd", "ip6 vipd-2", other families left out) from
@@ -43,13 +46,17 @@ bool dump_tables(std::vector<std::string>* out, std::string* error);
 
 // libnftables: one nft_ctx kept for the process (its cache survives between
 // transactions), errors buffered. check_only: nft -c (evaluate, commit nothing).
-std::unique_ptr<Runner> make_libnftables_runner(bool check_only = false);
+// netlink_fast_path (not with check_only): a transaction parse_fast takes (a
+// partial sync that rewrites service chains) goes as one libnftnl netlink
+// batch instead, without libnftables' per-table cache setup.
+std::unique_ptr<Runner> make_libnftables_runner(bool check_only = false, bool netlink_fast_path = true);
 
 struct NftablesStats {
   uint64_t full_syncs = 0;
   uint64_t partial_syncs = 0;
   uint64_t noop_syncs = 0;
   uint64_t failures = 0;
+  uint64_t netlink_syncs = 0;      // partial syncs sent as a libnftnl batch (netlink_fast.h)
   uint64_t entries_rendered = 0;   // last sync
   uint64_t chains_written = 0;     // last sync
   uint64_t chains_deleted = 0;     // last sync
