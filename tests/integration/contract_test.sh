@@ -165,6 +165,8 @@ for mode in "${MODES[@]}"; do
     note "$mode IPv6: $out6"
     OUT6[$mode]=$out6
     judge_mode "$mode-v6" "$out6"
+    grep -q '"db_tcp": \["FAILED"\]' <<<"$out6" &&
+      note "$mode mode answered no IPv6 request to db (IPv6 not forwarded?): see its log for the IPv6 entries it skipped"
   fi
   note "$mode: $(( $(date +%s) - t0 )) s ($([ "$v6" = 1 ] && echo "IPv4 and IPv6" || echo "IPv4 only"))"
 done
