@@ -7,11 +7,15 @@
 # 10.0.0.1/24 and p0 10.244.0.1/16), runs vipd --mode ipvs there on the
 # manifests of tests/data/contract/ and then contract_scenario.sh, and prints
 # the scenario's outcome (one JSON line) on stdout. Everything else (the guest's
-# console, progress) goes to stderr.
+# console, progress) goes to stderr. The lab is dual-stack, as contract_test.sh's
+# (LAB_IPV6=1; ${P}lb also c0 fd00:10::1/64 and p0 fd00:244::1/64, IPv6
+# forwarding); CONTRACT_FAMILIES="4 6" runs the scenario over IPv4, then over
+# IPv6 against the same vipd, and prints one outcome line per family, in that order.
 # Exit status: 0 with the outcome printed; 1 when the guest produced none;
 # 77 with "SKIPPED: reason" on stderr when the guest cannot run here (not root,
 # no qemu, no guest kernel, binaries outside the checkout under /tmp or /run).
-# Env: VIPD_BUILD_DIR (default build), VIPD_BIN, VIPCTL_BIN, KERNEL_VM_CACHE.
+# Env: VIPD_BUILD_DIR (default build), VIPD_BIN, VIPCTL_BIN, KERNEL_VM_CACHE,
+# CONTRACT_FAMILIES (default "4").
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -25,7 +29,7 @@ MODULES="crc32c_generic nf_conntrack ip_vs ip_vs_rr ip_vs_wrr ip_vs_sh ip_vs_mh 
 # ---- guest ------------------------------------------------------------------------
 if [ "${1:-}" = --guest ]; then
   [ -n "${KERNEL_VM:-}" ] || { echo "ipvs_contract: --guest runs in scripts/kernel-vm.sh's guest only" >&2; exit 2; }
-  export LAB_PREFIX=ct- PYTHON
+  export LAB_PREFIX=ct- PYTHON LAB_IPV6=1
   P=$LAB_PREFIX
   G=/run/vipd-contract
   mkdir -p "$G/manifests"
@@ -33,6 +37,11 @@ if [ "${1:-}" = --guest ]; then
   trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; scripts/lab.sh down >/dev/null 2>&1' EXIT
   scripts/lab.sh up >"$G/lab.log" 2>&1 || { echo "lab up failed: $(tail -n 3 "$G/lab.log")"; exit 3; }
   ip -n "${P}lb" addr add 10.0.0.1/24 dev c0 && ip -n "${P}lb" addr add 10.244.0.1/16 dev p0 || exit 3
+  # IPv6 as lab_kernel_lb (tests/integration/lib.sh) gives it on the host.
+  ip netns exec "${P}lb" sysctl -qw net.ipv6.conf.all.disable_ipv6=0 net.ipv6.conf.default.disable_ipv6=0 \
+    net.ipv6.conf.all.accept_dad=0 net.ipv6.conf.default.accept_dad=0 net.ipv6.conf.c0.disable_ipv6=0 \
+    net.ipv6.conf.p0.disable_ipv6=0 net.ipv6.conf.all.forwarding=1 >/dev/null &&
+    ip -n "${P}lb" addr add fd00:10::1/64 dev c0 nodad && ip -n "${P}lb" addr add fd00:244::1/64 dev p0 nodad || exit 3
   cp tests/data/contract/*.yaml "$G/manifests/"
   ip netns exec "${P}lb" "${VIPD_BIN:?}" --mode ipvs --manifests-dir "$G/manifests" --admin-socket "$G/admin.sock" \
     --metrics-address off --health-address off </dev/null >"$G/vipd.log" 2>&1 &
@@ -46,11 +55,15 @@ if [ "${1:-}" = --guest ]; then
   done
   if [ -z "$synced" ]; then echo "vipd --mode ipvs did not sync: $(tail -n 5 "$G/vipd.log")"; exit 4; fi
   ip netns exec "${P}lb" ipvsadm -Ln
-  P=$P bash tests/integration/contract_scenario.sh "$G/manifests" >"$VM_SHARE/outcome.tmp" &&
-    mv "$VM_SHARE/outcome.tmp" "$VM_SHARE/outcome"
+  for fam in ${CONTRACT_FAMILIES:-4}; do
+    P=$P bash tests/integration/contract_scenario.sh "$G/manifests" "$fam" >"$VM_SHARE/outcome.tmp" &&
+      mv "$VM_SHARE/outcome.tmp" "$VM_SHARE/outcome$fam"
+  done
   exit 0
 fi
 [ $# -eq 0 ] || { echo "usage: tests/integration/ipvs_contract.sh" >&2; exit 2; }
+FAMILIES=${CONTRACT_FAMILIES:-4}
+[[ $FAMILIES =~ ^[46]( [46])?$ ]] || { echo "ipvs_contract: CONTRACT_FAMILIES must be '4', '6' or '4 6', got '$FAMILIES'" >&2; exit 2; }
 
 # ---- host -------------------------------------------------------------------------
 skip() { echo "ipvs_contract: SKIPPED: $1" >&2; exit 77; }
@@ -72,12 +85,15 @@ scripts/kernel-vm.sh fetch >&2 || skip "no guest kernel (apt-get download failed
 S=$(mktemp -d /tmp/vipd-ipvs-contract.XXXXXX)
 trap 'rm -rf "$S"' EXIT
 # shellcheck disable=SC2086
-scripts/kernel-vm.sh run --modules "$(echo $MODULES | tr ' ' ',')" --cpus 2 --mem 1024 --timeout 360 --share "$S" \
-  --env "VIPD_BIN=$VIPD" --env "VIPCTL_BIN=$VIPCTL" --env "PYTHON=$PYTHON" \
+# A scenario whose requests all time out takes about 4 minutes: room for that once more with IPv6.
+limit=360; [ "$FAMILIES" = 4 ] || limit=600
+scripts/kernel-vm.sh run --modules "$(echo $MODULES | tr ' ' ',')" --cpus 2 --mem 1024 --timeout "$limit" --share "$S" \
+  --env "VIPD_BIN=$VIPD" --env "VIPCTL_BIN=$VIPCTL" --env "PYTHON=$PYTHON" --env "CONTRACT_FAMILIES=$FAMILIES" \
   -- bash tests/integration/ipvs_contract.sh --guest 2>&1 | sed -u 's/^/    | /' >&2
-if [ -s "$S/outcome" ]; then
-  cat "$S/outcome"
-  exit 0
-fi
+got=0
+for fam in $FAMILIES; do
+  if [ -s "$S/outcome$fam" ]; then cat "$S/outcome$fam"; got=$((got + 1)); else echo '{}'; fi
+done
+[ "$got" -gt 0 ] && exit 0
 echo "ipvs_contract: the guest produced no outcome (console above)" >&2
 exit 1
