@@ -331,7 +331,9 @@ void from_dest6(Worker& w, rte_mbuf* m, const Parsed6& p) {
   Worker6& x = *w.v6;
   bool reply = false;
   Conn6* c = x.conns.lookup(make_key6(p.src, p.sport, p.dst, p.dport, p.proto), &reply);
-  if (!c || !reply) return drop_pkt(w, m, kNoService);
+  // No connection: an IPv6 packet for no VIP and no flow of vipd's.
+  if (!c || !reply) return drop_pkt(w, m, kIpv6NoService);
+  if (p.hop_limit <= 1) return drop_pkt(w, m, kTtlExceeded);
   if (!dest6_alive(w, *c)) {
     expire6(w, c);
     return drop_pkt(w, m, kDestExpired);
@@ -363,7 +365,8 @@ void forward6(Worker& w, rte_mbuf* m, const Parsed6& p, bool from_ring) {
       return from_dest6(w, m, p);
     }
   } else if (!is_port_ip6(sh, p.dst) && !is_vip6(v6, p.dst)) {
-    if (p.hop_limit <= 1) return drop_pkt(w, m, kTtlExceeded);
+    // A reply routed through vipd, if a connection has it (the hop limit is
+    // checked there: anything else counts as ipv6_no_service).
     if (!from_ring && redirect_to(w, m, flow_owner(fold6(p.dst), p.dport, sh.n_workers))) return;
     return from_dest6(w, m, p);
   }
