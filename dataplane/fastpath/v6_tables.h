@@ -36,14 +36,19 @@ struct Worker;
 constexpr unsigned kMaxLocalAddrs6 = 16;  // full-NAT IPv6 local addresses, at most
 
 // Key of the IPv6 VIP table: address (network order), port and protocol
-// (host order). 20 bytes.
-struct VipKey6 {
+// (host order), zero padding. 24 bytes, 8-aligned (the CRC hash reads 8-byte
+// words).
+struct alignas(8) VipKey6 {
   uint8_t vip[16];
   uint16_t port;
   uint8_t proto;
-  uint8_t pad;
+  uint8_t pad[5];
 };
-static_assert(sizeof(VipKey6) == 20);
+static_assert(sizeof(VipKey6) == 24);
+// A 16-byte address as a key of the IPv6 VIP address table (8-aligned).
+struct alignas(8) Addr6Key {
+  uint8_t a[16];
+};
 
 // A 32-bit digest of an IPv6 address: what the schedulers hash (sh, dh, mh,
 // lblc see it as the address) and the DestRef::ip of an IPv6 destination.
@@ -82,8 +87,8 @@ inline const Service6Ext& service6_ext(const Service& s) noexcept {
 bool source_allowed6(const Service6Ext& x, const uint8_t src[16]) noexcept;
 
 // One IPv6 flow direction as on the wire (addresses network order, ports
-// host order). 40 bytes.
-struct FlowKey6 {
+// host order). 40 bytes, 8-aligned (hashed by 8-byte words).
+struct alignas(8) FlowKey6 {
   uint8_t src[16];
   uint8_t dst[16];
   uint16_t sport;

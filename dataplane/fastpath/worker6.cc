@@ -36,7 +36,11 @@ bool is_port_ip6(const Shared& sh, const uint8_t a[16]) {
   return false;
 }
 
-bool is_vip6(const Shared6& v6, const uint8_t a[16]) { return rte_hash_lookup(v6.vip_addrs, a) >= 0; }
+bool is_vip6(const Shared6& v6, const uint8_t a[16]) {
+  Addr6Key k;
+  std::memcpy(k.a, a, 16);
+  return rte_hash_lookup(v6.vip_addrs, &k) >= 0;
+}
 
 bool prefix_match(const uint8_t a[16], const uint8_t b[16], unsigned len) {
   const unsigned bytes = len / 8, bits = len % 8;

@@ -42,8 +42,10 @@ std::string Publisher::slot_owner(uint32_t slot) const {
 void Publisher::vip_ref(const cp::IpAddr& vip, int delta, Deferred& d) {
   uint32_t& n = vip_refs_[vip];
   const uint32_t v4 = vip.is_v4() ? vip.v4() : 0;
+  Addr6Key a6{};
+  if (vip.is_v6()) std::memcpy(a6.a, vip.v6_bytes().data(), 16);
   rte_hash* h = vip.is_v4() ? sh_.vip_addrs : sh_.v6->vip_addrs;
-  const void* key = vip.is_v4() ? static_cast<const void*>(&v4) : vip.v6_bytes().data();
+  const void* key = vip.is_v4() ? static_cast<const void*>(&v4) : static_cast<const void*>(&a6);
   if (delta > 0) {
     // The address table has as many entries as the VIP table, so this cannot
     // fail while the VIP key itself fits; without it the VIP would only lose

@@ -183,7 +183,7 @@ void init_eal_and_ports() {
 void build_setup(Setup& s, Forward fwd, uint32_t conn_capacity) {
   s.holder = std::make_unique<SharedHolder>();
   std::string err;
-  if (!s.holder->init(16, 64, kWorkers, &err)) fail("shared init", err);
+  if (!s.holder->init(32, 64, kWorkers, &err)) fail("shared init", err);
   Shared& sh = s.sh();
   for (int i = 0; i < 2; ++i) {
     sh.ports[i].port_id = g_pid[i];
@@ -504,6 +504,8 @@ void reset(Setup& s) {
   for (auto& w : s.workers) {
     w->now = far;
     sweep_conns(*w, w->conns.slots());  // every entry
+    Worker6& x = *s.w6[w->index];
+    sweep_conns6(*w, x.conns.capacity());
     w->tmpls.sweep(far, w->tmpls.capacity());
     CHECK(w->conns.size() == 0, "connections left after expiring all: " + std::to_string(w->conns.size()));
     CHECK(w->tmpls.size() == 0, "templates left after expiring all");
@@ -511,8 +513,6 @@ void reset(Setup& s) {
     CHECK(w->syn.in_use() == 0 && w->syn.head() == 0, "saved SYNs left after expiring all");
     CHECK(w->counters.active_flows.load() == 0,
           "active_flows after expiring all: " + std::to_string(int64_t(w->counters.active_flows.load())));
-    Worker6& x = *s.w6[w->index];
-    sweep_conns6(*w, x.conns.capacity());
     CHECK(x.conns.size() == 0, "IPv6 connections left after expiring all: " + std::to_string(x.conns.size()));
     if (s.sh().forward == Forward::kFnat) {
       CHECK(x.fnat[0].top == s.fnat6_top[w->index], "IPv6 fnat ports leaked or doubled");

@@ -5,6 +5,15 @@
 
 #include <algorithm>
 
+#if __has_include(<valgrind/callgrind.h>)
+#include <valgrind/callgrind.h>
+#else
+#define RUNNING_ON_VALGRIND 0
+#define CALLGRIND_TOGGLE_COLLECT
+#define CALLGRIND_ZERO_STATS
+#define CALLGRIND_DUMP_STATS_AT(x)
+#endif
+
 #include "dataplane/fastpath/ipv6.h"
 #include "tests/unit/dataplane/fastpath/ipv6_test_util.h"
 #include "tests/unit/dataplane/fastpath/worker_test_fixture.h"
@@ -457,6 +466,52 @@ TEST_P(WorkerIpv6FwdTest, TwoWorkersRedirectToTheOwner) {
   EXPECT_EQ(n_out, 16u);
   EXPECT_EQ(w6_[0]->conns.size() + w6_[1]->conns.size(), 16u);
   EXPECT_EQ(drops_of_all_workers(), 0u);
+}
+
+// Instructions per packet through process_burst + flush_tx, IPv6 next to
+// IPv4 in the same harness (bursts of 32; building and reading back the
+// frames not counted). Not a test: run by hand under callgrind, e.g.
+//   valgrind --tool=callgrind --collect-atstart=no build/tests/unit/dataplane/dp_unit_tests \
+//     --gtest_also_run_disabled_tests --gtest_filter='*DISABLED_InstructionsPerPacket*'
+// and divide each dump (ipv4-est, ipv6-est, ipv4-new, ipv6-new) by 512.
+TEST_P(WorkerIpv6FwdTest, DISABLED_InstructionsPerPacket) {
+  constexpr unsigned kN = 512, kB = 32;
+  init_worker6(w(0), *w6_[0], 2048);
+  auto run = [&](const char* phase, auto make) {
+    std::vector<Frame> frames;
+    for (unsigned i = 0; i < kN; ++i) frames.push_back(make(i));
+    if (RUNNING_ON_VALGRIND) CALLGRIND_ZERO_STATS;
+    for (unsigned i = 0; i < kN; i += kB) {
+      rte_mbuf* m[kB];
+      for (unsigned k = 0; k < kB; ++k) m[k] = mbuf_of(frames[i + k], 0);
+      if (RUNNING_ON_VALGRIND) CALLGRIND_TOGGLE_COLLECT;
+      process_burst(w(0), m, kB, false);
+      flush_tx(w(0));
+      if (RUNNING_ON_VALGRIND) CALLGRIND_TOGGLE_COLLECT;
+      tx(1);
+    }
+    if (RUNNING_ON_VALGRIND) CALLGRIND_DUMP_STATS_AT(phase);
+  };
+  auto v4 = [&](uint16_t cport, uint8_t flags) {
+    FrameSpec f = from_client(cport, flags);
+    return build_frame(f);
+  };
+  // Connections 40000..40255 first (SYN), then established packets to them.
+  for (uint16_t c = 0; c < 256; ++c) {
+    rx(v4(static_cast<uint16_t>(40000 + c), kTcpSyn), 0);
+    rx(client_pkt(kProtoTcp, static_cast<uint16_t>(40000 + c), 8080), 0);
+  }
+  tx(1);
+  for (uint16_t c = 0; c < 256; ++c) {
+    rx(v4(static_cast<uint16_t>(40000 + c), kTcpAck), 0);
+    rx(client_pkt(kProtoTcp, static_cast<uint16_t>(40000 + c), 8080, kTcpAck), 0);
+  }
+  tx(1);
+  run("ipv4-est", [&](unsigned i) { return v4(static_cast<uint16_t>(40000 + i % 256), kTcpAck); });
+  run("ipv6-est", [&](unsigned i) { return client_pkt(kProtoTcp, static_cast<uint16_t>(40000 + i % 256), 8080, kTcpAck); });
+  run("ipv4-new", [&](unsigned i) { return v4(static_cast<uint16_t>(50000 + i), kTcpSyn); });
+  run("ipv6-new", [&](unsigned i) { return client_pkt(kProtoTcp, static_cast<uint16_t>(50000 + i), 8080); });
+  EXPECT_EQ(total_drops(), 0u) << drop_summary();
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, WorkerIpv6FwdTest, ::testing::Values(Forward::kFnat, Forward::kNat),
