@@ -118,6 +118,8 @@ void handle_nd(Worker& w, rte_mbuf* m, uint8_t* f, const Parsed6& p, uint16_t pi
   NdInfo nd;
   const DropReason r = parse_nd(f, p, &nd);
   if (r != kNumDropReasons) return drop_pkt(w, m, r);
+  // A multicast source is never valid (RFC 4291 2.7): nothing to answer to.
+  if (ip6_is_multicast(p.src)) return drop_pkt(w, m, kNdpInvalid);
   Shared6* v6 = sh.v6;
   if (nd.type == kNdNeighborAdvert) {
     if (v6 && nd.has_lladdr && v6->neigh.refresh(nd.target, nd.lladdr, w.now)) {
