@@ -101,6 +101,17 @@ TEST_F(WorkerIpv6Test, OtherNdpIsCountedNotAnswered) {
   EXPECT_EQ(drops(kNdpIgnored), 3u);
 }
 
+TEST_F(WorkerIpv6Test, SolicitationFromMulticastSourceIsInvalid) {
+  // Found by fuzz_packet: the NA would go to a multicast address with S set.
+  Bytes f = ns(kPort6, sol_node(kPort6));
+  const Addr6 mc = a6({0xff00, 0x10, 0, 0, 0, 0, 0, 0x10});
+  std::copy(mc.begin(), mc.end(), f.begin() + 22);
+  fix_cksum6(f, 54, kProtoIcmp6, 2);
+  rx(f, 0);
+  expect_nothing_out("NS from a multicast source");
+  EXPECT_EQ(drops(kNdpInvalid), 1u);
+}
+
 TEST_F(WorkerIpv6Test, EchoToPortAddressIsAnswered) {
   Bytes f = to_port(kProtoIcmp6, echo6(9, 1, 32));
   fix_cksum6(f, 54, kProtoIcmp6, 2);
