@@ -136,7 +136,8 @@ int worker_main(void* arg) {
         process_burst(w, pkts, static_cast<uint16_t>(n), true);
       }
     }
-    if (w.n_pending) service_pending(w);
+    // IPv4 and IPv6 packets waiting for their next hop (ARP, NDP).
+    if (w.n_pending || (w.v6 && w.v6->n_pending)) service_pending(w);
     if (w.index == 0 && sh.exc_from_kernel) send_from_kernel(w);
     serve_mailbox(w);
     if (w.syn.head()) resteer_timers(w, 64);
