@@ -112,7 +112,7 @@ nlohmann::json services_json(const vipd::cp::SyncLoop& sync, const vipd::dp::Dat
       vipd::dp::DestSnapshot total;
       nlohmann::json backends = nlohmann::json::array();
       for (const auto& b : svc.backends) {
-        auto d = key.vip.is_v4() && b.ip.is_v4() ? dp.dest(key, b.ip.v4(), b.port) : vipd::dp::DestSnapshot{};
+        auto d = dp.dest_at(key, b.ip, b.port);
         total.conns += d.conns;
         total.inpkts += d.inpkts;
         total.outpkts += d.outpkts;
@@ -315,11 +315,15 @@ int main(int argc, char** argv) {
   sigaction(SIGTERM, &sa, nullptr);
 
   cp::DpdkBackend dpdk_backend(*dataplane);
-  // The dpdk dataplane does not forward IPv6 yet: warn, skip IPv6 entries.
+  // IPv6 entries go to the dataplane when it forwards IPv6 (a port with
+  // --port-ipv6; fnat: --fnat-local-addrs6); otherwise the FamilyGate warns and
+  // skips them.
   cp::FamilyGate family_gate(dpdk_backend, dc.fnat ? "dpdk fnat mode" : "dpdk nat mode");
+  cp::Backend& family_backend =
+      dataplane->forwards_ipv6() ? static_cast<cp::Backend&>(dpdk_backend) : static_cast<cp::Backend&>(family_gate);
   // Only full NAT can insert the PROXY protocol header (docs/scheduling.md).
-  cp::ProxyProtocolGate nat_gate(family_gate, "dpdk nat mode");
-  cp::Backend& fwd_backend = dc.fnat ? static_cast<cp::Backend&>(family_gate) : nat_gate;
+  cp::ProxyProtocolGate nat_gate(family_backend, "dpdk nat mode");
+  cp::Backend& fwd_backend = dc.fnat ? family_backend : nat_gate;
   // VIP announcement (docs/gateway.md): routes follow each applied table.
   std::unique_ptr<cp::host::RouteAnnouncer> announcer;
   std::unique_ptr<cp::host::AnnouncingBackend> announcing;

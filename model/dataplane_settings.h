@@ -45,6 +45,9 @@ struct DataplaneSettings {
   // --port-ipv6 "ADDR,-,...": each port's IPv6 address, in --port order ("-"
   // or missing: none). Answered for NDP and ping only (docs/architecture.md "IPv6").
   std::vector<std::string> port_ipv6;
+  // --fnat-local-addrs6 "ADDR,...": the IPv6 source addresses of full NAT
+  // (IPv6 forwarding in fnat mode needs at least one; docs/architecture.md "IPv6").
+  std::vector<std::string> fnat_local_addrs6;
   // Kernel exception path (docs/gateway.md): one kernel interface per port
   // carrying its MAC and address; what the kernel must see goes there, rate
   // limited to exception_pps packets per second (all ports together).

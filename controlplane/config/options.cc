@@ -527,10 +527,11 @@ const std::vector<Setting>& settings() {
       r.push_back(std::move(port));
     }
     r.push_back(with(other("port-ipv6", "LIST",
-        "IPv6 address of each port, in --port order, comma-separated ('-' = none); NDP and ping only",
+        "IPv6 address of each port, in --port order, comma-separated ('-' = none); its /64 is on-link",
         "Each port's IPv6 address, in `port` order, comma-separated; `-` (or a missing entry) for a port "
-        "without one. The port answers Neighbor Solicitations and ICMPv6 echo for it; IPv6 is not forwarded "
-        "yet (see architecture.md, \"IPv6\").",
+        "without one. The port answers Neighbor Solicitations and ICMPv6 echo for it; its /64 is on-link "
+        "for IPv6 forwarding (with `--forward-method nat`, or fnat with `--fnat-local-addrs6`; see "
+        "architecture.md, \"IPv6\").",
         [](Options& o, const std::string& v) {
           std::vector<std::string> out;
           for (const auto& item : split(v, ',')) {
@@ -611,6 +612,28 @@ const std::vector<Setting>& settings() {
         "(not with `--dry-run`). They are vipd's own: a Service entry (cluster IP, external IP, ...) on one of "
         "them is an object error and is not served, and the dataplane treats every packet to one as a reply. "
         "Each worker keeps a 256 KiB port index per address (at most 16 addresses)."));
+    r.push_back(with(other("fnat-local-addrs6", "ADDRS",
+        "comma-separated IPv6 source addresses for fnat (IPv6 forwarding in fnat mode needs them)",
+        "IPv6 source addresses for full NAT, comma-separated, no duplicates, at most 16. IPv6 Services are "
+        "forwarded in dpdk fnat mode only with at least one (and a port with `--port-ipv6`); without them "
+        "IPv6 entries are skipped with a warning, as before. They are vipd's own: it answers Neighbor "
+        "Solicitations for them and treats every packet to one as a reply (see architecture.md, \"IPv6\").",
+        [](Options& o, const std::string& v) {
+          std::vector<std::string> out;
+          for (const auto& item : split(v, ',')) {
+            const std::string a = trim(item);
+            unsigned char buf[16];
+            if (inet_pton(AF_INET6, a.c_str(), buf) != 1 || buf[0] == 0xff ||
+                std::all_of(buf, buf + 16, [](unsigned char b) { return b == 0; }))
+              fail("fnat-local-addrs6", v, "'" + a + "' is not a unicast IPv6 address");
+            for (const auto& x : out)
+              if (x == a) fail("fnat-local-addrs6", v, "address " + a + " is listed twice");
+            out.push_back(a);
+          }
+          if (out.size() > 16) fail("fnat-local-addrs6", v, "at most 16 addresses");
+          o.dataplane.fnat_local_addrs6 = std::move(out);
+        },
+        [](const Options& o) { return join(o.dataplane.fnat_local_addrs6, ","); }), "string"));
     r.push_back(with(text("manifests-dir", "DIR", &Options::manifests_dir,
         "directory of Service/EndpointSlice manifests (*.yaml, *.yml, *.json); required with --source manifests",
         "Directory of Service/EndpointSlice manifests. Must exist and be a directory. Required with `--source "

@@ -38,7 +38,7 @@ namespace vipd::dp {
   X(kIpv6BadExtHeader, "ipv6_bad_ext_header") /* truncated, misplaced */      \
   X(kIpv6ExtChainTooLong, "ipv6_ext_chain_too_long")                          \
   X(kIpv6Fragment, "ipv6_fragment")          /* not atomic: not NATed */      \
-  X(kIpv6NoService, "ipv6_no_service")       /* IPv6 not forwarded yet */     \
+  X(kIpv6NoService, "ipv6_no_service")       /* no IPv6 VIP nor connection */ \
   X(kNdpInvalid, "ndp_invalid")              /* NS/NA failing RFC 4861 7.1 */ \
   X(kNdpIgnored, "ndp_ignored")              /* not for us, RS/RA/redirect */ \
   X(kIcmp6BadChecksum, "icmp6_bad_checksum") /* to a port address */     \

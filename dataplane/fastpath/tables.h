@@ -128,7 +128,8 @@ struct alignas(64) WorkerCounters {
   std::atomic<uint64_t> rst_sent;
   std::atomic<uint64_t> icmp_unreach_sent;
   std::atomic<uint64_t> arp_replies;
-  std::atomic<uint64_t> arp_requests;
+  std::atomic<uint64_t> arp_requests;  // ARP requests and IPv6 Neighbor Solicitations sent
+  std::atomic<uint64_t> nd_learned;    // Neighbor Advertisements consumed by learning (IPv6)
   std::atomic<uint64_t> template_full;  // persistence template table full
   std::atomic<uint64_t> proxy_headers;              // PROXY protocol headers sent (first time)
   std::atomic<uint64_t> proxy_header_retransmits;   // ... sent again (first segment retransmitted)

@@ -183,66 +183,10 @@ void handle_arp(Worker& w, rte_mbuf* m) {
   drop(w, m, kArpIgnored);
 }
 
-// ICMPv6 to a port's IPv6 address: echo requests answered, the rest (and
-// any with a bad checksum) dropped.
-void ipv6_local_icmp(Worker& w, rte_mbuf* m, uint8_t* f, const Parsed6& p) {
-  if (!l4_checksum6_ok(p.src, p.dst, kProtoIcmp6, f + p.l4_off, p.l4_len)) return drop(w, m, kIcmp6BadChecksum);
-  size_t len = 0;
-  if (!make_icmp6_echo_reply(f, p, &len)) return drop(w, m, kLocalUnhandled);
-  reply_same_port(w, m, len);
-}
-
-// Neighbor Discovery: a valid NS for the port's IPv6 address gets our NA.
-// The IPv6 neighbour table (learning from NS/NA, resolving next hops) comes
-// with IPv6 forwarding; until then a valid NA, and an NS for any other
-// target, is counted as ndp_ignored.
-void handle_nd(Worker& w, rte_mbuf* m, uint8_t* f, const Parsed6& p, uint16_t pidx) {
-  const PortInfo& port = w.sh->ports[pidx];
-  NdInfo nd;
-  const DropReason r = parse_nd(f, p, &nd);
-  if (r != kNumDropReasons) return drop(w, m, r);
-  uint8_t group[16];
-  ip6_solicited_node(nd.target, group);
-  const bool ours = port.has_ip6 && ip6_equal(nd.target, port.ip6);
-  // To the target's solicited-node group, or unicast to the target itself.
-  const bool to_target = ip6_equal(p.dst, group) || ip6_equal(p.dst, nd.target);
-  if (nd.type != kNdNeighborSolicit || !ours || !to_target) return drop(w, m, kNdpIgnored);
-  if (rte_pktmbuf_tailroom(m) + rte_pktmbuf_data_len(m) < kEthLen + kIp6Len + 32) return drop(w, m, kTruncated);
-  const size_t len = make_nd_advert(f, p, nd, port.mac, port.ip6);
-  m->data_len = static_cast<uint16_t>(len);
-  m->pkt_len = static_cast<uint32_t>(len);
-  tx_enqueue(w, pidx, m);
-}
-
-// An IPv6 frame (parse_frame only saw its ethertype). Answers NDP and echo
-// for the port's own address; everything else is counted, nothing is
-// forwarded yet (docs/architecture.md "IPv6").
-void handle_ipv6(Worker& w, rte_mbuf* m) {
-  uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
-  Parsed6 p;
-  if (!parse_ipv6(f, rte_pktmbuf_data_len(m), &p)) return drop(w, m, p.drop);
-  const int pidx = port_index(*w.sh, m->port);
-  if (pidx < 0) return drop(w, m, kNotForUs);
-  const PortInfo& port = w.sh->ports[pidx];
-  if (p.proto == kProtoIcmp6) {
-    const uint8_t type = static_cast<uint8_t>(p.dport >> 8);
-    if (type >= kNdRouterSolicit && type <= kNdRedirect) {
-      if (type == kNdNeighborSolicit || type == kNdNeighborAdvert) return handle_nd(w, m, f, p, static_cast<uint16_t>(pidx));
-      return drop(w, m, kNdpIgnored);  // RS, RA, redirect: vipd is no router nor host stack
-    }
-  }
-  if (f[0] & 1) return drop(w, m, kNotForUs);  // other IPv6 to a group MAC
-  if (port.has_ip6 && ip6_equal(p.dst, port.ip6)) {
-    if (p.proto == kProtoIcmp6) return ipv6_local_icmp(w, m, f, p);
-    return drop(w, m, kLocalUnhandled);
-  }
-  drop(w, m, kIpv6NoService);
-}
-
 // Frames other than IPv4: drops found by the first stages, ARP, IPv6.
-[[gnu::noinline]] void process_other(Worker& w, rte_mbuf* m, const Parsed& p) {
+[[gnu::noinline]] void process_other(Worker& w, rte_mbuf* m, const Parsed& p, bool from_ring) {
   if (p.kind == FrameKind::kArp) return handle_arp(w, m);
-  if (p.kind == FrameKind::kIpv6) return handle_ipv6(w, m);
+  if (p.kind == FrameKind::kIpv6) return handle_ipv6(w, m, from_ring);
   drop(w, m, p.drop);
 }
 
@@ -329,6 +273,14 @@ void release(Worker& w, Conn& c) noexcept {
   w.counters.active_flows.store(w.counters.active_flows.load(std::memory_order_relaxed) - 1,
                                 std::memory_order_relaxed);
 }
+
+// worker_internal.h: the per-packet helpers for worker6.cc.
+void drop_pkt(Worker& w, rte_mbuf* m, DropReason r) noexcept { drop(w, m, r); }
+void tx_queue(Worker& w, uint16_t pidx, rte_mbuf* m) noexcept { tx_enqueue(w, pidx, m); }
+void reply_on_rx_port(Worker& w, rte_mbuf* m, size_t len) noexcept { reply_same_port(w, m, len); }
+int port_of(const Shared& sh, uint16_t port_id) noexcept { return port_index(sh, port_id); }
+uint64_t conn_timeout(const Shared& sh, ConnState s) noexcept { return timeout_for(sh, s); }
+void local_to_kernel(Worker& w, rte_mbuf* m, DropReason off) noexcept { to_kernel(w, m, off); }
 
 namespace {
 
@@ -681,13 +633,20 @@ inline bool redirect(Worker& w, rte_mbuf* m, uint32_t owner) {
   return true;
 }
 
+}  // namespace
+
+// worker_internal.h
+bool redirect_to(Worker& w, rte_mbuf* m, uint32_t owner) noexcept { return redirect(w, m, owner); }
+
+namespace {
+
 // The per-packet stage: `pi` holds what prepare_burst (burst.cc) found.
 void process_one(Worker& w, rte_mbuf* m, const PktInfo& pi, bool from_ring) {
   Shared& sh = *w.sh;
   uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
   const size_t len = rte_pktmbuf_data_len(m);
   const Parsed& p = pi.p;  // frame checks and parse_frame: done, drop reason kept
-  if (p.kind != FrameKind::kIpv4) return process_other(w, m, p);
+  if (p.kind != FrameKind::kIpv4) return process_other(w, m, p, from_ring);
   if (f[0] & 1) return drop(w, m, kNotForUs);  // IP to a broadcast/multicast MAC
   if (p.proto == kProtoTcp || p.proto == kProtoUdp) {
     if (pi.conn && pi.reply) {  // a known flow's reply, before any VIP (burst.cc)
@@ -817,6 +776,7 @@ void service_pending(Worker& w) noexcept {
     }
   }
   w.n_pending = keep;
+  if (w.v6 && w.v6->n_pending) service_pending6(w);
 }
 
 // ---- Re-steering (resteer.h) ----

@@ -17,6 +17,7 @@
 #include "dataplane/fastpath/rss_steer.h"
 #include "dataplane/fastpath/templates.h"
 #include "dataplane/fastpath/tables.h"
+#include "dataplane/fastpath/v6_tables.h"
 #include "dataplane/sched/sched.h"
 
 struct rte_mbuf;
@@ -92,6 +93,9 @@ struct Shared {
   // the port index (the exception thread enqueues; worker 0 sends them).
   rte_ring* exc_to_kernel = nullptr;
   rte_ring* exc_from_kernel = nullptr;
+  // IPv6 forwarding (v6_tables.h); nullptr: IPv6 is only answered for the
+  // ports' own addresses (NDP, echo), never forwarded.
+  Shared6* v6 = nullptr;
   std::atomic<bool> stop{false};
 };
 
@@ -187,6 +191,7 @@ struct Worker {
   bool nh_valid = false;
   uint8_t nh_mac[6]{};
   PktInfo burst[2][kBurst];  // what prepare_burst found: the burst in hand, the next one
+  Worker6* v6 = nullptr;     // IPv6 forwarding state (v6_tables.h), with Shared::v6
   WorkerCounters counters;
   Mailbox mailbox;
 };

@@ -28,4 +28,27 @@ void release(Worker& w, Conn& c) noexcept;
 // (expire_quiescent_template) its destination is quiesced. Reads only.
 int32_t template_dest(const Worker& w, const Service& svc, const Template& t) noexcept;
 
+// The per-packet helpers worker.cc shares with worker6.cc (the IPv6 path):
+// a counted drop; queueing for tx on port index `pidx`; a locally built
+// reply out of the port it came in on (Ethernet addresses already swapped);
+// the port index of a DPDK port id (-1: none); a state's timeout; the
+// exception path (off: dropped as `off`); sending the packet to the worker
+// that owns its flow (true: it left, or was dropped as redirect_ring_full).
+void drop_pkt(Worker& w, rte_mbuf* m, DropReason r) noexcept;
+void tx_queue(Worker& w, uint16_t pidx, rte_mbuf* m) noexcept;
+void reply_on_rx_port(Worker& w, rte_mbuf* m, size_t len) noexcept;
+int port_of(const Shared& sh, uint16_t port_id) noexcept;
+uint64_t conn_timeout(const Shared& sh, ConnState s) noexcept;
+void local_to_kernel(Worker& w, rte_mbuf* m, DropReason off) noexcept;
+bool redirect_to(Worker& w, rte_mbuf* m, uint32_t owner) noexcept;
+
+// worker6.cc: an IPv6 frame (parse_frame saw only its ethertype): NDP and
+// echo for the ports' own addresses, and IPv6 VIP forwarding when Shared::v6
+// is set. The parked IPv6 packets (next hop being resolved): sent, retried
+// or dropped after the give-up time. The IPv6 expiry sweep (up to `budget`
+// entries).
+void handle_ipv6(Worker& w, rte_mbuf* m, bool from_ring) noexcept;
+void service_pending6(Worker& w) noexcept;
+void sweep_conns6(Worker& w, uint32_t budget) noexcept;
+
 }  // namespace vipd::dp

@@ -100,6 +100,11 @@ uint32_t sweep_conns_paced(Worker& w) noexcept {
   const uint32_t max_slice = cap / 64 > kSweepMaxSlice ? cap / 64 : kSweepMaxSlice;
   const uint32_t n = owed > max_slice ? max_slice : static_cast<uint32_t>(owed);
   sweep_conns(w, n);
+  // The IPv6 table in step: the same share of its entries.
+  if (w.v6) {
+    const uint64_t n6 = (uint64_t{n} * w.v6->conns.capacity() + cap - 1) / cap;
+    sweep_conns6(w, static_cast<uint32_t>(n6));
+  }
   // Credit what was done; more than one period behind: forget the rest.
   w.sweep_last += n * per_entry;
   if (w.now - w.sweep_last > period) w.sweep_last = w.now - period;
@@ -131,7 +136,8 @@ int worker_main(void* arg) {
         process_burst(w, pkts, static_cast<uint16_t>(n), true);
       }
     }
-    if (w.n_pending) service_pending(w);
+    // IPv4 and IPv6 packets waiting for their next hop (ARP, NDP).
+    if (w.n_pending || (w.v6 && w.v6->n_pending)) service_pending(w);
     if (w.index == 0 && sh.exc_from_kernel) send_from_kernel(w);
     serve_mailbox(w);
     if (w.syn.head()) resteer_timers(w, 64);

@@ -7,6 +7,7 @@
 #include <rte_rcu_qsbr.h>
 
 #include <algorithm>
+#include <cstring>
 #include <numeric>
 
 #include "dataplane/publish/tables_build.h"
@@ -23,7 +24,7 @@ Publisher::~Publisher() {
   for (auto& [k, r] : recs_) rte_free(r.obj);
 }
 
-int64_t Publisher::dest_slot(const cp::ServiceKey& k, uint32_t ip, uint16_t port) const {
+int64_t Publisher::dest_slot(const cp::ServiceKey& k, const cp::IpAddr& ip, uint16_t port) const {
   auto it = recs_.find(k);
   if (it == recs_.end()) return -1;
   auto s = it->second.slots.find({ip, port});
@@ -34,42 +35,85 @@ std::string Publisher::slot_owner(uint32_t slot) const {
   for (const auto& [key, r] : recs_)
     for (const auto& [id, s] : r.slots)
       if (s == slot)
-        return r.spec.name + " (" + cp::to_string(key) + ") -> " + cp::ipv4_to_string(id.first) + ":" +
-               std::to_string(id.second);
+        return r.spec.name + " (" + cp::to_string(key) + ") -> " + cp::host_port(id.first, id.second);
   return "";
 }
 
-void Publisher::vip_ref(uint32_t vip, int delta, Deferred& d) {
+void Publisher::vip_ref(const cp::IpAddr& vip, int delta, Deferred& d) {
   uint32_t& n = vip_refs_[vip];
+  const uint32_t v4 = vip.is_v4() ? vip.v4() : 0;
+  Addr6Key a6{};
+  if (vip.is_v6()) std::memcpy(a6.a, vip.v6_bytes().data(), 16);
+  rte_hash* h = vip.is_v4() ? sh_.vip_addrs : sh_.v6->vip_addrs;
+  const void* key = vip.is_v4() ? static_cast<const void*>(&v4) : static_cast<const void*>(&a6);
   if (delta > 0) {
     // The address table has as many entries as the VIP table, so this cannot
     // fail while the VIP key itself fits; without it the VIP would only lose
     // ARP answers and its "port not served" classification.
-    if (n++ == 0) (void)rte_hash_add_key_data(sh_.vip_addrs, &vip, nullptr);
+    if (n++ == 0) (void)rte_hash_add_key_data(h, key, nullptr);
     return;
   }
   if (--n == 0) {
-    int32_t pos = rte_hash_del_key(sh_.vip_addrs, &vip);
-    if (pos >= 0) d.addr_positions.push_back(pos);
+    int32_t pos = rte_hash_del_key(h, key);
+    if (pos >= 0) (vip.is_v4() ? d.addr_positions : d.addr6_positions).push_back(pos);
     vip_refs_.erase(vip);
   }
 }
 
-bool Publisher::upsert(const cp::VirtualService& vs, Deferred& d, std::string* error) {
-  // The fast path forwards IPv4 only; the daemon's FamilyGate drops IPv6 before here.
-  if (!vs.key.vip.is_v4() ||
-      std::any_of(vs.backends.begin(), vs.backends.end(), [](const cp::RealServer& b) { return !b.ip.is_v4(); })) {
-    *error = cp::to_string(vs.key) + ": IPv6 is not forwarded by the dpdk dataplane yet";
+bool Publisher::vip_put(const cp::ServiceKey& k, Service* obj) {
+  if (k.vip.is_v4()) {
+    const VipKey key{k.vip.v4(), k.port, static_cast<uint8_t>(k.protocol), 0};
+    return rte_hash_add_key_data(sh_.vip_table, &key, obj) >= 0;
+  }
+  VipKey6 key{};
+  std::memcpy(key.vip, k.vip.v6_bytes().data(), 16);
+  key.port = k.port;
+  key.proto = static_cast<uint8_t>(k.protocol);
+  return rte_hash_add_key_data(sh_.v6->vip_table, &key, obj) >= 0;
+}
+
+void Publisher::vip_del(const cp::ServiceKey& k, Deferred& d) {
+  if (k.vip.is_v4()) {
+    const VipKey key{k.vip.v4(), k.port, static_cast<uint8_t>(k.protocol), 0};
+    const int32_t pos = rte_hash_del_key(sh_.vip_table, &key);
+    if (pos >= 0) d.vip_positions.push_back(pos);
+    return;
+  }
+  VipKey6 key{};
+  std::memcpy(key.vip, k.vip.v6_bytes().data(), 16);
+  key.port = k.port;
+  key.proto = static_cast<uint8_t>(k.protocol);
+  const int32_t pos = rte_hash_del_key(sh_.v6->vip_table, &key);
+  if (pos >= 0) d.vip6_positions.push_back(pos);
+}
+
+bool Publisher::upsert(const cp::VirtualService& vs_in, Deferred& d, std::string* error) {
+  const bool is6 = vs_in.key.vip.is_v6();
+  // IPv6 is forwarded with the IPv6 tables (Shared::v6); without them the
+  // daemon's FamilyGate drops IPv6 before here.
+  if (is6 && !sh_.v6) {
+    *error = cp::to_string(vs_in.key) + ": IPv6 forwarding is not set up in this dataplane";
     return false;
   }
+  // A real server of the other family (the sources never give one) is left
+  // out, as the FamilyGate would.
+  const cp::VirtualService* vsp = &vs_in;
+  cp::VirtualService same_family;
+  if (std::any_of(vs_in.backends.begin(), vs_in.backends.end(),
+                  [&](const cp::RealServer& b) { return b.ip.is_v6() != is6; })) {
+    same_family = vs_in;
+    std::erase_if(same_family.backends, [&](const cp::RealServer& b) { return b.ip.is_v6() != is6; });
+    vsp = &same_family;
+  }
+  const cp::VirtualService& vs = *vsp;
   auto it = recs_.find(vs.key);
   const bool fresh = it == recs_.end();
-  if (!fresh && it->second.spec == vs) return true;
+  if (!fresh && it->second.spec == vs_in) return true;
   // New destinations need free slots now: the slots of destinations leaving
   // this service are only released after the quiescent period.
   size_t needed = 0;
   for (const auto& b : vs.backends)
-    if (fresh || !it->second.slots.count({b.ip.v4(), b.port})) ++needed;
+    if (fresh || !it->second.slots.count({b.ip, b.port})) ++needed;
   if (needed > free_slots_.size()) {
     *error = "destination capacity exhausted (max-dests " + std::to_string(sh_.max_dests) + ") at " +
              cp::to_string(vs.key);
@@ -92,7 +136,23 @@ bool Publisher::upsert(const cp::VirtualService& vs, Deferred& d, std::string* e
   // sources); an entry that does not parse is refused rather than dropped,
   // which would open the service to everyone.
   std::vector<SourceRange> ranges;
+  std::vector<SourceRange6> ranges6;
   for (const std::string& r : vs.source_ranges) {
+    if (is6) {
+      const auto pre = cp::IpPrefix::parse(r);
+      if (!pre || !pre->addr.is_v6()) {
+        *error = cp::to_string(vs.key) + ": source range '" + r + "' is not an IPv6 CIDR";
+        return false;
+      }
+      SourceRange6 s6{};
+      for (unsigned b = 0; b < 16; ++b) {
+        const unsigned bits = pre->len > b * 8 ? std::min(8u, pre->len - b * 8) : 0;
+        s6.mask[b] = static_cast<uint8_t>(bits ? 0xff << (8 - bits) : 0);
+        s6.net[b] = pre->addr.v6_bytes()[b] & s6.mask[b];
+      }
+      ranges6.push_back(s6);
+      continue;
+    }
     const auto slash = r.find('/');
     const auto net = cp::parse_ipv4(r.substr(0, slash));
     int len = -1;
@@ -106,7 +166,11 @@ bool Publisher::upsert(const cp::VirtualService& vs, Deferred& d, std::string* e
     const uint32_t mask = len == 0 ? 0 : ~0u << (32 - len);
     ranges.push_back({*net & mask, mask});
   }
-  const size_t dest_bytes = sizeof(Service) + n * sizeof(DestRef);
+  // IPv6: the Service6Ext, the destinations' addresses and the IPv6 source
+  // ranges follow the destinations (v6_tables.h).
+  const size_t ext_bytes = is6 ? sizeof(Service6Ext) + n * 16 + ranges6.size() * sizeof(SourceRange6) : 0;
+  const size_t dest_bytes = (is6 ? service6_ext_offset(static_cast<uint32_t>(n)) : sizeof(Service) + n * sizeof(DestRef)) +
+                            ext_bytes;
   const size_t range_bytes = ranges.size() * sizeof(SourceRange);
   auto* obj = static_cast<Service*>(
       rte_zmalloc("vipd_service", dest_bytes + range_bytes + tsize * sizeof(uint16_t), 64));
@@ -118,11 +182,24 @@ bool Publisher::upsert(const cp::VirtualService& vs, Deferred& d, std::string* e
   if (fresh) {
     r.id = free_ids_.back();
     free_ids_.pop_back();
-    vip_ref(vs.key.vip.v4(), +1, d);
+    vip_ref(vs.key.vip, +1, d);
   }
-  std::map<std::pair<uint32_t, uint16_t>, uint32_t> slots;
+  std::map<std::pair<cp::IpAddr, uint16_t>, uint32_t> slots;
+  Service6Ext* ext = nullptr;
+  uint8_t(*dest_ip)[16] = nullptr;
+  if (is6) {
+    auto* base = reinterpret_cast<uint8_t*>(obj) + service6_ext_offset(static_cast<uint32_t>(n));
+    ext = reinterpret_cast<Service6Ext*>(base);
+    dest_ip = reinterpret_cast<uint8_t(*)[16]>(base + sizeof(Service6Ext));
+    auto* r6 = reinterpret_cast<SourceRange6*>(base + sizeof(Service6Ext) + n * 16);
+    std::copy(ranges6.begin(), ranges6.end(), r6);
+    std::memcpy(ext->vip, vs.key.vip.v6_bytes().data(), 16);
+    ext->n_ranges = static_cast<uint32_t>(ranges6.size());
+    ext->ranges = ranges6.empty() ? nullptr : r6;
+    ext->dest_ip = dest_ip;
+  }
   obj->id = r.id;
-  obj->vip = vs.key.vip.v4();
+  obj->vip = is6 ? fold6(vs.key.vip.v6_bytes().data()) : vs.key.vip.v4();
   obj->port = vs.key.port;
   obj->proto = static_cast<uint8_t>(vs.key.protocol);
   obj->sched = sched;
@@ -134,7 +211,7 @@ bool Publisher::upsert(const cp::VirtualService& vs, Deferred& d, std::string* e
   uint32_t weighted = 0;
   for (size_t i = 0; i < n; ++i) {
     const cp::RealServer& b = vs.backends[i];
-    const std::pair<uint32_t, uint16_t> id{b.ip.v4(), b.port};
+    const std::pair<cp::IpAddr, uint16_t> id{b.ip, b.port};
     uint32_t slot;
     auto old = r.slots.find(id);
     if (old != r.slots.end()) {
@@ -147,7 +224,8 @@ bool Publisher::upsert(const cp::VirtualService& vs, Deferred& d, std::string* e
     }
     slots[id] = slot;
     DestRef& dr = obj->dests[i];
-    dr.ip = b.ip.v4();
+    if (is6) std::memcpy(dest_ip[i], b.ip.v6_bytes().data(), 16);
+    dr.ip = is6 ? fold6(b.ip.v6_bytes().data()) : b.ip.v4();
     dr.port = b.port;
     dr.rss = rss_dest_bits(sh_.rss, dr.ip, dr.port);
     dr.weight = b.weight;
@@ -182,8 +260,7 @@ bool Publisher::upsert(const cp::VirtualService& vs, Deferred& d, std::string* e
   // Destinations that disappeared: expire their connections after quiescence.
   for (auto& [id, slot] : r.slots) d.dead_slots.push_back(slot);
   r.slots = std::move(slots);
-  const VipKey key{vs.key.vip.v4(), vs.key.port, static_cast<uint8_t>(vs.key.protocol), 0};
-  if (rte_hash_add_key_data(sh_.vip_table, &key, obj) < 0) {
+  if (!vip_put(vs.key, obj)) {
     // Only a new key can fail (an existing key is updated in place): undo the
     // record. Its slots and id were never published, so they are free at once.
     *error = "VIP table full adding " + cp::to_string(vs.key);
@@ -191,14 +268,14 @@ bool Publisher::upsert(const cp::VirtualService& vs, Deferred& d, std::string* e
     if (fresh) {
       for (auto& [id, slot] : r.slots) free_slots_.push_front(slot);
       free_ids_.push_back(r.id);
-      vip_ref(vs.key.vip.v4(), -1, d);
+      vip_ref(vs.key.vip, -1, d);
       recs_.erase(vs.key);
     }
     return false;
   }
   if (r.obj) d.objs.push_back(r.obj);
   r.obj = obj;
-  r.spec = vs;
+  r.spec = vs_in;
   return true;
 }
 
@@ -206,13 +283,11 @@ void Publisher::remove(const cp::ServiceKey& k, Deferred& d) {
   auto it = recs_.find(k);
   if (it == recs_.end()) return;
   Rec& r = it->second;
-  const VipKey key{k.vip.v4(), k.port, static_cast<uint8_t>(k.protocol), 0};
-  int32_t pos = rte_hash_del_key(sh_.vip_table, &key);
-  if (pos >= 0) d.vip_positions.push_back(pos);
+  vip_del(k, d);
   d.objs.push_back(r.obj);
   for (auto& [id, slot] : r.slots) d.dead_slots.push_back(slot);
   d.ids.push_back(r.id);
-  vip_ref(k.vip.v4(), -1, d);
+  vip_ref(k.vip, -1, d);
   recs_.erase(it);
 }
 
@@ -223,6 +298,8 @@ void Publisher::reclaim(Deferred& d) {
   for (void* o : d.objs) rte_free(o);
   for (int32_t p : d.vip_positions) rte_hash_free_key_with_position(sh_.vip_table, p);
   for (int32_t p : d.addr_positions) rte_hash_free_key_with_position(sh_.vip_addrs, p);
+  for (int32_t p : d.vip6_positions) rte_hash_free_key_with_position(sh_.v6->vip_table, p);
+  for (int32_t p : d.addr6_positions) rte_hash_free_key_with_position(sh_.v6->vip_addrs, p);
   for (uint32_t s : d.dead_slots) {
     // No published object refers to the slot any more: bumping the generation
     // expires every connection still pinned to it (expire_nodest_conn).

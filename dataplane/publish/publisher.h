@@ -34,7 +34,7 @@ class Publisher {
   void set_slot_released(std::function<void(uint32_t slot)> fn) { slot_released_ = std::move(fn); }
 
   // Destination slot of (service, ip, port); -1 if not published.
-  int64_t dest_slot(const cp::ServiceKey& k, uint32_t ip, uint16_t port) const;
+  int64_t dest_slot(const cp::ServiceKey& k, const cp::IpAddr& ip, uint16_t port) const;
   // One more than the highest slot ever handed out (slots above it were never
   // used: scans of per-slot state stop there).
   uint32_t slot_high_water() const { return slot_high_water_; }
@@ -47,24 +47,28 @@ class Publisher {
   struct Rec {
     Service* obj = nullptr;
     uint32_t id = 0;
-    std::map<std::pair<uint32_t, uint16_t>, uint32_t> slots;
+    std::map<std::pair<cp::IpAddr, uint16_t>, uint32_t> slots;
     cp::VirtualService spec;
   };
   struct Deferred {
     std::vector<void*> objs;
     std::vector<int32_t> vip_positions;
     std::vector<int32_t> addr_positions;
+    std::vector<int32_t> vip6_positions, addr6_positions;  // the IPv6 tables (Shared6)
     std::vector<uint32_t> dead_slots;  // bump generation, then free
     std::vector<uint32_t> ids;
     bool empty() const {
       return objs.empty() && vip_positions.empty() && addr_positions.empty() && dead_slots.empty() &&
-             ids.empty();
+             ids.empty() && vip6_positions.empty() && addr6_positions.empty();
     }
   };
 
   bool upsert(const cp::VirtualService& vs, Deferred& d, std::string* error);
   void remove(const cp::ServiceKey& k, Deferred& d);
-  void vip_ref(uint32_t vip, int delta, Deferred& d);
+  void vip_ref(const cp::IpAddr& vip, int delta, Deferred& d);
+  // Adds/replaces or deletes a service's key in the VIP table of its family.
+  bool vip_put(const cp::ServiceKey& k, Service* obj);
+  void vip_del(const cp::ServiceKey& k, Deferred& d);
   void reclaim(Deferred& d);
 
   Shared& sh_;
@@ -72,7 +76,7 @@ class Publisher {
   std::vector<uint32_t> free_ids_;
   std::function<void(uint32_t)> slot_released_;
   std::deque<uint32_t> free_slots_;  // FIFO: a slot is reused as late as possible
-  std::map<uint32_t, uint32_t> vip_refs_;
+  std::map<cp::IpAddr, uint32_t> vip_refs_;
   uint32_t slot_high_water_ = 0;
 };
 

@@ -70,8 +70,12 @@ class DpdkDataplane final : public Dataplane {
   }
   std::vector<WorkerSnapshot> workers() const override;
   std::vector<PortSnapshot> ports() const override;
-  DestSnapshot dest(const cp::ServiceKey& svc, uint32_t ip, uint16_t port) const override;
-  uint32_t neighbor_entries() const override { return sh_.neigh.size(); }
+  DestSnapshot dest(const cp::ServiceKey& svc, uint32_t ip, uint16_t port) const override {
+    return dest_at(svc, cp::IpAddr(ip), port);
+  }
+  DestSnapshot dest_at(const cp::ServiceKey& svc, const cp::IpAddr& ip, uint16_t port) const override;
+  uint32_t neighbor_entries() const override { return sh_.neigh.size() + (sh_.v6 ? sh_.v6->neigh.size() : 0); }
+  bool forwards_ipv6() const override { return sh_.v6 != nullptr; }
   ExplainResult explain(uint8_t proto, uint32_t src, uint16_t sport, uint32_t dst,
                         uint16_t dport) const override;
 
@@ -90,6 +94,7 @@ class DpdkDataplane final : public Dataplane {
   };
   std::vector<PortRss> port_rss_;
   std::string rss_off_;  // why steering is off ("" = not ruled out yet)
+  bool init_ipv6(int sock, std::string* error);
 
   DestSnapshot sum_dest(uint32_t slot) const;
   void watch_ejections();
@@ -99,6 +104,8 @@ class DpdkDataplane final : public Dataplane {
   rte_mempool* pool_ = nullptr;
   std::vector<std::unique_ptr<Worker>> workers_;
   std::unique_ptr<Publisher> pub_;
+  std::unique_ptr<Shared6> v6_;                    // IPv6 forwarding; null when off
+  std::vector<std::unique_ptr<Worker6>> workers6_;
   std::unique_ptr<ExceptionRelay> exc_;  // --exception-path tap; null when off
   std::vector<DestSnapshot> dest_base_;  // per slot, guarded by mu_
   mutable std::mutex mu_;
@@ -344,6 +351,50 @@ void DpdkDataplane::init_rss_steering() {
     log_info("dpdk: RSS steering of full-NAT replies " + rss_off_ + "; replies on another worker's queue take the redirect ring");
 }
 
+// IPv6 forwarding (v6_tables.h): on when a port has an IPv6 address and, in
+// full NAT, IPv6 local addresses are given; else IPv6 entries stay behind the
+// daemon's FamilyGate.
+bool DpdkDataplane::init_ipv6(int sock, std::string* error) {
+  bool any_port = false;
+  for (uint16_t i = 0; i < sh_.n_ports; ++i) any_port |= sh_.ports[i].has_ip6;
+  if (!cfg_.fnat_local_addrs6.empty() && !cfg_.fnat) {
+    log_warn("dpdk: --fnat-local-addrs6 is only used with --forward-method fnat");
+  }
+  if (!any_port || (cfg_.fnat && cfg_.fnat_local_addrs6.empty())) {
+    if (any_port || !cfg_.fnat_local_addrs6.empty())
+      log_info(std::string("dpdk: IPv6 is not forwarded (") +
+               (any_port ? "fnat needs --fnat-local-addrs6" : "no port has an IPv6 address (--port-ipv6)") + ")");
+    return true;
+  }
+  std::vector<std::array<uint8_t, 16>> locals;
+  if (cfg_.fnat) {
+    for (const std::string& a : cfg_.fnat_local_addrs6) {
+      std::array<uint8_t, 16> b{};
+      if (inet_pton(AF_INET6, a.c_str(), b.data()) != 1) {
+        *error = "dpdk: '" + a + "' is not an IPv6 address";
+        return false;
+      }
+      locals.push_back(b);
+    }
+  }
+  v6_ = std::make_unique<Shared6>();
+  std::string err;
+  if (!init_v6(sh_, *v6_, "vipd_", std::max<uint32_t>(cfg_.max_services, 64), 4096,
+               uint64_t{cfg_.neighbor_timeout_s} * sh_.tsc_hz, locals, sock, &err)) {
+    *error = "dpdk: " + err;
+    return false;
+  }
+  // IPv6 connections: a quarter of the IPv4 table's size (128 bytes each).
+  const uint32_t cap6 = std::max<uint32_t>(cfg_.conn_table_size / 4, 1024);
+  for (auto& w : workers_) {
+    workers6_.push_back(std::make_unique<Worker6>());
+    init_worker6(*w, *workers6_.back(), cap6);
+  }
+  log_info("dpdk: IPv6 forwarding on (" + std::to_string(locals.size()) + " IPv6 local address(es), " +
+           std::to_string(cap6) + " IPv6 connections per worker)");
+  return true;
+}
+
 bool DpdkDataplane::init(std::string* error) {
   if (cfg_.worker_lcores.empty() || cfg_.worker_lcores.size() > kMaxWorkers) {
     *error = "dpdk: between 1 and " + std::to_string(kMaxWorkers) + " worker lcores are needed";
@@ -466,6 +517,7 @@ bool DpdkDataplane::init(std::string* error) {
       }
     }
   }
+  if (!init_ipv6(sock, error)) return false;
   if (cfg_.exception_path == vipd::ExceptionPath::kTap) {
     exc_ = std::make_unique<ExceptionRelay>();
     if (!exc_->init(sh_, pool_, cfg_.exception_ifnames, cfg_.exception_pps, error)) return false;
@@ -555,6 +607,10 @@ void DpdkDataplane::stop() {
     rte_eth_dev_close(sh_.ports[i].port_id);
   }
   pub_.reset();
+  for (auto& x : workers6_) free_worker6_pending(*x);
+  workers6_.clear();
+  sh_.v6 = nullptr;
+  v6_.reset();
   workers_.clear();
   rte_eal_cleanup();
 }
@@ -646,7 +702,7 @@ DestSnapshot DpdkDataplane::sum_dest(uint32_t slot) const {
   return s;
 }
 
-DestSnapshot DpdkDataplane::dest(const cp::ServiceKey& svc, uint32_t ip, uint16_t port) const {
+DestSnapshot DpdkDataplane::dest_at(const cp::ServiceKey& svc, const cp::IpAddr& ip, uint16_t port) const {
   DestSnapshot base;
   int64_t slot;
   {

@@ -114,7 +114,14 @@ class Dataplane {
   virtual std::vector<PortSnapshot> ports() const = 0;
   // Counters of one destination of one service (summed over workers).
   virtual DestSnapshot dest(const cp::ServiceKey& svc, uint32_t ip, uint16_t port) const = 0;
+  // Same for a destination of either family (IPv6 services).
+  virtual DestSnapshot dest_at(const cp::ServiceKey& svc, const cp::IpAddr& ip, uint16_t port) const {
+    return ip.is_v4() ? dest(svc, ip.v4(), port) : DestSnapshot{};
+  }
   virtual uint32_t neighbor_entries() const = 0;
+  // Whether IPv6 Service entries are forwarded (IPv6 tables set up: a port
+  // has an IPv6 address and, in fnat mode, --fnat-local-addrs6 is given).
+  virtual bool forwards_ipv6() const { return false; }
   // Thread: any control-side thread; waits up to ~200 ms for the worker.
   // proto 6 or 17; addresses/ports host order.
   virtual ExplainResult explain(uint8_t proto, uint32_t src, uint16_t sport, uint32_t dst,

@@ -55,6 +55,7 @@
 #include "dataplane/fastpath/ipv6.h"
 #include "dataplane/fastpath/packet.h"
 #include "dataplane/fastpath/worker.h"
+#include "dataplane/fastpath/worker_internal.h"
 #include "dataplane/publish/publisher.h"
 #include "tests/unit/dataplane/shared_fixture.h"
 
@@ -79,6 +80,23 @@ constexpr uint64_t kT0 = 1ull << 40;
 const uint32_t kPort0Ip = ip4(10, 0, 0, 1), kPort1Ip = ip4(10, 1, 0, 1);
 const uint32_t kGw0 = ip4(10, 0, 0, 254);
 const uint8_t kPort0Ip6[16] = {0xfd, 0x00, 0, 0x10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};  // fd00:10::1
+// IPv6 forwarding: port 1 fd00:244::1, full-NAT local address fd00:244::ff:1,
+// backends fd00:244::1:15 and ::2:88 (known neighbours) and ::3:12 (never
+// answers), VIPs fd00:10:96::100 and ::101 (no endpoints).
+vipd::cp::IpAddr a6(std::initializer_list<uint16_t> g) {
+  std::array<uint8_t, 16> b{};
+  size_t i = 0;
+  for (uint16_t x : g) {
+    b[i++] = static_cast<uint8_t>(x >> 8);
+    b[i++] = static_cast<uint8_t>(x);
+  }
+  return vipd::cp::IpAddr::v6(b);
+}
+const vipd::cp::IpAddr kPort1Ip6 = a6({0xfd00, 0x244, 0, 0, 0, 0, 0, 1}), kLocal6 = a6({0xfd00, 0x244, 0, 0, 0, 0, 0xff, 1});
+const vipd::cp::IpAddr kClient6 = a6({0xfd00, 0x10, 0, 0, 0, 0, 0, 0x10});
+const vipd::cp::IpAddr kVip6 = a6({0xfd00, 0x10, 0x96, 0, 0, 0, 0, 0x100}), kVipEmpty6 = a6({0xfd00, 0x10, 0x96, 0, 0, 0, 0, 0x101});
+const vipd::cp::IpAddr kB16 = a6({0xfd00, 0x244, 0, 0, 0, 0, 1, 0x15}), kB26 = a6({0xfd00, 0x244, 0, 0, 0, 0, 2, 0x88}),
+                 kB36 = a6({0xfd00, 0x244, 0, 0, 0, 0, 3, 0x12});
 const uint32_t kLocal = ip4(10, 1, 0, 100), kLocal2 = ip4(10, 1, 0, 101);
 const uint32_t kClient = ip4(10, 0, 0, 10);
 const uint32_t kVip = ip4(10, 96, 0, 100), kVipEmpty = ip4(10, 96, 0, 101), kVipMh = ip4(10, 96, 0, 102),
@@ -106,6 +124,10 @@ struct Setup {
   std::unique_ptr<Publisher> pub;
   std::vector<uint16_t> fnat_init[kWorkers][kMaxLocalAddrs];  // fresh pool stacks
   uint32_t fnat_top[kWorkers][kMaxLocalAddrs]{};
+  std::unique_ptr<Shared6> v6;  // IPv6 forwarding
+  std::vector<std::unique_ptr<Worker6>> w6;
+  std::vector<uint16_t> fnat6_init[kWorkers];
+  uint32_t fnat6_top[kWorkers]{};
   vipd::cp::ServiceTable full, reduced;  // reduced: without kB2
   bool is_reduced = false;
   Shared& sh() { return holder->sh; }
@@ -161,7 +183,7 @@ void init_eal_and_ports() {
 void build_setup(Setup& s, Forward fwd, uint32_t conn_capacity) {
   s.holder = std::make_unique<SharedHolder>();
   std::string err;
-  if (!s.holder->init(16, 64, kWorkers, &err)) fail("shared init", err);
+  if (!s.holder->init(32, 64, kWorkers, &err)) fail("shared init", err);
   Shared& sh = s.sh();
   for (int i = 0; i < 2; ++i) {
     sh.ports[i].port_id = g_pid[i];
@@ -212,8 +234,31 @@ void build_setup(Setup& s, Forward fwd, uint32_t conn_capacity) {
     if (!sh.rings[i]) fail("rte_ring_create");
     s.workers.push_back(std::move(w));
   }
+  // IPv6 forwarding (v6_tables.h), with a small full-NAT port pool.
+  sh.ports[1].has_ip6 = true;
+  std::copy(kPort1Ip6.v6_bytes().begin(), kPort1Ip6.v6_bytes().end(), sh.ports[1].ip6);
+  s.v6 = std::make_unique<Shared6>();
+  if (!init_v6(sh, *s.v6, uniq("fz6_"), 64, 256, 60 * sh.tsc_hz, {kLocal6.v6_bytes()}, 0, &err)) fail("init_v6", err);
+  for (uint32_t i = 0; i < kWorkers; ++i) {
+    s.w6.push_back(std::make_unique<Worker6>());
+    init_worker6(*s.workers[i], *s.w6.back(), conn_capacity);
+    FnatPool6& fp = s.w6.back()->fnat[0];
+    fp.top = 0;
+    for (uint32_t port = 65535; port >= 65520; --port)
+      if (port % kWorkers == i) fp.ports[fp.top++] = static_cast<uint16_t>(port);
+    s.fnat6_init[i].assign(fp.ports.begin(), fp.ports.begin() + fp.top);
+    s.fnat6_top[i] = fp.top;
+  }
   s.pub = std::make_unique<Publisher>(sh);
   vipd::cp::ServiceTable t;
+  put(t, vsvc(kVip6, 8080, Protocol::kTcp, {rs(kB16, 80), rs(kB26, 80)}));
+  put(t, vsvc(kVip6, 5353, Protocol::kUdp, {rs(kB16, 53)}));
+  put(t, vsvc(kVip6, 81, Protocol::kTcp, {rs(kB36, 80)}));
+  auto persist6 = vsvc(kVip6, 443, Protocol::kTcp, {rs(kB16, 443), rs(kB26, 443)}, Sched::kSh);
+  persist6.persistence_timeout_s = 30;
+  put(t, persist6);
+  put(t, vsvc(kVipEmpty6, 80, Protocol::kTcp, {}));
+  put(t, vsvc(kVipEmpty6, 53, Protocol::kUdp, {}));
   auto b3 = rs(kB3, 80);
   auto quiesced = rs(kB3, 8443, 0);  // terminating: weight 0
   put(t, vsvc(kVip, 8080, Protocol::kTcp, {rs(kB1, 80), rs(kB2, 80)}));
@@ -243,7 +288,7 @@ void build_setup(Setup& s, Forward fwd, uint32_t conn_capacity) {
   s.full = t;
   s.reduced = t;
   for (auto& [k, v] : s.reduced.services)
-    std::erase_if(v.backends, [](const vipd::cp::RealServer& r) { return r.ip == kB2; });
+    std::erase_if(v.backends, [](const vipd::cp::RealServer& r) { return r.ip == kB2 || r.ip == kB26; });
 }
 
 // Receiver-side checks (RFC 1071): the sum over the covered bytes, checksum
@@ -328,13 +373,14 @@ struct InputInfo {
 };
 
 struct Totals {
-  uint64_t tx = 0, drops = 0, arp_requests = 0;
+  uint64_t tx = 0, drops = 0, arp_requests = 0, nd_learned = 0;
 };
 Totals totals(Setup& s) {
   Totals t;
   for (auto& w : s.workers) {
     t.tx += w->counters.tx.load();
     t.arp_requests += w->counters.arp_requests.load();
+    t.nd_learned += w->counters.nd_learned.load();
     for (unsigned r = 0; r < kNumDropReasons; ++r) t.drops += w->counters.drops[r].load();
   }
   return t;
@@ -364,6 +410,9 @@ std::string hex(const uint8_t* f, size_t len) {
 struct OutStats {
   uint64_t frames = 0, arp_requests = 0;
 };
+// Whether an IPv6 TCP/UDP input of this run had a bad L4 checksum (NAT keeps
+// a bad one bad: the IPv6 outputs' checksums are then not checked).
+bool g_v6_bad_l4 = false;
 
 // Reads back and checks everything the workers transmitted.
 void collect_output(const std::vector<InputInfo>& inputs, OutStats* st) {
@@ -387,15 +436,27 @@ void collect_output(const std::vector<InputInfo>& inputs, OutStats* st) {
             CHECK(parse_arp(f, len, &a), "malformed ARP out");
             if (a.op == 1) ++st->arp_requests;
           } else if (et == 0x86dd) {
-            // vipd originates only echo replies and Neighbor Advertisements.
+            // vipd forwards TCP and UDP and originates echo replies, Neighbor
+            // Advertisements and Solicitations, and destination unreachable.
             Parsed6 p6;
             CHECK(parse_ipv6(f, len, &p6), std::string("IPv6 output does not parse: ") + drop_reason_name(p6.drop) + hex(f, len));
-            CHECK(p6.proto == kProtoIcmp6, "IPv6 output is not ICMPv6" + hex(f, len));
+            if (p6.proto == kProtoTcp || p6.proto == kProtoUdp) {
+              CHECK(p6.hop_limit >= 1, "");
+              if (!g_v6_bad_l4)
+                CHECK(ref_fold(ref_add(ref_pseudo6(p6), f + p6.l4_off, p6.l4_len)) == 0xffff,
+                      "IPv6 TCP/UDP checksum of an output frame" + hex(f, len));
+              rte_pktmbuf_free(m);
+              continue;
+            }
+            CHECK(p6.proto == kProtoIcmp6, "IPv6 output is not TCP, UDP or ICMPv6" + hex(f, len));
             const uint8_t type = f[p6.l4_off];
-            CHECK(type == kIcmp6EchoReply || type == kNdNeighborAdvert, "ICMPv6 type out " + std::to_string(type));
+            CHECK(type == kIcmp6EchoReply || type == kNdNeighborAdvert || type == kNdNeighborSolicit ||
+                      type == kIcmp6DestUnreach,
+                  "ICMPv6 type out " + std::to_string(type));
+            if (type == kNdNeighborSolicit) ++st->arp_requests;
             CHECK(ref_fold(ref_add(ref_pseudo6(p6), f + p6.l4_off, p6.l4_len)) == 0xffff,
                   "ICMPv6 checksum of an output frame" + hex(f, len));
-            if (type == kNdNeighborAdvert) {
+            if (type == kNdNeighborAdvert || type == kNdNeighborSolicit) {
               NdInfo nd;
               CHECK(parse_nd(f, p6, &nd) == kNumDropReasons, "an NA out that is not valid" + hex(f, len));
             }
@@ -443,6 +504,8 @@ void reset(Setup& s) {
   for (auto& w : s.workers) {
     w->now = far;
     sweep_conns(*w, w->conns.slots());  // every entry
+    Worker6& x = *s.w6[w->index];
+    sweep_conns6(*w, x.conns.capacity());
     w->tmpls.sweep(far, w->tmpls.capacity());
     CHECK(w->conns.size() == 0, "connections left after expiring all: " + std::to_string(w->conns.size()));
     CHECK(w->tmpls.size() == 0, "templates left after expiring all");
@@ -450,6 +513,12 @@ void reset(Setup& s) {
     CHECK(w->syn.in_use() == 0 && w->syn.head() == 0, "saved SYNs left after expiring all");
     CHECK(w->counters.active_flows.load() == 0,
           "active_flows after expiring all: " + std::to_string(int64_t(w->counters.active_flows.load())));
+    CHECK(x.conns.size() == 0, "IPv6 connections left after expiring all: " + std::to_string(x.conns.size()));
+    if (s.sh().forward == Forward::kFnat) {
+      CHECK(x.fnat[0].top == s.fnat6_top[w->index], "IPv6 fnat ports leaked or doubled");
+      std::copy(s.fnat6_init[w->index].begin(), s.fnat6_init[w->index].end(), x.fnat[0].ports.begin());
+    }
+    x.fnat_cursor = 0;
     for (uint32_t d = 0; d < s.sh().max_dests; ++d)
       CHECK(w->dest_counters[d].active == 0 && w->dest_counters[d].inactive == 0,
             "per-destination active/inactive not zero after expiring all (slot " + std::to_string(d) + ")");
@@ -469,6 +538,10 @@ void reset(Setup& s) {
   sh.neigh.update(kClient, kClientMac.data(), kT0);
   sh.neigh.update(kB1, kB1Mac.data(), kT0);
   sh.neigh.update(kB2, kB2Mac.data(), kT0);
+  s.v6->neigh.init(256, 60 * sh.tsc_hz, 240 * sh.tsc_hz, 3 * sh.tsc_hz);
+  s.v6->neigh.update(kClient6.v6_bytes().data(), kClientMac.data(), kT0);
+  s.v6->neigh.update(kB16.v6_bytes().data(), kB1Mac.data(), kT0);
+  s.v6->neigh.update(kB26.v6_bytes().data(), kB2Mac.data(), kT0);
 }
 
 uint64_t advance_of(uint8_t meta, uint64_t hz) {
@@ -501,6 +574,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const Totals before = totals(s);
   size_t pos = 1;
   uint64_t frames_in = 0, arp_consumed = 0;
+  g_v6_bad_l4 = false;
   std::vector<InputInfo> inputs;
   OutStats out;
   rte_mbuf* burst[kWorkers][kBurst];
@@ -519,7 +593,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     drain_rings(s);
     for (auto& w : s.workers) {
-      if (w->n_pending) service_pending(*w);
+      if (w->n_pending || w->v6->n_pending) service_pending(*w);
       flush_tx(*w);
       sweep_conns(*w, 64);
       w->tmpls.sweep(w->now, 16);
@@ -554,6 +628,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const Parsed p = len ? parse_frame(d, len) : Parsed{};
     const bool mac_ok = len >= kEth && ((d[0] & 1) || std::memcmp(d, kPortMac[port].data(), 6) == 0);
     if (p.kind == FrameKind::kIpv4) inputs.push_back({get16(d + kEth + 4), p.proto, l4_ok(d, p)});
+    if (p.kind == FrameKind::kIpv6) {
+      Parsed6 p6;
+      if (parse_ipv6(d, len, &p6) && (p6.proto == kProtoTcp || p6.proto == kProtoUdp) &&
+          ref_fold(ref_add(ref_pseudo6(p6), d + p6.l4_off, p6.l4_len)) != 0xffff)
+        g_v6_bad_l4 = true;
+    }
     ArpInfo a;
     if (mac_ok && p.kind == FrameKind::kArp && parse_arp(d, len, &a) && a.op == 2) ++arp_consumed;
     burst[wi][nb[wi]++] = m;
@@ -576,12 +656,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (verbose) fprintf(stderr, "fuzz_packet: %s %s\n", data[0] & 1 ? "nat" : "fnat", acct.c_str());
   for (auto& w : s.workers) {
     CHECK(w->n_pending == 0, acct);
+    CHECK(w->v6->n_pending == 0, acct);
     for (uint16_t p = 0; p < kMaxPorts; ++p) CHECK(w->n_tx[p] == 0, acct);
     CHECK(rte_ring_count(sh.rings[w->index]) == 0, acct);
   }
   CHECK(after.tx - before.tx == out.frames, "tx counter != frames read back: " + acct);
   CHECK(arp_req == out.arp_requests, "arp_requests counter != ARP requests read back: " + acct);
-  CHECK(out.frames - out.arp_requests + drops + arp_consumed == frames_in,
+  CHECK(out.frames - out.arp_requests + drops + arp_consumed + (after.nd_learned - before.nd_learned) == frames_in,
         "packets unaccounted for (out - arp requests + drops + arp replies consumed != in): " + acct);
   CHECK(rte_mempool_avail_count(g_pool) == kPoolSize,
         "mbufs not back in the pool: " + std::to_string(rte_mempool_avail_count(g_pool)) + " " + acct);

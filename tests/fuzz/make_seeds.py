@@ -277,6 +277,33 @@ def packet_seeds():
         rec(from_client(CLIENT, VIP, tcp(40000, 8080, ACK, 1001, 5001)), end=True, advance=7),
         rec(from_client(CLIENT, VIP, tcp(40000, 8080, ACK, 1001, 5001)), end=True),
     ])
+    # IPv6 forwarding (fuzz_packet.cc: VIP fd00:10:96::100, backends on port 1).
+    vip6, empty6 = bytes.fromhex("fd000010009600000000000000000100"), bytes.fromhex("fd000010009600000000000000000101")
+    local6 = bytes.fromhex("fd000244000000000000000000ff0001")
+    b16, b26 = bytes.fromhex("fd000244000000000000000000010015"), bytes.fromhex("fd000244000000000000000000020088")
+    b36 = bytes.fromhex("fd000244000000000000000000030012")
+    b3_mac = bytes([2, 0xb0, 0, 0, 0, 0x13])
+    v6b = lambda src, dst, nh, payload, mac=B1_MAC: eth(PORT_MAC[1], mac, 0x86DD) + ipv6(src, dst, nh, payload)
+    na = lambda target, mac: struct.pack("!BBHI", 136, 0, 0, 0x60000000) + target + bytes([2, 1]) + mac
+    v6_flow = lambda first, to, ports: first + b"".join([
+        rec(v6_from_client(vip6, 6, tcp(47000, 8080, SYN)), end=True),
+        rec(v6_from_client(vip6, 6, tcp(47001, 8080, SYN)), end=True),
+    ] + [rec(v6b(b, to, 6, tcp(80, pt, SYN | ACK, 5000, 1001)), port=1, worker=pt % 2, end=True)
+         for b in (b16, b26) for pt in ports] + [
+        rec(v6_from_client(vip6, 6, tcp(47000, 8080, ACK, 1001, 5001)), end=True, advance=4),
+        rec(v6_from_client(vip6, 17, udp(47100, 5353, b"q")), end=True),
+        rec(v6b(b16, to, 17, udp(53, ports[0], b"a")), port=1, worker=ports[0] % 2, end=True),
+        rec(v6_from_client(empty6, 6, tcp(47200, 80, SYN))),                        # REJECT
+        rec(v6_from_client(empty6, 17, udp(47201, 53, b"q"))),                      # REJECT
+        rec(v6_from_client(vip6, 6, tcp(47300, 81, SYN)), end=True),                # parked, NS
+        rec(eth(PORT_MAC[1], b3_mac, 0x86DD) + ipv6(b36, bytes.fromhex("fd000244000000000000000000000001"), 58,
+                                                      na(b36, b3_mac), hop=255), port=1, end=True),
+        rec(v6_from_client(vip6, 6, tcp(47400, 443, SYN)), end=True),               # persistence (sh)
+        rec(v6_from_client(vip6, 6, tcp(47401, 443, SYN)), end=True, advance=6),
+    ])
+    seeds["ipv6_fnat_conn"] = v6_flow(b"\0", local6, (65520, 65521))
+    seeds["ipv6_nat_conn"] = v6_flow(b"\x01", CLIENT_V6, (47000, 47001))
+    seeds["ipv6_dest_removed"] = v6_flow(b"\x02", local6, (65520, 65521))
     # nat: more SYNs than the 32-entry connection table holds.
     seeds["nat_table_full"] = b"\x01" + b"".join(
         rec(from_client(CLIENT, VIP, tcp(44000 + i, 8080, SYN)), end=(i % 16 == 15)) for i in range(40))

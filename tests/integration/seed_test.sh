@@ -10,6 +10,10 @@
 # "FAIL: <name>: <detail>"; other output is indented. Exit status: 0 if all
 # passed, 1 if any failed, 2 on usage errors, 77 (with "SKIP: ..." lines) when
 # the test cannot run here (not root, no network namespaces).
+# The plain fnat and nat variants also run the scenario over IPv6 in the same lab
+# (LAB_IPV6=1; SEED_IPV6=0 turns that off): the v6- checks (spread over the four
+# pods, pod4 removed with 0 failed requests, change-to-dataplane, REJECT over TCP
+# and UDP as ICMPv6 port unreachable, UDP round trip).
 # Env: VIPD_BIN / VIPCTL_BIN (default $VIPD_BUILD_DIR/vipd or .../cmd/vipd, same for
 # vipctl; VIPD_BUILD_DIR defaults to build).
 set -uo pipefail
@@ -28,6 +32,17 @@ NAME="seed_test($VARIANT)"
 CHECKS=(vipd-starts forward-method http-four-pods-even change-to-dataplane expire-on-removal
         http-after-removal no-endpoints-refused udp-no-endpoints-refused udp-roundtrip ping-vip
         malformed-counted vipctl-list vipctl-stats vipd-alive)
+# IPv6 in the same lab (LAB_IPV6=1), plain fnat and nat variants only: db6
+# fd00:96::100 (TCP 8080, UDP 9053) over the four pods' IPv6 addresses and
+# empty6 fd00:96::101 (no endpoints), forwarded by the dpdk dataplane (ports'
+# IPv6 addresses fd00:10::1 / fd00:244::1; fnat: local address fd00:244::ff:1).
+V6=0
+if [ -z "$EXTRA" ] && [ "${SEED_IPV6:-1}" = 1 ]; then
+  V6=1
+  export LAB_IPV6=1
+  CHECKS+=(v6-http-four-pods v6-change-to-dataplane v6-removal-no-failures v6-no-endpoints-refused
+           v6-udp-no-endpoints-refused v6-udp-roundtrip)
+fi
 SKIP_HINT="run as root on a kernel with network namespaces, veth and bridge"
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 require_netns bridge
@@ -55,8 +70,19 @@ lib_traps
 lab_up
 mkdir -p "$TMP/manifests" "$TMP/stage"
 cp config/demo/manifests/*.yaml "$TMP/manifests/"
+if [ "$V6" = 1 ]; then
+  if why=$(kernel_v6_manifests); then
+    VARGS_V6=(--port-ipv6 fd00:10::1,fd00:244::1)
+    [ "$METHOD" = nat ] || VARGS_V6+=(--fnat-local-addrs6 fd00:244::ff:1)
+  else
+    V6=0
+    for c in v6-http-four-pods v6-change-to-dataplane v6-removal-no-failures v6-no-endpoints-refused \
+             v6-udp-no-endpoints-refused v6-udp-roundtrip; do skip "$c" "$why"; done
+  fi
+fi
 EAL=$(sed -n 's/^[[:space:]]*eal-args[[:space:]]*=[[:space:]]*//p' "$CONF" | tail -n 1)
 VARGS=()
+[ "$V6" = 1 ] && VARGS+=("${VARGS_V6[@]}")
 case $EXTRA in
   2w)
     # Two workers on lcores 1 and 2, both on CPU 1 (this machine may have two CPUs).
@@ -118,6 +144,42 @@ r=$(client http http://10.96.0.100:8080/ --count 400 --timeout 2 --max-time 40)
 note "4 pods: $r"
 d=$(judge "$r" 'r["failed"] == 0 and all(70 <= n("pod%d" % i) <= 130 for i in range(1, 5))')
 if [ -z "$d" ] && [ -n "$r" ]; then pass http-four-pods-even; else fail http-four-pods-even "want 0 failed and each pod 70..130: ${d:-no result}"; fi
+
+# ---- IPv6: the seed scenario over the dpdk dataplane (before pod4 goes) ------------
+if [ "$V6" = 1 ]; then
+  r=$(client http "http://[fd00:96::100]:8080/" --count 400 --timeout 2 --max-time 40)
+  note "IPv6, 4 pods: $r"
+  d=$(judge "$r" 'r["failed"] == 0 and all(70 <= n("pod%d" % i) <= 130 for i in range(1, 5))')
+  if [ -z "$d" ] && [ -n "$r" ]; then pass v6-http-four-pods; else fail v6-http-four-pods "want 0 failed and each pod 70..130: ${d:-no result}"; fi
+
+  gen_before=$(generation)
+  kernel_write_slice6 "$TMP/slice6.new" "${KERNEL_POD6[@]:0:3}"
+  replace_file "$TMP/manifests/endpointslice-db6.yaml" "$TMP/slice6.new"
+  wait_generation $(( ${gen_before:-0} + 1 )) 100
+  st=$(status_json)
+  ms=$(json_field "$st" last_change_to_applied_ms)
+  note "IPv6 change-to-dataplane: vipd reports ${ms:-?} ms; generation ${gen_before:-?} -> $(generation_of "$st")"
+  if [ -n "$ms" ] && [ "$(generation_of "$st")" -gt "${gen_before:-0}" ] &&
+     "$PYTHON" -c 'import sys; sys.exit(0 if 0 <= float(sys.argv[1]) < 100 else 1)' "$ms" 2>/dev/null; then
+    pass v6-change-to-dataplane
+  else
+    fail v6-change-to-dataplane "generation ${gen_before:-?} -> $(generation_of "$st"), last_change_to_applied_ms '${ms}' (want a new generation, below 100 ms)"
+  fi
+  r=$(client http "http://[fd00:96::100]:8080/" --count 300 --timeout 2 --max-time 40)
+  note "IPv6, pod4 removed: $r"
+  d=$(judge "$r" 'r["failed"] == 0 and n("pod4") == 0 and all(n("pod%d" % i) > 0 for i in range(1, 4))')
+  if [ -z "$d" ] && [ -n "$r" ]; then pass v6-removal-no-failures; else fail v6-removal-no-failures "want 0 failed, none to pod4, pod1..pod3 > 0: ${d:-no result}"; fi
+
+  out=$(client connect "[fd00:96::101]:80" --timeout 2)
+  if [ "$out" = refused ]; then pass v6-no-endpoints-refused; else fail v6-no-endpoints-refused "connect [fd00:96::101]:80 gave '$out', want 'refused' (ICMPv6 port unreachable)"; fi
+  r=$(client udp "[fd00:96::101]:53" --count 3 --timeout 1 --max-time 10)
+  d=$(judge "$r" 'r["ok"] == 0 and r["errors"].get("ConnectionRefusedError", 0) == 3')
+  if [ -z "$d" ] && [ -n "$r" ]; then pass v6-udp-no-endpoints-refused; else fail v6-udp-no-endpoints-refused "want 3 x ConnectionRefusedError: ${d:-no result}"; fi
+  r=$(client udp "[fd00:96::100]:9053" --count 100 --timeout 1 --max-time 30)
+  note "IPv6 udp: $r"
+  d=$(judge "$r" 'r["ok"] >= 95 and set(pods) <= {"pod1", "pod2", "pod3"} and len(pods) >= 2')
+  if [ -z "$d" ] && [ -n "$r" ]; then pass v6-udp-roundtrip; else fail v6-udp-roundtrip "want >= 95 of 100 replies from >= 2 of pod1..pod3: ${d:-no result}"; fi
+fi
 
 # ---- remove pod4 -----------------------------------------------------------------
 # Eight idle connections opened before the change: those pinned to pod4 must get a

@@ -84,7 +84,7 @@ inline const Service* find_service(const Shared& sh, uint32_t vip, uint16_t port
 
 inline bool is_vip_address(const Shared& sh, uint32_t vip) { return rte_hash_lookup(sh.vip_addrs, &vip) >= 0; }
 
-inline cp::RealServer rs(uint32_t ip, uint16_t port, uint32_t weight = 1) {
+inline cp::RealServer rs(const cp::IpAddr& ip, uint16_t port, uint32_t weight = 1) {
   cp::RealServer r;
   r.ip = ip;
   r.port = port;
@@ -92,7 +92,7 @@ inline cp::RealServer rs(uint32_t ip, uint16_t port, uint32_t weight = 1) {
   return r;
 }
 
-inline cp::VirtualService vsvc(uint32_t vip, uint16_t port, cp::Protocol proto, std::vector<cp::RealServer> b,
+inline cp::VirtualService vsvc(const cp::IpAddr& vip, uint16_t port, cp::Protocol proto, std::vector<cp::RealServer> b,
                                cp::Scheduler sched = cp::Scheduler::kRr) {
   cp::VirtualService v;
   v.key.vip = vip;

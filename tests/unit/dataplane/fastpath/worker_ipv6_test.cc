@@ -5,6 +5,15 @@
 
 #include <algorithm>
 
+#if __has_include(<valgrind/callgrind.h>)
+#include <valgrind/callgrind.h>
+#else
+#define RUNNING_ON_VALGRIND 0
+#define CALLGRIND_TOGGLE_COLLECT
+#define CALLGRIND_ZERO_STATS
+#define CALLGRIND_DUMP_STATS_AT(x)
+#endif
+
 #include "dataplane/fastpath/ipv6.h"
 #include "tests/unit/dataplane/fastpath/ipv6_test_util.h"
 #include "tests/unit/dataplane/fastpath/worker_test_fixture.h"
@@ -92,6 +101,20 @@ TEST_F(WorkerIpv6Test, OtherNdpIsCountedNotAnswered) {
   EXPECT_EQ(drops(kNdpIgnored), 3u);
 }
 
+TEST_F(WorkerIpv6Test, SolicitationFromMulticastSourceIsInvalid) {
+  // Found by fuzz_packet: the NA would go to a multicast address with S set.
+  Bytes f = ns(kPort6, sol_node(kPort6));
+  const Addr6 mc = a6({0xff00, 0x10, 0, 0, 0, 0, 0, 0x10});
+  std::copy(mc.begin(), mc.end(), f.begin() + 22);
+  fix_cksum6(f, 54, kProtoIcmp6, 2);
+  rx(f, 0);
+  expect_nothing_out("NS from a multicast source");
+  // parse_ipv6 refuses a multicast source for every IPv6 packet (parse_nd
+  // would refuse it too, should a caller ever skip parse_ipv6).
+  EXPECT_EQ(drops(kIpv6BadHeader), 1u);
+  EXPECT_EQ(drops(kNdpInvalid), 0u);
+}
+
 TEST_F(WorkerIpv6Test, EchoToPortAddressIsAnswered) {
   Bytes f = to_port(kProtoIcmp6, echo6(9, 1, 32));
   fix_cksum6(f, 54, kProtoIcmp6, 2);
@@ -158,6 +181,355 @@ TEST_F(WorkerIpv6Test, Ipv4IsUnchanged) {
   ASSERT_FALSE(out.empty());
   expect_valid_ipv4(out, "SYN to the IPv4 VIP");
 }
+
+// ---- IPv6 forwarding (Shared::v6 set up) ----
+
+const Addr6 kPortB6 = a6({0xfd00, 0x244, 0, 0, 0, 0, 0, 0x1});
+const Addr6 kLocal6 = a6({0xfd00, 0x244, 0, 0, 0, 0, 0xff, 0x1});
+const Addr6 kVipEmpty6 = a6({0xfd00, 0x10, 0x96, 0, 0, 0, 0, 0x101});
+const Addr6 kB16 = a6({0xfd00, 0x244, 0, 0, 0, 0, 1, 0x15});
+const Addr6 kB26 = a6({0xfd00, 0x244, 0, 0, 0, 0, 2, 0x88});
+const Addr6 kB36 = a6({0xfd00, 0x244, 0, 0, 0, 0, 3, 0x12});
+
+cp::IpAddr ip6(const Addr6& a) { return cp::IpAddr::v6(a); }
+Addr6 addr_at(const uint8_t* p) {
+  Addr6 a;
+  std::copy(p, p + 16, a.begin());
+  return a;
+}
+
+class WorkerIpv6FwdTest : public WorkerTest, public ::testing::WithParamInterface<Forward> {
+ protected:
+  void SetUp() override {
+    WorkerTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    setup(GetParam(), 1);
+  }
+  void setup(Forward fwd, uint32_t n_workers) {
+    for (auto& x : w6_) free_worker6_pending(*x);
+    w6_.clear();
+    build(fwd);
+    if (n_workers > 1) build_workers(fwd, n_workers, 1024, 1024, 16, 64, 1024);
+    if (HasFatalFailure()) return;
+    Shared& s = sh();
+    s.ports[0].has_ip6 = true;
+    std::copy(kPort6.begin(), kPort6.end(), s.ports[0].ip6);
+    s.ports[1].has_ip6 = true;
+    std::copy(kPortB6.begin(), kPortB6.end(), s.ports[1].ip6);
+    v6_ = std::make_unique<Shared6>();
+    std::string err;
+    ASSERT_TRUE(init_v6(s, *v6_, uniq("t6_"), 64, 256, 60 * s.tsc_hz, {kLocal6}, 0, &err)) << err;
+    for (uint32_t i = 0; i < n_workers; ++i) {
+      w6_.push_back(std::make_unique<Worker6>());
+      init_worker6(w(i), *w6_.back(), 256);
+    }
+    put(table_, vsvc(ip6(kVip6), 8080, Protocol::kTcp, {rs(ip6(kB16), 80), rs(ip6(kB26), 80)}));
+    put(table_, vsvc(ip6(kVip6), 5353, Protocol::kUdp, {rs(ip6(kB16), 53)}));
+    put(table_, vsvc(ip6(kVip6), 81, Protocol::kTcp, {rs(ip6(kB36), 80)}));
+    put(table_, vsvc(ip6(kVipEmpty6), 80, Protocol::kTcp, {}));
+    put(table_, vsvc(ip6(kVipEmpty6), 53, Protocol::kUdp, {}));
+    ASSERT_TRUE(pub_->apply(table_, cp::TableDiff{}, true, &err)) << err;
+    v6_->neigh.update(kClient6.data(), kClientMac.data(), kT0);
+    v6_->neigh.update(kB16.data(), kB1Mac.data(), kT0);
+    v6_->neigh.update(kB26.data(), kB2Mac.data(), kT0);
+  }
+  void TearDown() override {
+    for (auto& x : w6_) free_worker6_pending(*x);
+    WorkerTest::TearDown();
+    w6_.clear();
+    v6_.reset();
+  }
+  bool fnat() const { return GetParam() == Forward::kFnat; }
+
+  Bytes client_pkt(uint8_t proto, uint16_t cport, uint16_t vport, uint8_t flags = kTcpSyn,
+                   const Addr6& vip = kVip6, size_t payload = 0) {
+    Frame6 s;
+    s.dmac = kPortMac[0];
+    s.smac = kClientMac;
+    s.src = kClient6;
+    s.dst = vip;
+    s.next = proto;
+    s.l4 = proto == kProtoTcp ? tcp6(cport, vport, flags, payload) : udp6(cport, vport, payload);
+    Bytes f = build6(s);
+    fix_cksum6(f, 54, proto, proto == kProtoTcp ? 16 : 6);
+    return f;
+  }
+  Bytes backend_pkt(uint8_t proto, const Addr6& b, const MacAddr& bmac, uint16_t bport, const Addr6& to,
+                    uint16_t to_port, uint8_t flags = kTcpSyn | kTcpAck, size_t payload = 0) {
+    Frame6 s;
+    s.dmac = kPortMac[1];
+    s.smac = bmac;
+    s.src = b;
+    s.dst = to;
+    s.next = proto;
+    s.l4 = proto == kProtoTcp ? tcp6(bport, to_port, flags, payload) : udp6(bport, to_port, payload);
+    Bytes f = build6(s);
+    fix_cksum6(f, 54, proto, proto == kProtoTcp ? 16 : 6);
+    return f;
+  }
+  // A forwarded frame: parses, checksum exactly as from scratch.
+  Parsed6 expect_valid6(const Frame& f, const char* what) {
+    Parsed6 p;
+    EXPECT_TRUE(parse_ipv6(f.data(), f.size(), &p)) << what << ": " << drop_reason_name(p.drop);
+    const Bytes l4(f.begin() + p.l4_off, f.end());
+    EXPECT_TRUE(cksum6_matches(addr_at(p.src), addr_at(p.dst), p.proto, l4, p.proto == kProtoTcp ? 16 : 6))
+        << what << ": L4 checksum over the IPv6 pseudo header";
+    return p;
+  }
+
+  std::unique_ptr<Shared6> v6_;
+  std::vector<std::unique_ptr<Worker6>> w6_;
+};
+
+TEST_P(WorkerIpv6FwdTest, TcpRoundTripAndReuse) {
+  const Frame out = one_out(client_pkt(kProtoTcp, 40000, 8080, kTcpSyn, kVip6, 12), 0, 1);
+  ASSERT_FALSE(out.empty());
+  const Parsed6 p = expect_valid6(out, "SYN to the backend");
+  const Addr6 dst = addr_at(p.dst), src = addr_at(p.src);
+  ASSERT_TRUE(dst == kB16 || dst == kB26);
+  EXPECT_TRUE(mac_is(out.data(), dst == kB16 ? kB1Mac : kB2Mac));
+  EXPECT_TRUE(mac_is(out.data() + 6, kPortMac[1]));
+  EXPECT_EQ(p.dport, 80);
+  EXPECT_EQ(p.hop_limit, 63) << "hop limit decremented";
+  if (fnat()) {
+    EXPECT_EQ(src, kLocal6);
+    EXPECT_NE(p.sport, 40000);
+  } else {
+    EXPECT_EQ(src, kClient6);
+    EXPECT_EQ(p.sport, 40000);
+  }
+  // The backend's answer goes back to the client as from the VIP.
+  const Frame back = one_out(backend_pkt(kProtoTcp, dst, dst == kB16 ? kB1Mac : kB2Mac, 80, src, p.sport,
+                                         kTcpSyn | kTcpAck, 5), 1, 0);
+  ASSERT_FALSE(back.empty());
+  const Parsed6 q = expect_valid6(back, "SYN-ACK to the client");
+  EXPECT_EQ(addr_at(q.src), kVip6);
+  EXPECT_EQ(addr_at(q.dst), kClient6);
+  EXPECT_EQ(q.sport, 8080);
+  EXPECT_EQ(q.dport, 40000);
+  EXPECT_TRUE(mac_is(back.data(), kClientMac));
+  // The connection is reused: the ACK goes to the same backend and port.
+  for (int i = 0; i < 3; ++i) {
+    const Frame again = one_out(client_pkt(kProtoTcp, 40000, 8080, kTcpAck, kVip6, 100), 0, 1);
+    ASSERT_FALSE(again.empty());
+    const Parsed6 r = expect_valid6(again, "ACK");
+    EXPECT_EQ(addr_at(r.dst), dst);
+    EXPECT_EQ(addr_at(r.src), src);
+    EXPECT_EQ(r.sport, p.sport);
+  }
+  EXPECT_EQ(w6_[0]->conns.size(), 1u);
+  EXPECT_EQ(w(0).counters.new_flows.load(), 1u);
+  EXPECT_EQ(w(0).conns.size(), 0u) << "the IPv4 table is not used";
+  // A second client port: a second connection, spread by rr to the other backend.
+  const Frame out2 = one_out(client_pkt(kProtoTcp, 40001, 8080), 0, 1);
+  ASSERT_FALSE(out2.empty());
+  const Parsed6 p2 = expect_valid6(out2, "second SYN");
+  EXPECT_NE(addr_at(p2.dst), dst);
+  EXPECT_EQ(w6_[0]->conns.size(), 2u);
+  EXPECT_EQ(total_drops(), 0u) << drop_summary();
+}
+
+TEST_P(WorkerIpv6FwdTest, UdpRoundTrip) {
+  const Frame out = one_out(client_pkt(kProtoUdp, 5000, 5353, 0, kVip6, 33), 0, 1);
+  ASSERT_FALSE(out.empty());
+  const Parsed6 p = expect_valid6(out, "UDP to the backend");
+  EXPECT_EQ(addr_at(p.dst), kB16);
+  EXPECT_EQ(p.dport, 53);
+  const Frame back = one_out(backend_pkt(kProtoUdp, kB16, kB1Mac, 53, addr_at(p.src), p.sport, 0, 40), 1, 0);
+  ASSERT_FALSE(back.empty());
+  const Parsed6 q = expect_valid6(back, "UDP reply");
+  EXPECT_EQ(addr_at(q.src), kVip6);
+  EXPECT_EQ(q.sport, 5353);
+  EXPECT_EQ(q.dport, 5000);
+  EXPECT_EQ(total_drops(), 0u) << drop_summary();
+}
+
+TEST_P(WorkerIpv6FwdTest, RejectWithoutEndpoints) {
+  for (uint8_t proto : {kProtoTcp, kProtoUdp}) {
+    const Bytes in = client_pkt(proto, 41000, proto == kProtoTcp ? 80 : 53, kTcpSyn, kVipEmpty6, 10);
+    const Frame out = one_out(in, 0, 0);
+    ASSERT_FALSE(out.empty());
+    Parsed6 p;
+    ASSERT_TRUE(parse_ipv6(out.data(), out.size(), &p)) << drop_reason_name(p.drop);
+    EXPECT_EQ(p.proto, kProtoIcmp6);
+    EXPECT_EQ(p.dport, (kIcmp6DestUnreach << 8) | 4) << "port unreachable";
+    EXPECT_EQ(addr_at(p.src), kVipEmpty6);
+    EXPECT_EQ(addr_at(p.dst), kClient6);
+    EXPECT_TRUE(mac_is(out.data(), kClientMac));
+    const Bytes l4(out.begin() + p.l4_off, out.end());
+    EXPECT_TRUE(cksum6_matches(kVipEmpty6, kClient6, kProtoIcmp6, l4, 2));
+    EXPECT_EQ(l4.size(), 8 + in.size() - 14) << "quotes the whole packet";
+  }
+  EXPECT_EQ(w(0).counters.icmp_unreach_sent.load(), 2u);
+  // A port the VIP does not serve: counted.
+  rx(client_pkt(kProtoTcp, 41000, 9999), 0);
+  expect_nothing_out("VIP without that port");
+  EXPECT_EQ(drops(kVipNoPort), 1u);
+}
+
+TEST_P(WorkerIpv6FwdTest, NextHopResolvedOverNdp) {
+  // kB36 is not in the cache: the SYN waits, a Neighbor Solicitation goes out.
+  rx(client_pkt(kProtoTcp, 42000, 81), 0);
+  auto out = tx(1);
+  ASSERT_EQ(out.size(), 1u) << drop_summary();
+  Parsed6 p;
+  ASSERT_TRUE(parse_ipv6(out[0].data(), out[0].size(), &p));
+  NdInfo nd;
+  ASSERT_EQ(parse_nd(out[0].data(), p, &nd), kNumDropReasons) << "a valid NS";
+  EXPECT_EQ(nd.type, kNdNeighborSolicit);
+  EXPECT_EQ(addr_at(nd.target), kB36);
+  EXPECT_EQ(addr_at(p.dst), sol_node(kB36));
+  EXPECT_EQ(addr_at(p.src), kPortB6);
+  EXPECT_EQ(w6_[0]->n_pending, 1u);
+  // The NA teaches the MAC; the parked SYN leaves with it.
+  const MacAddr b3mac{0x02, 0xb0, 0, 0, 0, 0x33};
+  Frame6 na;
+  na.dmac = kPortMac[1];
+  na.smac = b3mac;
+  na.src = kB36;
+  na.dst = kPortB6;
+  na.next = kProtoIcmp6;
+  na.hop_limit = 255;
+  na.l4 = ns6(kB36, &b3mac);
+  na.l4[0] = kNdNeighborAdvert;
+  na.l4[4] = 0x60;  // solicited, override
+  na.l4[24] = 2;    // target link-layer address option
+  Bytes naf = build6(na);
+  fix_cksum6(naf, 54, kProtoIcmp6, 2);
+  rx(naf, 1);
+  service_pending(w(0));
+  flush_tx(w(0));
+  out = tx(1);
+  ASSERT_EQ(out.size(), 1u) << drop_summary();
+  EXPECT_TRUE(mac_is(out[0].data(), b3mac));
+  const Parsed6 fwd = expect_valid6(out[0], "the parked SYN");
+  EXPECT_EQ(addr_at(fwd.dst), kB36);
+  EXPECT_EQ(w6_[0]->n_pending, 0u);
+  // Aged out (past 4 x the reachable time): solicited again, the packet parked.
+  w(0).now = kT0 + 300 * sh().tsc_hz;
+  rx(client_pkt(kProtoTcp, 42000, 81, kTcpAck), 0);
+  out = tx(1);
+  ASSERT_EQ(out.size(), 1u);
+  ASSERT_TRUE(parse_ipv6(out[0].data(), out[0].size(), &p));
+  EXPECT_EQ(p.proto, kProtoIcmp6);
+  EXPECT_EQ(p.dport >> 8, kNdNeighborSolicit);
+  // Nobody answers: dropped and counted after the give-up time.
+  w(0).now += 2 * sh().tsc_hz;
+  service_pending(w(0));
+  flush_tx(w(0));
+  tx(1);
+  EXPECT_EQ(w6_[0]->n_pending, 0u);
+  EXPECT_EQ(drops(kNeighUnresolved), 1u);
+}
+
+TEST_P(WorkerIpv6FwdTest, NsForLocalAndVipAddressesAnswered) {
+  std::vector<Addr6> ours = {kVip6};
+  if (fnat()) ours.push_back(kLocal6);
+  for (const Addr6& t : ours) {
+    Frame6 s;
+    s.dmac = mcast_mac(sol_node(t));
+    s.smac = kB1Mac;
+    s.src = kB16;
+    s.dst = sol_node(t);
+    s.next = kProtoIcmp6;
+    s.hop_limit = 255;
+    s.l4 = ns6(t, &kB1Mac);
+    Bytes f = build6(s);
+    fix_cksum6(f, 54, kProtoIcmp6, 2);
+    const Frame out = one_out(f, 1, 1);
+    ASSERT_EQ(out.size(), 86u);
+    Parsed6 p;
+    ASSERT_TRUE(parse_ipv6(out.data(), out.size(), &p));
+    NdInfo nd;
+    ASSERT_EQ(parse_nd(out.data(), p, &nd), kNumDropReasons);
+    EXPECT_EQ(nd.type, kNdNeighborAdvert);
+    EXPECT_EQ(addr_at(nd.target), t);
+  }
+}
+
+TEST_P(WorkerIpv6FwdTest, EndpointRemovalExpiresConnections) {
+  const Frame out = one_out(client_pkt(kProtoUdp, 5001, 5353), 0, 1);
+  ASSERT_FALSE(out.empty());
+  // The only backend goes: the next datagram finds no endpoint and is refused.
+  put(table_, vsvc(ip6(kVip6), 5353, Protocol::kUdp, {}));
+  std::string err;
+  ASSERT_TRUE(pub_->apply(table_, cp::TableDiff{}, true, &err)) << err;
+  const Frame rej = one_out(client_pkt(kProtoUdp, 5001, 5353), 0, 0);
+  ASSERT_FALSE(rej.empty());
+  EXPECT_EQ(w6_[0]->conns.size(), 0u);
+  EXPECT_EQ(w(0).counters.icmp_unreach_sent.load(), 1u);
+}
+
+TEST_P(WorkerIpv6FwdTest, TwoWorkersRedirectToTheOwner) {
+  setup(GetParam(), 2);
+  if (HasFatalFailure()) return;
+  serve_rings_ = true;
+  uint32_t n_out = 0;
+  for (uint16_t cport = 43000; cport < 43016; ++cport) {
+    rx(client_pkt(kProtoTcp, cport, 8080), 0, cport % 2);
+    auto o = tx(1);
+    ASSERT_EQ(o.size(), 1u) << drop_summary(0) << " /" << drop_summary(1);
+    const Parsed6 p = expect_valid6(o[0], "SYN");
+    // The reply arrives at the other worker first: redirected to the owner.
+    rx(backend_pkt(kProtoTcp, addr_at(p.dst), addr_at(p.dst) == kB16 ? kB1Mac : kB2Mac, 80, addr_at(p.src),
+                   p.sport), 1, (cport + 1) % 2);
+    auto b = tx(0);
+    ASSERT_EQ(b.size(), 1u) << drop_summary(0) << " /" << drop_summary(1);
+    n_out += 1;
+  }
+  EXPECT_EQ(n_out, 16u);
+  EXPECT_EQ(w6_[0]->conns.size() + w6_[1]->conns.size(), 16u);
+  EXPECT_EQ(drops_of_all_workers(), 0u);
+}
+
+// Instructions per packet through process_burst + flush_tx, IPv6 next to
+// IPv4 in the same harness (bursts of 32; building and reading back the
+// frames not counted). Not a test: run by hand under callgrind, e.g.
+//   valgrind --tool=callgrind --collect-atstart=no build/tests/unit/dataplane/dp_unit_tests \
+//     --gtest_also_run_disabled_tests --gtest_filter='*DISABLED_InstructionsPerPacket*'
+// and divide each dump (ipv4-est, ipv6-est, ipv4-new, ipv6-new) by 512.
+TEST_P(WorkerIpv6FwdTest, DISABLED_InstructionsPerPacket) {
+  constexpr unsigned kN = 512, kB = 32;
+  init_worker6(w(0), *w6_[0], 2048);
+  auto run = [&](const char* phase, auto make) {
+    std::vector<Frame> frames;
+    for (unsigned i = 0; i < kN; ++i) frames.push_back(make(i));
+    if (RUNNING_ON_VALGRIND) CALLGRIND_ZERO_STATS;
+    for (unsigned i = 0; i < kN; i += kB) {
+      rte_mbuf* m[kB];
+      for (unsigned k = 0; k < kB; ++k) m[k] = mbuf_of(frames[i + k], 0);
+      if (RUNNING_ON_VALGRIND) CALLGRIND_TOGGLE_COLLECT;
+      process_burst(w(0), m, kB, false);
+      flush_tx(w(0));
+      if (RUNNING_ON_VALGRIND) CALLGRIND_TOGGLE_COLLECT;
+      tx(1);
+    }
+    if (RUNNING_ON_VALGRIND) CALLGRIND_DUMP_STATS_AT(phase);
+  };
+  auto v4 = [&](uint16_t cport, uint8_t flags) {
+    FrameSpec f = from_client(cport, flags);
+    return build_frame(f);
+  };
+  // Connections 40000..40255 first (SYN), then established packets to them.
+  for (uint16_t c = 0; c < 256; ++c) {
+    rx(v4(static_cast<uint16_t>(40000 + c), kTcpSyn), 0);
+    rx(client_pkt(kProtoTcp, static_cast<uint16_t>(40000 + c), 8080), 0);
+  }
+  tx(1);
+  for (uint16_t c = 0; c < 256; ++c) {
+    rx(v4(static_cast<uint16_t>(40000 + c), kTcpAck), 0);
+    rx(client_pkt(kProtoTcp, static_cast<uint16_t>(40000 + c), 8080, kTcpAck), 0);
+  }
+  tx(1);
+  run("ipv4-est", [&](unsigned i) { return v4(static_cast<uint16_t>(40000 + i % 256), kTcpAck); });
+  run("ipv6-est", [&](unsigned i) { return client_pkt(kProtoTcp, static_cast<uint16_t>(40000 + i % 256), 8080, kTcpAck); });
+  run("ipv4-new", [&](unsigned i) { return v4(static_cast<uint16_t>(50000 + i), kTcpSyn); });
+  run("ipv6-new", [&](unsigned i) { return client_pkt(kProtoTcp, static_cast<uint16_t>(50000 + i), 8080); });
+  EXPECT_EQ(total_drops(), 0u) << drop_summary();
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, WorkerIpv6FwdTest, ::testing::Values(Forward::kFnat, Forward::kNat),
+                         [](const auto& info) { return info.param == Forward::kFnat ? "fnat" : "nat"; });
 
 }  // namespace
 }  // namespace vipd::dp

@@ -1,0 +1,446 @@
+// Thread: worker. The IPv6 per-packet path (docs/architecture.md "IPv6"):
+// NDP and echo for the ports' own addresses, the IPv6 neighbour cache, and
+// IPv6 VIP forwarding (NAT and full NAT, TCP and UDP) over the IPv6 tables
+// of v6_tables.h. worker.cc hands every IPv6 frame here (one ethertype
+// test); nothing here touches the IPv4 tables. No allocation, no locks, no
+// exceptions, no logging.
+#include <rte_hash.h>
+#include <rte_mbuf.h>
+
+#include <cstring>
+
+#include "dataplane/fastpath/bytes.h"
+#include "dataplane/fastpath/ipv6.h"
+#include "dataplane/fastpath/tcp_state.h"
+#include "dataplane/fastpath/worker.h"
+#include "dataplane/fastpath/worker_internal.h"
+#include "dataplane/sched/sched.h"
+
+namespace vipd::dp {
+namespace {
+
+// A persistence template of an IPv6 flow lives in the worker's one template
+// table, keyed by the addresses' fold6 digests; `pad` 6 keeps the keys apart
+// from IPv4 ones.
+constexpr uint8_t kTemplateKey6 = 6;
+
+int local6_index(const Shared6& v6, const uint8_t a[16]) {
+  for (uint32_t i = 0; i < v6.n_local_addrs; ++i)
+    if (ip6_equal(v6.local_addrs[i], a)) return static_cast<int>(i);
+  return -1;
+}
+
+bool is_port_ip6(const Shared& sh, const uint8_t a[16]) {
+  for (uint16_t i = 0; i < sh.n_ports; ++i)
+    if (sh.ports[i].has_ip6 && ip6_equal(sh.ports[i].ip6, a)) return true;
+  return false;
+}
+
+bool is_vip6(const Shared6& v6, const uint8_t a[16]) {
+  Addr6Key k;
+  std::memcpy(k.a, a, 16);
+  return rte_hash_lookup(v6.vip_addrs, &k) >= 0;
+}
+
+bool prefix_match(const uint8_t a[16], const uint8_t b[16], unsigned len) {
+  const unsigned bytes = len / 8, bits = len % 8;
+  if (std::memcmp(a, b, bytes) != 0) return false;
+  if (!bits) return true;
+  const uint8_t mask = static_cast<uint8_t>(0xff << (8 - bits));
+  return (a[bytes] & mask) == (b[bytes] & mask);
+}
+
+// The port whose on-link prefix holds `dst` (IPv6 next hops are on-link
+// only: docs/architecture.md "IPv6"); -1 when none.
+int route6(const Shared& sh, const uint8_t dst[16]) {
+  for (uint16_t i = 0; i < sh.n_ports; ++i)
+    if (sh.ports[i].has_ip6 && prefix_match(dst, sh.ports[i].ip6, sh.v6->port_prefix[i])) return i;
+  return -1;
+}
+
+void send_ns(Worker& w, uint16_t pidx, const uint8_t target[16]) {
+  rte_mbuf* m = rte_pktmbuf_alloc(w.pool);
+  if (!m) return;
+  const PortInfo& p = w.sh->ports[pidx];
+  const size_t len = make_nd_solicit(rte_pktmbuf_mtod(m, uint8_t*), p.mac, p.ip6, target);
+  m->data_len = static_cast<uint16_t>(len);
+  m->pkt_len = static_cast<uint32_t>(len);
+  bump(w.counters.arp_requests);  // address resolution requests, either family
+  tx_queue(w, pidx, m);
+}
+
+// Routes an IPv6 packet to `dst` (on-link): Ethernet addresses from the
+// neighbour cache and tx, or parked with a Neighbor Solicitation until the
+// next hop answers (as output_via for IPv4).
+void output6(Worker& w, rte_mbuf* m, const uint8_t dst[16]) {
+  Shared& sh = *w.sh;
+  Shared6& v6 = *sh.v6;
+  const int pidx = route6(sh, dst);
+  if (pidx < 0) return drop_pkt(w, m, kNoRoute);
+  uint8_t mac[6];
+  const Neigh6State st = v6.neigh.lookup(dst, mac, w.now);
+  if (st == Neigh6State::kMissing) {
+    Worker6& x = *w.v6;
+    if (x.n_pending >= Worker6::kPendingMax) return drop_pkt(w, m, kNeighQueueFull);
+    PendingPkt6& pp = x.pending[x.n_pending++];
+    pp.m = m;
+    std::memcpy(pp.nexthop, dst, 16);
+    pp.port = static_cast<uint16_t>(pidx);
+    pp.since = w.now;
+    if (v6.neigh.claim_request(dst, w.now, sh.arp_retry)) send_ns(w, static_cast<uint16_t>(pidx), dst);
+    return;
+  }
+  if (st == Neigh6State::kStale && v6.neigh.claim_request(dst, w.now, sh.arp_retry))
+    send_ns(w, static_cast<uint16_t>(pidx), dst);
+  uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
+  std::memcpy(f, mac, 6);
+  std::memcpy(f + 6, sh.ports[pidx].mac, 6);
+  tx_queue(w, static_cast<uint16_t>(pidx), m);
+}
+
+// ICMPv6 to a port's IPv6 address: echo requests answered, the rest (and
+// any with a bad checksum) dropped.
+void ipv6_local_icmp(Worker& w, rte_mbuf* m, uint8_t* f, const Parsed6& p) {
+  if (!l4_checksum6_ok(p.src, p.dst, kProtoIcmp6, f + p.l4_off, p.l4_len)) return drop_pkt(w, m, kIcmp6BadChecksum);
+  size_t len = 0;
+  if (!make_icmp6_echo_reply(f, p, &len)) return drop_pkt(w, m, kLocalUnhandled);
+  reply_on_rx_port(w, m, len);
+}
+
+// Neighbor Discovery. A valid NS for one of our addresses (the port's; with
+// forwarding also the IPv6 VIPs and full-NAT local addresses) gets our NA,
+// and its source link-layer address is learned (we will talk back); a valid
+// NA teaches the target's address if the cache has an entry for it (we
+// asked), as does another NS's source option. The rest: ndp_ignored.
+void handle_nd(Worker& w, rte_mbuf* m, uint8_t* f, const Parsed6& p, uint16_t pidx) {
+  const Shared& sh = *w.sh;
+  const PortInfo& port = sh.ports[pidx];
+  NdInfo nd;
+  const DropReason r = parse_nd(f, p, &nd);
+  if (r != kNumDropReasons) return drop_pkt(w, m, r);
+  // A multicast source is never valid (RFC 4291 2.7): nothing to answer to.
+  if (ip6_is_multicast(p.src)) return drop_pkt(w, m, kNdpInvalid);
+  Shared6* v6 = sh.v6;
+  if (nd.type == kNdNeighborAdvert) {
+    if (v6 && nd.has_lladdr && v6->neigh.refresh(nd.target, nd.lladdr, w.now)) {
+      bump(w.counters.nd_learned);
+      rte_pktmbuf_free(m);  // consumed by the learning
+      return;
+    }
+    return drop_pkt(w, m, kNdpIgnored);
+  }
+  uint8_t group[16];
+  ip6_solicited_node(nd.target, group);
+  const bool ours = (port.has_ip6 && ip6_equal(nd.target, port.ip6)) ||
+                    (v6 && (local6_index(*v6, nd.target) >= 0 || is_vip6(*v6, nd.target)));
+  // To the target's solicited-node group, or unicast to the target itself.
+  const bool to_target = ip6_equal(p.dst, group) || ip6_equal(p.dst, nd.target);
+  if (v6 && nd.has_lladdr && !ip6_is_unspecified(p.src)) {
+    if (ours && to_target) v6->neigh.update(p.src, nd.lladdr, w.now);
+    else v6->neigh.refresh(p.src, nd.lladdr, w.now);
+  }
+  if (!ours || !to_target) return drop_pkt(w, m, kNdpIgnored);
+  if (rte_pktmbuf_tailroom(m) + rte_pktmbuf_data_len(m) < kEthLen + kIp6Len + 32) return drop_pkt(w, m, kTruncated);
+  const size_t len = make_nd_advert(f, p, nd, port.mac, nd.target);
+  m->data_len = static_cast<uint16_t>(len);
+  m->pkt_len = static_cast<uint32_t>(len);
+  tx_queue(w, pidx, m);
+}
+
+// ---- IPv6 forwarding ----
+
+inline const Service* vip6_service(const Shared6& v6, const uint8_t dst[16], uint16_t port, uint8_t proto) {
+  VipKey6 k{};
+  std::memcpy(k.vip, dst, 16);
+  k.port = port;
+  k.proto = proto;
+  void* data = nullptr;
+  if (rte_hash_lookup_data(v6.vip_table, &k, &data) < 0) return nullptr;
+  return static_cast<const Service*>(data);
+}
+
+inline bool dest6_alive(const Worker& w, const Conn6& c) { return dest_gen(w, c.dest_slot) == c.dest_gen; }
+
+void set_state6(Worker& w, Conn6& c, ConnState s) {
+  if (c.state == s) return;
+  DestCounters& dc = w.dest_counters[c.dest_slot];
+  const bool was = c.state == ConnState::kEstablished, is = s == ConnState::kEstablished;
+  if (was != is) {
+    dc.active += is ? 1 : -1;
+    dc.inactive += is ? -1 : 1;
+  }
+  c.state = s;
+}
+
+void track6(Worker& w, Conn6& c, uint8_t flags, bool from_client) {
+  if (c.state == ConnState::kEstablished && !(flags & (kTcpFin | kTcpRst))) {
+    c.expires = w.now + w.sh->t_est;
+    return;
+  }
+  if (c.proto == kProtoTcp) set_state6(w, c, tcp_next_state(c.state, flags, from_client));
+  c.expires = w.now + conn_timeout(*w.sh, c.state);
+}
+
+void release6(Worker& w, Conn6& c) {
+  DestCounters& dc = w.dest_counters[c.dest_slot];
+  if (c.state == ConnState::kEstablished) --dc.active; else --dc.inactive;
+  if (w.sh->forward == Forward::kFnat) {
+    FnatPool6& fp = w.v6->fnat[c.laddr_idx];
+    fp.ports[fp.top++] = c.lport;
+  }
+  w.counters.active_flows.store(w.counters.active_flows.load(std::memory_order_relaxed) - 1,
+                                std::memory_order_relaxed);
+}
+
+void expire6(Worker& w, Conn6* c) {
+  release6(w, *c);
+  w.v6->conns.remove(c);
+}
+
+TemplateKey tkey6(const uint8_t client[16], const uint8_t vip[16], uint16_t port, uint8_t proto) {
+  return TemplateKey{fold6(vip), fold6(client), port, proto, kTemplateKey6};
+}
+
+// REJECT for a VIP without endpoints: ICMPv6 destination unreachable, port
+// unreachable (as ip6tables' REJECT icmp6-port-unreachable), from the VIP,
+// for TCP and UDP alike.
+void send_unreach6(Worker& w, rte_mbuf* m, const Parsed6& p) {
+  const size_t old_l3 = rte_pktmbuf_data_len(m) - kEthLen;
+  uint8_t* f = reinterpret_cast<uint8_t*>(rte_pktmbuf_prepend(m, kIcmp6ErrorRoom));
+  if (!f) return drop_pkt(w, m, kTruncated);
+  uint8_t from[16];
+  std::memcpy(from, p.dst, 16);
+  const size_t len = make_icmp6_error(f, p, old_l3, from, kIcmp6DestUnreach, 4, 0);
+  bump(w.counters.icmp_unreach_sent);
+  reply_on_rx_port(w, m, len);
+}
+
+void new_flow6(Worker& w, rte_mbuf* m, const Parsed6& p, const Service& svc) {
+  Shared& sh = *w.sh;
+  Worker6& x = *w.v6;
+  const Service6Ext& ext = service6_ext(svc);
+  const bool syn = p.proto != kProtoTcp || (p.tcp_flags & (kTcpSyn | kTcpAck | kTcpRst | kTcpFin)) == kTcpSyn;
+  if (!syn && (svc.sched != Sched::kMh || (p.tcp_flags & (kTcpRst | kTcpSyn)))) return drop_pkt(w, m, kNoConn);
+  if (ext.n_ranges && !source_allowed6(ext, p.src)) return drop_pkt(w, m, kSourceNotAllowed);
+  int32_t idx = -1;
+  Template* tmpl = nullptr;
+  const TemplateKey tkey = tkey6(p.src, p.dst, p.dport, p.proto);
+  if (svc.persistence_s && svc.n_dests) {
+    tmpl = w.tmpls.lookup(tkey);
+    if (tmpl) {
+      idx = template_dest(w, svc, *tmpl);
+      if (idx < 0) {
+        w.tmpls.remove(tmpl);
+        tmpl = nullptr;
+      }
+    }
+  }
+  const SchedCtx ctx{w.dest_counters, fold6(p.src), fold6(p.dst)};
+  if (idx < 0) idx = svc.n_weighted ? sched_pick(svc, w.sched[svc.id], ctx) : -1;
+  if (idx < 0) {
+    if (svc.drop_when_empty) return drop_pkt(w, m, kNoEndpointsDrop);
+    if (!syn) return drop_pkt(w, m, kNoConn);
+    return send_unreach6(w, m, p);
+  }
+  const DestRef& d = svc.dests[idx];
+  const uint8_t* dip = ext.dest_ip[idx];
+  const uint8_t* laddr = p.src;
+  uint16_t lport = p.sport;
+  uint8_t lidx = 0;
+  if (sh.forward == Forward::kFnat) {
+    const Shared6& v6 = *sh.v6;
+    bool got = false;
+    for (uint32_t k = 0; k < v6.n_local_addrs && !got; ++k) {
+      const uint32_t i = (x.fnat_cursor + k) % v6.n_local_addrs;
+      FnatPool6& fp = x.fnat[i];
+      if (fp.top) {
+        lport = fp.ports[--fp.top];
+        laddr = v6.local_addrs[i];
+        lidx = static_cast<uint8_t>(i);
+        x.fnat_cursor = i + 1;
+        got = true;
+      }
+    }
+    if (!got) return drop_pkt(w, m, kFnatPortsExhausted);
+  }
+  Conn6* c = x.conns.insert(make_key6(p.src, p.sport, p.dst, p.dport, p.proto),
+                            make_key6(dip, d.port, laddr, lport, p.proto));
+  if (!c) {
+    if (sh.forward == Forward::kFnat) x.fnat[lidx].ports[x.fnat[lidx].top++] = lport;
+    return drop_pkt(w, m, x.conns.last_insert_full() ? kConnTableFull : kConnKeyInUse);
+  }
+  c->laddr_idx = lidx;
+  c->dest_slot = d.slot;
+  c->dest_gen = d.gen;
+  c->state = p.proto != kProtoTcp ? ConnState::kUdp
+             : syn              ? ConnState::kSynRecv
+                                : tcp_next_state(ConnState::kNone, p.tcp_flags, true);
+  c->expires = w.now + conn_timeout(sh, c->state);
+  if (svc.persistence_s) {
+    if (!tmpl) tmpl = w.tmpls.insert(tkey);
+    if (tmpl) {
+      tmpl->dest_slot = d.slot;
+      tmpl->dest_gen = d.gen;
+      tmpl->expires = w.now + uint64_t{svc.persistence_s} * sh.tsc_hz;
+      c->tmpl = w.tmpls.index(tmpl) + 1;
+    } else {
+      bump(w.counters.template_full);
+    }
+  }
+  DestCounters& dc = w.dest_counters[d.slot];
+  ++dc.conns;
+  if (c->state == ConnState::kEstablished) ++dc.active; else ++dc.inactive;
+  bump(w.counters.new_flows);
+  bump(w.counters.active_flows);
+  dc.inpkts++;
+  dc.inbytes += kIp6Len + p.payload_len;
+  rewrite6_l3l4(rte_pktmbuf_mtod(m, uint8_t*), p, c->laddr, c->lport, c->daddr, c->dport);
+  output6(w, m, c->daddr);
+}
+
+// A client -> IPv6 VIP packet of `svc`.
+void from_client6(Worker& w, rte_mbuf* m, const Parsed6& p, const Service& svc) {
+  Worker6& x = *w.v6;
+  bool reply = false;
+  Conn6* c = x.conns.lookup(make_key6(p.src, p.sport, p.dst, p.dport, p.proto), &reply);
+  const bool syn = p.proto == kProtoTcp && (p.tcp_flags & (kTcpSyn | kTcpAck)) == kTcpSyn;
+  if (c && reply) return drop_pkt(w, m, kConnKeyInUse);
+  if (c && dest6_alive(w, *c) && !(syn && tcp_state_closing(c->state))) {
+    track6(w, *c, p.tcp_flags, true);
+    if (c->tmpl && svc.persistence_s) {
+      Template* t = w.tmpls.at(c->tmpl - 1);
+      const TemplateKey k = tkey6(c->caddr, c->vaddr, c->vport, c->proto);
+      if (t && t->in_use && t->key.client == k.client && t->key.vip == k.vip && t->key.port == k.port &&
+          t->key.pad == kTemplateKey6)
+        t->expires = w.now + uint64_t{svc.persistence_s} * w.sh->tsc_hz;
+    }
+    DestCounters& dc = w.dest_counters[c->dest_slot];
+    dc.inpkts++;
+    dc.inbytes += kIp6Len + p.payload_len;
+    rewrite6_l3l4(rte_pktmbuf_mtod(m, uint8_t*), p, c->laddr, c->lport, c->daddr, c->dport);
+    output6(w, m, c->daddr);
+    return;
+  }
+  if (c) {
+    // The destination is gone (or a new SYN reuses a closing entry's port):
+    // the entry goes; mid-flow TCP is dropped (the client times out and
+    // reconnects), a SYN or UDP is scheduled afresh.
+    const bool alive = dest6_alive(w, *c);
+    expire6(w, c);
+    if (!alive && p.proto == kProtoTcp && !syn) return drop_pkt(w, m, kDestExpired);
+  }
+  new_flow6(w, m, p, svc);
+}
+
+// A destination -> client packet (the reply direction of a connection).
+void from_dest6(Worker& w, rte_mbuf* m, const Parsed6& p) {
+  Worker6& x = *w.v6;
+  bool reply = false;
+  Conn6* c = x.conns.lookup(make_key6(p.src, p.sport, p.dst, p.dport, p.proto), &reply);
+  // No connection: an IPv6 packet for no VIP and no flow of vipd's.
+  if (!c || !reply) return drop_pkt(w, m, kIpv6NoService);
+  if (p.hop_limit <= 1) return drop_pkt(w, m, kTtlExceeded);
+  if (!dest6_alive(w, *c)) {
+    expire6(w, c);
+    return drop_pkt(w, m, kDestExpired);
+  }
+  track6(w, *c, p.tcp_flags, false);
+  DestCounters& dc = w.dest_counters[c->dest_slot];
+  dc.outpkts++;
+  dc.outbytes += kIp6Len + p.payload_len;
+  rewrite6_l3l4(rte_pktmbuf_mtod(m, uint8_t*), p, c->vaddr, c->vport, c->caddr, c->cport);
+  output6(w, m, c->caddr);
+}
+
+// TCP or UDP over IPv6 with forwarding on: to a VIP (client side), to a
+// full-NAT local address (reply), or (NAT mode) to anywhere else but our own
+// addresses (a reply routed through vipd). Each goes to the worker that owns
+// the flow first, as for IPv4.
+void forward6(Worker& w, rte_mbuf* m, const Parsed6& p, bool from_ring) {
+  Shared& sh = *w.sh;
+  const Shared6& v6 = *sh.v6;
+  if (const Service* svc = vip6_service(v6, p.dst, p.dport, p.proto)) {
+    if (p.hop_limit <= 1) return drop_pkt(w, m, kTtlExceeded);
+    if (!from_ring && redirect_to(w, m, flow_owner(fold6(p.src), p.sport, sh.n_workers))) return;
+    return from_client6(w, m, p, *svc);
+  }
+  if (sh.forward == Forward::kFnat) {
+    if (local6_index(v6, p.dst) >= 0) {
+      if (p.hop_limit <= 1) return drop_pkt(w, m, kTtlExceeded);
+      if (!from_ring && redirect_to(w, m, p.dport % sh.n_workers)) return;
+      return from_dest6(w, m, p);
+    }
+  } else if (!is_port_ip6(sh, p.dst) && !is_vip6(v6, p.dst)) {
+    // A reply routed through vipd, if a connection has it (the hop limit is
+    // checked there: anything else counts as ipv6_no_service).
+    if (!from_ring && redirect_to(w, m, flow_owner(fold6(p.dst), p.dport, sh.n_workers))) return;
+    return from_dest6(w, m, p);
+  }
+  if (is_vip6(v6, p.dst)) return drop_pkt(w, m, kVipNoPort);
+  if (sh.exc_to_kernel && is_port_ip6(sh, p.dst)) return local_to_kernel(w, m, kLocalUnhandled);
+  if (is_port_ip6(sh, p.dst)) return drop_pkt(w, m, kLocalUnhandled);
+  drop_pkt(w, m, kIpv6NoService);
+}
+
+}  // namespace
+
+// worker_internal.h
+void handle_ipv6(Worker& w, rte_mbuf* m, bool from_ring) noexcept {
+  uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
+  Parsed6 p;
+  if (!parse_ipv6(f, rte_pktmbuf_data_len(m), &p)) return drop_pkt(w, m, p.drop);
+  const int pidx = port_of(*w.sh, m->port);
+  if (pidx < 0) return drop_pkt(w, m, kNotForUs);
+  const PortInfo& port = w.sh->ports[pidx];
+  if (p.proto == kProtoIcmp6) {
+    const uint8_t type = static_cast<uint8_t>(p.dport >> 8);
+    if (type >= kNdRouterSolicit && type <= kNdRedirect) {
+      if (type == kNdNeighborSolicit || type == kNdNeighborAdvert) return handle_nd(w, m, f, p, static_cast<uint16_t>(pidx));
+      return drop_pkt(w, m, kNdpIgnored);  // RS, RA, redirect: vipd is no router nor host stack
+    }
+  }
+  if (f[0] & 1) return drop_pkt(w, m, kNotForUs);  // other IPv6 to a group MAC
+  if (w.sh->v6 && w.v6 && (p.proto == kProtoTcp || p.proto == kProtoUdp)) return forward6(w, m, p, from_ring);
+  if (port.has_ip6 && ip6_equal(p.dst, port.ip6)) {
+    if (p.proto == kProtoIcmp6) return ipv6_local_icmp(w, m, f, p);
+    return drop_pkt(w, m, kLocalUnhandled);
+  }
+  if (w.sh->v6 && p.proto == kProtoIcmp6 && (is_vip6(*w.sh->v6, p.dst) || local6_index(*w.sh->v6, p.dst) >= 0))
+    return ipv6_local_icmp(w, m, f, p);  // ping a VIP or local address, as for IPv4
+  drop_pkt(w, m, kIpv6NoService);
+}
+
+void service_pending6(Worker& w) noexcept {
+  Shared& sh = *w.sh;
+  Worker6& x = *w.v6;
+  uint32_t keep = 0;
+  for (uint32_t i = 0; i < x.n_pending; ++i) {
+    PendingPkt6 pp = x.pending[i];
+    uint8_t mac[6];
+    if (sh.v6->neigh.lookup(pp.nexthop, mac, w.now) != Neigh6State::kMissing) {
+      uint8_t* f = rte_pktmbuf_mtod(pp.m, uint8_t*);
+      std::memcpy(f, mac, 6);
+      std::memcpy(f + 6, sh.ports[pp.port].mac, 6);
+      tx_queue(w, pp.port, pp.m);
+    } else if (w.now - pp.since > sh.arp_give_up) {
+      drop_pkt(w, pp.m, kNeighUnresolved);
+    } else {
+      if (sh.v6->neigh.claim_request(pp.nexthop, w.now, sh.arp_retry)) send_ns(w, pp.port, pp.nexthop);
+      x.pending[keep++] = pp;
+    }
+  }
+  x.n_pending = keep;
+}
+
+void sweep_conns6(Worker& w, uint32_t budget) noexcept {
+  const uint64_t now = w.now;
+  const Shared& sh = *w.sh;
+  w.v6->conns.sweep(budget, [&](Conn6& c) {
+    if (!dest6_alive(w, c) && c.expires > now + sh.t_dead) c.expires = now + sh.t_dead;
+    if (c.expires > now) return false;
+    release6(w, c);
+    return true;
+  });
+}
+
+}  // namespace vipd::dp
