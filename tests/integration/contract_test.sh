@@ -24,13 +24,12 @@
 # outcomes of the modes, distribution aside, are identical). Prints PASS:/
 # FAIL:/SKIP: lines; exit 0 all passed, 1 any failed, 77 cannot run here.
 # Env: VIPD_BUILD_DIR (default build), CONTRACT_MODES (default "dpdk iptables nftables ipvs"),
-# CONTRACT_V6_MODES (the modes that also run the IPv6 cases; default "iptables nftables ipvs":
-# dpdk mode does not forward IPv6 yet).
+# CONTRACT_V6_MODES (the modes that also run the IPv6 cases; default all four modes).
 set -uo pipefail
 NAME=contract_test
 MODES=(${CONTRACT_MODES:-dpdk iptables nftables ipvs})
 # Set but empty: no mode runs the IPv6 cases.
-V6_MODES=(${CONTRACT_V6_MODES-iptables nftables ipvs})
+V6_MODES=(${CONTRACT_V6_MODES-dpdk iptables nftables ipvs})
 CASES=(db-tcp db-udp empty-tcp empty-udp affinity fallback other-port removal)
 runs_v6() { local m; for m in "${V6_MODES[@]}"; do [ "$m" = "$1" ] && return 0; done; return 1; }
 # Why a mode outside CONTRACT_V6_MODES gets no IPv6 requests.
