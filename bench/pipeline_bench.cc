@@ -28,6 +28,12 @@
 //   baseline  rx burst -> tx burst on the same port and frames
 //   l3fwd     rx burst -> l3fwd_frame() on each -> tx burst, the same frames
 //
+// --family 6: the same topology in IPv6 (every address is fd00::/64 plus
+// the IPv4 one in its low 32 bits, all on-link, as IPv6 next hops must be;
+// the VIP, endpoints and full-NAT local addresses likewise), 74-byte frames
+// (40-byte IPv6 header), the IPv6 tables of v6_tables.h set up as
+// DpdkDataplane::init_ipv6 does; the l3fwd phase is IPv4 only.
+//
 // Under valgrind --tool=callgrind --collect-atstart=no, collection is
 // toggled around the timed polls only and one dump is written per phase
 // (CALLGRIND_DUMP_STATS_AT("phase")), so instructions/packet come out exact.
@@ -48,6 +54,9 @@
 #include "bench/bench_util.h"
 #include "bench/l3fwd.h"
 #include "dataplane/fastpath/packet.h"
+#include "dataplane/fastpath/v6_tables.h"
+#include "dataplane/fastpath/worker_internal.h"
+#include "model/ip_addr.h"
 
 #if __has_include(<valgrind/callgrind.h>)
 #include <valgrind/callgrind.h>
@@ -69,9 +78,25 @@ namespace {
 constexpr unsigned kChunk = 256;          // fresh frames per timed chunk
 constexpr unsigned kPolls = kChunk / dp::kRxBurst;
 constexpr uint16_t kFrameLen = 60;        // 64-byte frames on the wire, less FCS
+constexpr uint16_t kFrameLen6 = 74;      // Ethernet + IPv6 + TCP (UDP: 12 bytes of payload)
 constexpr uint16_t kFlowsPerIp = 60000;   // client ports 1024.. per client address
 
 enum class Poll { kPipeline, kIo, kL3fwd };
+
+// --family 6: fd00::/64 with the IPv4 address of the same role in the low
+// 32 bits (network order).
+std::array<uint8_t, 16> v6_of(uint32_t ip4) {
+  std::array<uint8_t, 16> a{};
+  a[0] = 0xfd;
+  a[12] = static_cast<uint8_t>(ip4 >> 24);
+  a[13] = static_cast<uint8_t>(ip4 >> 16);
+  a[14] = static_cast<uint8_t>(ip4 >> 8);
+  a[15] = static_cast<uint8_t>(ip4);
+  return a;
+}
+uint32_t v4_of(const uint8_t a[16]) {
+  return uint32_t{a[12]} << 24 | uint32_t{a[13]} << 16 | uint32_t{a[14]} << 8 | a[15];
+}
 
 struct Flow {
   uint32_t src;
@@ -82,10 +107,12 @@ struct Flow {
 
 class Bench {
  public:
-  Bench(BenchDataplane& d, uint32_t services, uint8_t proto) : d_(d), services_(services), proto_(proto) {}
+  Bench(BenchDataplane& d, uint32_t services, uint8_t proto, bool v6 = false)
+      : d_(d), services_(services), proto_(proto), v6_(v6) {}
 
   // Writes one frame addressed to our port's MAC.
   void write_frame(rte_mbuf* m, const Flow& f, uint8_t flags) {
+    if (v6_) return write_frame6(m, f, flags);
     rte_pktmbuf_reset(m);
     m->port = d_.port_id;
     m->data_len = kFrameLen;
@@ -127,6 +154,49 @@ class Bench {
       u->dgram_len = rte_cpu_to_be_16(ip_len - 20);
       u->dgram_cksum = 0;
       u->dgram_cksum = rte_ipv4_udptcp_cksum(ip, u);
+    }
+  }
+
+  // The same frame in IPv6 (--family 6).
+  void write_frame6(rte_mbuf* m, const Flow& f, uint8_t flags) {
+    rte_pktmbuf_reset(m);
+    m->port = d_.port_id;
+    m->data_len = kFrameLen6;
+    m->pkt_len = kFrameLen6;
+    uint8_t* p = rte_pktmbuf_mtod(m, uint8_t*);
+    std::memset(p, 0, kFrameLen6);
+    auto* eth = reinterpret_cast<rte_ether_hdr*>(p);
+    std::memcpy(eth->dst_addr.addr_bytes, d_.sh.ports[0].mac, 6);
+    std::memcpy(eth->src_addr.addr_bytes, kPeerMac, 6);
+    eth->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV6);
+    auto* ip = reinterpret_cast<rte_ipv6_hdr*>(p + sizeof(rte_ether_hdr));
+    const uint16_t l4_len = kFrameLen6 - sizeof(rte_ether_hdr) - sizeof(rte_ipv6_hdr);
+    ip->vtc_flow = rte_cpu_to_be_32(6u << 28);
+    ip->payload_len = rte_cpu_to_be_16(l4_len);
+    ip->proto = proto_;
+    ip->hop_limits = 64;
+    const auto s6 = v6_of(f.src), d6 = v6_of(f.dst);
+    std::memcpy(&ip->src_addr, s6.data(), 16);
+    std::memcpy(&ip->dst_addr, d6.data(), 16);
+    uint8_t* l4 = p + sizeof(rte_ether_hdr) + sizeof(rte_ipv6_hdr);
+    if (proto_ == dp::kProtoTcp) {
+      auto* t = reinterpret_cast<rte_tcp_hdr*>(l4);
+      t->src_port = rte_cpu_to_be_16(f.sport);
+      t->dst_port = rte_cpu_to_be_16(f.dport);
+      t->sent_seq = rte_cpu_to_be_32(1000);
+      t->recv_ack = rte_cpu_to_be_32(flags & dp::kTcpAck ? 2000 : 0);
+      t->data_off = 5 << 4;
+      t->tcp_flags = flags;
+      t->rx_win = rte_cpu_to_be_16(65535);
+      t->cksum = 0;
+      t->cksum = rte_ipv6_udptcp_cksum(ip, t);
+    } else {
+      auto* u = reinterpret_cast<rte_udp_hdr*>(l4);
+      u->src_port = rte_cpu_to_be_16(f.sport);
+      u->dst_port = rte_cpu_to_be_16(f.dport);
+      u->dgram_len = rte_cpu_to_be_16(l4_len);
+      u->dgram_cksum = 0;
+      u->dgram_cksum = rte_ipv6_udptcp_cksum(ip, u);
     }
   }
 
@@ -269,6 +339,7 @@ class Bench {
     dp::Worker& w = *d_.w;
     w.now = rte_rdtsc() + after_s * d_.sh.tsc_hz;
     dp::sweep_conns(w, w.conns.slots());
+    if (w.v6) dp::sweep_conns6(w, w.v6->conns.capacity());
   }
 
   uint32_t rng_pick(uint32_t n) { return rng_.below(n); }
@@ -277,6 +348,7 @@ class Bench {
   Rng rng_{0x5eed};
   uint32_t services_;
   uint8_t proto_;
+  bool v6_;
   std::vector<rte_mbuf*> spare_;
 };
 
@@ -336,7 +408,13 @@ int run_pipeline(const Args& a) {
   const uint8_t proto = proto_s == "udp" ? dp::kProtoUdp : dp::kProtoTcp;
   const auto fwd = cp::parse_forward_method(a.str("fwd", "fnat")).value_or(cp::ForwardMethod::kFnat);
   const bool fnat = fwd == cp::ForwardMethod::kFnat;
-  const std::string phases = a.str("phases", "fill,est,reply,newconn,baseline,l3fwd");
+  const int family = static_cast<int>(a.num("family", 4));
+  if (family != 4 && family != 6) {
+    fprintf(stderr, "vipd_bench: --family is 4 or 6\n");
+    return 2;
+  }
+  const bool v6 = family == 6;
+  const std::string phases = a.str("phases", v6 ? "fill,est,reply,newconn,baseline" : "fill,est,reply,newconn,baseline,l3fwd");
   auto want = [&](const char* p) { return phases.find(p) != std::string::npos; };
 
   EalOptions eo;
@@ -369,11 +447,58 @@ int run_pipeline(const Args& a) {
     fprintf(stderr, "vipd_bench: %s\n", err.c_str());
     return 2;
   }
+  // --family 6: the IPv6 tables as DpdkDataplane::init_ipv6 sets them up
+  // (a port address, the full-NAT IPv6 local addresses, the connection
+  // table sized as the IPv4 one here), the endpoints' and clients'
+  // neighbour entries learnt for an hour (never a packet parked on NDP).
+  dp::Shared6 sh6;
+  dp::Worker6 w6;
+  if (v6) {
+    dp::PortInfo& p = d.sh.ports[0];
+    const auto pa = v6_of(kPortIp);
+    std::memcpy(p.ip6, pa.data(), 16);
+    p.has_ip6 = true;
+    std::vector<std::array<uint8_t, 16>> locals;
+    if (fnat)
+      for (uint32_t i = 0; i < kPipelineLocalAddrs; ++i) locals.push_back(v6_of(kLocalBase + i));
+    const uint64_t clients = flows / kFlowsPerIp + 1 + 16u * 64512u / kFlowsPerIp + 1;
+    const uint32_t neigh = static_cast<uint32_t>(std::min<uint64_t>(2 * (dests + clients) + 64, 1u << 22));
+    if (!dp::init_v6(d.sh, sh6, "bench6_", std::max<uint32_t>(services, 64), neigh, 3600 * d.sh.tsc_hz, locals, 0,
+                     &err)) {
+      fprintf(stderr, "vipd_bench: %s\n", err.c_str());
+      return 2;
+    }
+    dp::init_worker6(*d.w, w6, static_cast<uint32_t>(conn_cap));
+    const uint64_t now = rte_rdtsc();
+    bool ok = true;
+    for (uint64_t k = 0; k < uint64_t{services} * backends; ++k)
+      ok &= sh6.neigh.update(v6_of(kDestBase + static_cast<uint32_t>(k)).data(), kGwMac, now);
+    for (uint64_t c = 0; c < clients; ++c) {
+      ok &= sh6.neigh.update(v6_of(kClientBase + static_cast<uint32_t>(c)).data(), kPeerMac, now);
+      ok &= sh6.neigh.update(v6_of(kNewClientBase + static_cast<uint32_t>(c)).data(), kPeerMac, now);
+    }
+    if (!ok) {
+      fprintf(stderr, "vipd_bench: IPv6 neighbour cache full\n");
+      return 2;
+    }
+  }
   const int64_t heap_dp = dpdk_heap_used();
 
   // Publish the services (untimed here; benchmark 2 times the control plane).
   const int64_t libc0 = libc_heap_used();
   cp::ServiceTable table = make_table(services, backends, proto == dp::kProtoUdp ? cp::Protocol::kUdp : cp::Protocol::kTcp);
+  if (v6) {
+    // The same services with IPv6 addresses (v6_of each IPv4 one).
+    cp::ServiceTable t6;
+    t6.generation = table.generation;
+    for (auto& [k, v] : table.services) {
+      cp::VirtualService s = v;
+      s.key.vip = cp::IpAddr::v6(v6_of(k.vip.v4()));
+      for (auto& r : s.backends) r.ip = cp::IpAddr::v6(v6_of(r.ip.v4()));
+      t6.services.emplace(s.key, std::move(s));
+    }
+    table = std::move(t6);
+  }
   const int64_t libc_table = libc_heap_used() - libc0;
   const int64_t heap1 = dpdk_heap_used();
   const uint64_t tp0 = rte_rdtsc();
@@ -398,13 +523,13 @@ int run_pipeline(const Args& a) {
   rte_rcu_qsbr_thread_register(d.sh.qsbr, 0);
   rte_rcu_qsbr_thread_online(d.sh.qsbr, 0);
 
-  Bench b(d, services, proto);
+  Bench b(d, services, proto, v6);
   const double ns_per_cycle = 1e9 / static_cast<double>(tsc_hz());
   const uint8_t first_flags = proto == dp::kProtoTcp ? dp::kTcpSyn : 0;
   const uint8_t est_flags = proto == dp::kProtoTcp ? (dp::kTcpAck | dp::kTcpPsh) : 0;
 
   Json j;
-  j.str("bench", "pipeline").integer("services", services).integer("flows", flows);
+  j.str("bench", "pipeline").integer("services", services).integer("flows", flows).integer("family", family);
   j.integer("backends", backends).str("proto", proto_s).str("fwd", cp::name(fwd));
   j.integer("reps", reps).integer("packets_per_rep", static_cast<int64_t>(packets));
   j.integer("hugepages", eo.hugepages ? 1 : 0).integer("valgrind", RUNNING_ON_VALGRIND ? 1 : 0);
@@ -420,7 +545,7 @@ int run_pipeline(const Args& a) {
   const uint32_t room = std::min<uint32_t>(d.w->conns.capacity() - flows, fnat_room);
   const uint32_t round = std::max<uint32_t>(kChunk, std::min<uint32_t>(room, 65536) / kChunk * kChunk - kChunk);
   if (!a.flag("no-warmup")) {
-    Bench wb(d, services, proto);
+    Bench wb(d, services, proto, v6);
     const uint8_t first = proto == dp::kProtoTcp ? dp::kTcpSyn : 0;
     for (int pass = 0; pass < 2; ++pass) {
       uint32_t g = 0;
@@ -454,7 +579,7 @@ int run_pipeline(const Args& a) {
       std::vector<double> first(r.chunk_ns.begin(), r.chunk_ns.begin() + std::min<size_t>(16, r.chunk_ns.size()));
       j.raw("fill_first_chunks_ns", vec_json(first));
     }
-    j.integer("conn_entries", d.w->conns.size());
+    j.integer("conn_entries", v6 ? w6.conns.size() : d.w->conns.size());
   }
   // Complete the handshakes (untimed in effect: not reported).
   if (proto == dp::kProtoTcp) {
@@ -496,6 +621,16 @@ int run_pipeline(const Args& a) {
     for (uint32_t f = 0; f < flows; ++f) {
       const Flow c = b.established_flow(f);
       bool is_reply = false;
+      if (v6) {
+        const auto s6 = v6_of(c.src), d6 = v6_of(c.dst);
+        const dp::Conn6* conn = w6.conns.lookup(dp::make_key6(s6.data(), c.sport, d6.data(), kVipPort, proto), &is_reply);
+        if (!conn || is_reply) {
+          fprintf(stderr, "vipd_bench: flow %u has no connection\n", f);
+          return 2;
+        }
+        rev[f] = Flow{v4_of(conn->daddr), conn->dport, v4_of(conn->laddr), conn->lport};
+        continue;
+      }
       const dp::Conn* conn = d.w->conns.lookup(dp::make_key(c.src, c.sport, c.dst, kVipPort, proto), &is_reply);
       if (!conn || is_reply) {
         fprintf(stderr, "vipd_bench: flow %u has no connection\n", f);
@@ -622,6 +757,7 @@ int run_pipeline(const Args& a) {
   printf("%s\n", j.dump().c_str());
   fflush(stdout);
   rte_rcu_qsbr_thread_offline(d.sh.qsbr, 0);
+  if (v6) dp::free_worker6_pending(w6);
   return 0;
 }
 

@@ -279,16 +279,19 @@ fi
 
 # ---- 5. callgrind: instructions per packet ----
 if command -v valgrind >/dev/null 2>&1; then
-  if [ $QUICK = 1 ]; then CG="1:1000"; else CG="1:1000 100000:1000 1000:10000 100000:1000000"; fi
+  # IPv4 cases, then IPv6 (--family 6, the same phases) at 1 / 1k and
+  # 100k / 1M: report.py shows the families side by side.
+  if [ $QUICK = 1 ]; then CG="1:1000:4 1:1000:6"; else
+    CG="1:1000:4 100000:1000:4 1000:10000:4 100000:1000000:4 1:1000:6 100000:1000000:6"; fi
   CGP=20000 CGN=10000
   [ $SMOKE = 1 ] && CGP=2000 CGN=1000
   for c in $CG; do
-    s=${c%%:*} f=${c##*:}
+    IFS=: read -r s f fam <<<"$c"
     d=$(mktemp -d /tmp/vipd-bench-cg.XXXXXX)
-    log "valgrind --tool=callgrind $BIN pipeline --services $s --flows $f"
+    log "valgrind --tool=callgrind $BIN pipeline --family $fam --services $s --flows $f"
     if timeout 600 valgrind --tool=callgrind --collect-atstart=no --callgrind-out-file="$d/cg.%p" \
-         "$BIN" pipeline --services "$s" --flows "$f" --packets "$CGP" --reps 1 --newconn-packets "$CGN" \
-         --no-warmup >"$d/out.json" 2>>"$LOG"; then
+         "$BIN" pipeline --family "$fam" --services "$s" --flows "$f" --packets "$CGP" --reps 1 \
+         --newconn-packets "$CGN" --no-warmup >"$d/out.json" 2>>"$LOG"; then
       python3 scripts/bench/callgrind_summary.py "$d" "$s" "$f" "$OUT" >>"$OUT/callgrind.jsonl" || log "callgrind summary failed"
     else
       log "callgrind run failed"

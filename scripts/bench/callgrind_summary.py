@@ -7,7 +7,10 @@ DIR holds one vipd_bench pipeline run under valgrind --tool=callgrind
 (cg.<pid>.<n>, "Trigger: Client Request: <phase>"). Prints one JSON line
 with instructions per packet of each phase, and writes the top functions of
 the est and newconn phases (self instructions per packet) to
-OUT/callgrind_<phase>_<services>_<flows>.txt.
+OUT/callgrind_<phase>_<services>_<flows>.txt. An IPv6 run (vipd_bench
+pipeline --family 6; out.json says "family": 6) gives a row with
+"family": 6 and the profiles OUT/callgrind_<phase>_<services>_<flows>_v6.txt,
+so report.py keeps the families apart (a row without "family" is IPv4).
 With --cp (a `vipd_bench cp` run): one dump per measured call, named after
 the part (initial_compute, initial_apply, same_content, change_compute,
 change_apply); prints the mean instructions per call of each part.
@@ -66,6 +69,10 @@ if sys.argv[1] == "--cp":
 d, services, flows, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 res = json.loads(open(os.path.join(d, "out.json")).read().strip().splitlines()[-1])
 row = {"bench": "pipeline", "services": services, "flows": flows}
+family = int(res.get("family", 4))
+if family != 4:
+    row["family"] = family
+suffix = "" if family == 4 else f"_v{family}"
 for f, phase, ir in dumps(d):
     pk = res.get(phase + "_packets") or 0
     if not pk:
@@ -85,7 +92,7 @@ for f, phase, ir in dumps(d):
             continue
         funcs.append((n / pk, clean(mm.group(3))))
     funcs.sort(reverse=True)
-    with open(os.path.join(out, f"callgrind_{phase}_{services}_{flows}.txt"), "w") as fo:
+    with open(os.path.join(out, f"callgrind_{phase}_{services}_{flows}{suffix}.txt"), "w") as fo:
         for v, name in funcs[:25]:
             fo.write(f"{v:8.1f}  {name}\n")
 print(json.dumps(row))

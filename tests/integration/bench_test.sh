@@ -28,6 +28,7 @@
 #   memory         benchmark 4: the connection table really holds the flows,
 #                  and RSS grew while they were added (the pages are touched)
 #   callgrind      benchmark 5: instruction counts per packet for each phase,
+#                  of IPv4 and of IPv6 (--family 6),
 #                  I/O-only < l3fwd baseline < established (skipped, loudly, without valgrind: scripts/bootstrap.sh
 #                  installs it)
 #   report         report.py renders every section from these results, and
@@ -187,8 +188,14 @@ for r in rows:
 '
 if command -v valgrind >/dev/null 2>&1; then
   check callgrind callgrind.jsonl '
-pk = [r for r in rows if r.get("bench") != "cp"]
-want(len(pk) == 1 and len(rows) == 2, "%d pipeline and %d cp rows" % (len(pk), len(rows) - len(pk)))
+pk = [r for r in rows if r.get("bench") != "cp" and r.get("family", 4) == 4]
+pk6 = [r for r in rows if r.get("bench") != "cp" and r.get("family") == 6]
+want(len(pk) == 1 and len(pk6) == 1 and len(rows) == 3,
+     "%d IPv4 pipeline, %d IPv6 pipeline and %d cp rows" % (len(pk), len(pk6), len(rows) - len(pk) - len(pk6)))
+for r in pk6:
+    for ph in ("est", "reply", "newconn", "baseline"):
+        want(0 < (r.get(ph + "_ir_per_pkt") or 0) < 1e6, "IPv6 %s: %s instructions per packet" % (ph, r.get(ph + "_ir_per_pkt")))
+    want(r.get("baseline_ir_per_pkt", 0) < r.get("est_ir_per_pkt", 0), "IPv6: the I/O-only baseline costs more than forwarding")
 for r in pk:
     for ph in ("est", "reply", "newconn", "baseline", "l3fwd"):
         want(0 < (r.get(ph + "_ir_per_pkt") or 0) < 1e6, "%s: %s instructions per packet" % (ph, r.get(ph + "_ir_per_pkt")))
