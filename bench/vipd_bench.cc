@@ -1,6 +1,7 @@
 // vipd_bench: the benchmark programs of docs/benchmarks.md.
 //   vipd_bench pipeline [--services N] [--flows N] [--packets N] [--reps N]
 //                       [--proto tcp|udp] [--fwd fnat|nat] [--backends N]
+//                       [--family 4|6]  (6: IPv6 VIP, endpoints, clients and local addresses)
 //                       [--phases fill,est,reply,newconn,baseline,l3fwd] [--no-prefault]
 //                       [--no-warmup] [--hugepages | --huge-dir DIR] [--mem MB]
 //                       [--resteer-attempts N]  (0: re-steering off; default: the daemon's)

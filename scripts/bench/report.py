@@ -121,7 +121,7 @@ class Data:
                         bool(r.get("hugepages")) == bool(self.prev_machine.get("hugepages")):
                     self.prev_by[(r["services"], r["flows"])] = r
             for r in jsonl("callgrind.jsonl", self.prev_dir):
-                if r.get("bench") != "cp":
+                if r.get("bench") != "cp" and r.get("family", 4) == 4:
                     self.prev_cg[(r["services"], r["flows"])] = r
         self.pipe = median_runs(jsonl("pipeline.jsonl", res_dir))
         self.n_runs = max((len(r["est_ns_runs"]) for r in self.pipe), default=1)
@@ -133,7 +133,18 @@ class Data:
         self.floor = [r for r in floor_all if not r.get("hugepages")] or floor_all
         self.floor_huge = [r for r in floor_all if r.get("hugepages") and r not in self.floor]
         cg_all = jsonl("callgrind.jsonl", res_dir)
-        self.cg = [r for r in cg_all if r.get("bench") != "cp"]
+        self.cg = [r for r in cg_all if r.get("bench") != "cp" and r.get("family", 4) == 4]
+        # IPv6 (vipd_bench pipeline --family 6): this run's rows, else the
+        # latest per case of bench/results/added/callgrind_ipv6.jsonl (each
+        # with the IPv4 row measured on the same tree beside it).
+        self.cg6 = [r for r in cg_all if r.get("bench") != "cp" and r.get("family") == 6]
+        self.cg6_added = False
+        if not self.cg6:
+            latest = {}
+            for r in jsonl("callgrind_ipv6.jsonl", os.path.join(KEPT, "added")):
+                latest[(r["services"], r["flows"])] = r
+            self.cg6 = sorted(latest.values(), key=lambda r: (r["flows"], r["services"]))
+            self.cg6_added = bool(self.cg6)
         self.cg_cp = sorted([r for r in cg_all if r.get("bench") == "cp"], key=lambda r: r["services"])
         self.cg_by = {(r["services"], r["flows"]): r for r in self.cg}
         self.matrix = sorted([r for r in self.pipe if self.tcp_fnat(r)], key=lambda r: (r["flows"], r["services"]))
@@ -592,6 +603,53 @@ def memory(d):
     return "\n".join(out) or "Not measured in this run."
 
 
+def callgrind6(d):
+    """IPv6 (vipd_bench pipeline --family 6) beside IPv4, full NAT, TCP."""
+    if not d.cg6:
+        return "IPv6 (`vipd_bench pipeline --family 6`): not measured in this run."
+    rows = []
+    for r in d.cg6:
+        v4 = r.get("ipv4") if d.cg6_added else d.cg_by.get((r["services"], r["flows"]))
+        v4 = v4 or {}
+        row = [f"{n_human(r['services'])} / {n_human(r['flows'])}"]
+        for ph in ("est", "reply", "newconn", "fill"):
+            a, b = r.get(ph + "_ir_per_pkt"), v4.get(ph + "_ir_per_pkt")
+            row.append(f"{fmt(a)} / {fmt(b)}" + (f" ({a / b:.2f}x)" if a and b else ""))
+        row.append(fmt(r.get("baseline_ir_per_pkt")))
+        rows.append(row)
+    out = ["**IPv6 beside IPv4** (`vipd_bench pipeline --family 6`: the same phases, services, flows and "
+           "full NAT, TCP; IPv6 VIP, endpoints, clients and full-NAT local addresses in one on-link /64, "
+           "74-byte frames), instructions per packet, IPv6 / IPv4:", "",
+           table(["services / flows", "established", "reply", "new connection", "fill", "I/O baseline (IPv6)"], rows),
+           "", "IPv6 costs more per packet because `worker6.cc` forwards it one packet at a time: there is no "
+           "burst stage for IPv6 yet (IPv4's connection-first bulk lookup with prefetch, `burst.cc`), so an "
+           "established packet is looked up in the IPv6 VIP table before its connection, a reply first misses "
+           "the VIP table and then matches the local addresses, and every packet reads the IPv6 neighbour "
+           "cache (IPv4 keeps the last next hop's MAC within a burst), with 16-byte addresses and 40-byte "
+           "keys throughout; a new connection is closer because scheduling, the full-NAT port and the "
+           "connection insert dominate both."]
+    if d.cg6_added:
+        sf = lambda c: re.sub(r"--services \d+ --flows \d+", "--services S --flows F", c)  # noqa: E731
+        cmds = sorted({sf(x["command"]) for x in d.cg6})
+        out += ["", "Source: `bench/results/added/callgrind_ipv6.jsonl` (not this run), each IPv6 row with the "
+                "IPv4 row measured on the same tree: " + "; ".join(
+                    f"{n_human(x['services'])} / {n_human(x['flows'])} at commit `{x.get('commit', '?')}`, "
+                    f"{x.get('measured', '?')}" for x in d.cg6) + ". Command: "
+                + ", ".join(f"`{c}`" for c in cmds) + " (IPv4: the same without `--family 6`), summarised by "
+                "`scripts/bench/callgrind_summary.py`."]
+    for r in d.cg6[:1]:
+        prof = r.get("est_profile")
+        if not prof and not d.cg6_added:
+            p = os.path.join(d.res_dir, f"callgrind_est_{r['services']}_{r['flows']}_v6.txt")
+            if os.path.exists(p):
+                with open(p) as f:
+                    prof = f.read().splitlines()
+        if prof:
+            out += ["", f"Where the instructions go, IPv6 *est* ({n_human(r['services'])} services / "
+                    f"{n_human(r['flows'])} flows), self instructions per packet:", "", "```", *prof[:12], "```"]
+    return "\n".join(out)
+
+
 def callgrind(d):
     if not d.cg:
         return "Not measured in this run (valgrind missing or the run failed)."
@@ -629,6 +687,7 @@ def callgrind(d):
                 lines = f.read().splitlines()[:15]
             out += ["", f"Where the instructions go, *{phase}* ({n_human(last['services'])} services / "
                     f"{n_human(last['flows'])} flows), self instructions per packet:", "", "```", *lines, "```"]
+    out += ["", callgrind6(d)]
     if d.cg_cp:
         out += ["", "Control plane, instructions per call (20 changes, 10 endpoints per service): the per-change "
                 "diff and comparison grow with the number of services, the publish does not.", "",
