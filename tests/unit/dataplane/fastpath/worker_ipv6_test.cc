@@ -642,6 +642,17 @@ TEST_P(WorkerIpv6FwdTest, TwoWorkersRedirectToTheOwner) {
                    p.sport), 1, (cport + 1) % 2);
     auto b = tx(0);
     ASSERT_EQ(b.size(), 1u) << drop_summary(0) << " /" << drop_summary(1);
+    // ICMPv6 errors about the flow, arriving at either worker, are
+    // translated by the owner: packet too big from the pod side, port
+    // unreachable from the client.
+    rx(icmp6_err(kRouterMac, kPortMac[1], kPodRouter6, addr_at(p.src), kIcmp6PacketTooBig, 0, 1280, l3_of(o[0])), 1,
+       cport % 2);
+    auto e = tx(0);
+    ASSERT_EQ(e.size(), 1u) << drop_summary(0) << " /" << drop_summary(1);
+    rx(icmp6_err(kClientMac, kPortMac[0], kClient6, kVip6, kIcmp6DestUnreach, 4, 0, l3_of(b[0])), 0,
+       (cport + 1) % 2);
+    auto e2 = tx(1);
+    ASSERT_EQ(e2.size(), 1u) << drop_summary(0) << " /" << drop_summary(1);
     n_out += 1;
   }
   EXPECT_EQ(n_out, 16u);
