@@ -10,7 +10,9 @@
 #include <cstring>
 
 #include "dataplane/fastpath/bytes.h"
+#include "dataplane/fastpath/icmp_error.h"
 #include "dataplane/fastpath/ipv6.h"
+#include "dataplane/fastpath/packet_inline.h"
 #include "dataplane/fastpath/tcp_state.h"
 #include "dataplane/fastpath/worker.h"
 #include "dataplane/fastpath/worker_internal.h"
@@ -382,6 +384,159 @@ void forward6(Worker& w, rte_mbuf* m, const Parsed6& p, bool from_ring) {
   drop_pkt(w, m, kIpv6NoService);
 }
 
+// ---- ICMPv6 errors about a NATed flow (docs/reliability.md "ICMP error
+// translation") ----
+
+inline bool is_icmp6_error_type(uint8_t type) {
+  return type == kIcmp6DestUnreach || type == kIcmp6PacketTooBig || type == kIcmp6TimeExceeded ||
+         type == kIcmp6ParamProblem;
+}
+
+// What an ICMPv6 error quotes: the packet vipd sent (its IPv6 header at
+// ip_off, its TCP/UDP header at l4_off, l4_quoted bytes of it in the quote).
+struct Quote6 {
+  bool to_client;  // quotes a packet sent to a destination: goes back to the client
+  uint8_t proto;
+  uint16_t ip_off, l4_off, l4_quoted;
+  uint16_t sport, dport;
+  const uint8_t* src;
+  const uint8_t* dst;
+};
+
+// Which side an error to p.dst comes from, and the quoted packet's tuple.
+// local_unhandled when `p` is to a port address (handled as before, not
+// about a flow); kIcmpOk when the quote parses.
+DropReason parse_quote6(const Shared& sh, const uint8_t* f, const Parsed6& p, Quote6* q) {
+  const Shared6& v6 = *sh.v6;
+  if (is_port_ip6(sh, p.dst)) return kLocalUnhandled;
+  if (is_vip6(v6, p.dst)) {
+    q->to_client = false;  // quotes a reply vipd sent from the VIP
+  } else if (sh.forward == Forward::kNat || local6_index(v6, p.dst) >= 0) {
+    q->to_client = true;   // quotes a packet vipd sent to a destination
+  } else {
+    return kIpv6NoService;
+  }
+  // ICMPv6 header (8) + quoted IPv6 header (40) + 8 bytes of TCP/UDP.
+  if (p.l4_len < 8 + kIp6Len + 8) return kBadL4Header;
+  const uint8_t* ip = f + p.l4_off + 8;
+  if ((ip[0] >> 4) != 6) return kBadL4Header;
+  // The quoted extension chain, if the packet had one (vipd forwards a
+  // client's extension headers as they came): bounded like parse_ipv6's.
+  uint8_t next = ip[6];
+  size_t off = kIp6Len;                      // from the quoted IPv6 header
+  const size_t quoted = p.l4_len - 8u;       // bytes of the quote
+  for (unsigned i = 0; next != kProtoTcp && next != kProtoUdp; ++i) {
+    if (i >= kMaxExtHeaders || off + 8 > quoted) return kIcmpErrorNoConn;
+    const uint8_t* h = ip + off;
+    if (next == kIp6Fragment) {
+      if (bytes::rd16(h + 2) & 0xfff8) return kIcmpErrorNoConn;  // a later fragment: no ports
+      off += 8;
+    } else if (next == kIp6HopByHop || next == kIp6Routing || next == kIp6DestOpts) {
+      off += (size_t{h[1]} + 1) * 8;
+    } else {
+      return kIcmpErrorNoConn;  // not TCP or UDP: no flow of vipd's
+    }
+    next = h[0];
+  }
+  if (off + 8 > quoted) return kBadL4Header;
+  q->proto = next;
+  q->ip_off = static_cast<uint16_t>(p.l4_off + 8);
+  q->l4_off = static_cast<uint16_t>(q->ip_off + off);
+  q->l4_quoted = static_cast<uint16_t>(quoted - off);
+  q->src = ip + 8;
+  q->dst = ip + 24;
+  // An error goes to the source of the packet it quotes.
+  if (!ip6_equal(q->src, p.dst)) return kIcmpErrorNoConn;
+  q->sport = bytes::rd16(ip + off);
+  q->dport = bytes::rd16(ip + off + 2);
+  return kIcmpOk;
+}
+
+// The worker that owns the quoted flow (the one its packets go to).
+uint32_t quote6_owner(const Shared& sh, const Quote6& q) {
+  if (!q.to_client) return flow_owner(fold6(q.dst), q.dport, sh.n_workers);  // the client: v -> c
+  if (sh.forward == Forward::kFnat) return q.sport % sh.n_workers;          // the local port: l -> d
+  return flow_owner(fold6(q.src), q.sport, sh.n_workers);                   // nat: c -> d
+}
+
+// Translates the error in place like its flow: the quoted packet back to
+// what the other side sent or received (addresses, ports, its L4 checksum
+// incrementally), the outer addresses, hop limit - 1, the ICMPv6 checksum
+// over the new pseudo header. The length does not change (the quote stays
+// as received). The MTU of a packet too big passes unchanged. kIcmpOk with
+// the new destination in *to.
+DropReason translate6(Worker& w, uint8_t* f, const Parsed6& p, const Quote6& q, int rx_pidx,
+                      const uint8_t** to) {
+  const Shared& sh = *w.sh;
+  if (p.hop_limit <= 1) return kTtlExceeded;
+  uint8_t* icmp = f + p.l4_off;
+  if (!l4_checksum6_ok(p.src, p.dst, kProtoIcmp6, icmp, p.l4_len)) return kIcmp6BadChecksum;
+  // The quote went out as q.src -> q.dst; the table knows the flow by the
+  // packets coming in: the reverse of the quote.
+  bool reply = false;
+  const Conn6* c = w.v6->conns.lookup(make_key6(q.dst, q.dport, q.src, q.sport, q.proto), &reply);
+  if (!c || reply != q.to_client) return kIcmpErrorNoConn;
+  // From the side the quoted packet went to.
+  if (route6(sh, q.to_client ? c->daddr : c->caddr) != rx_pidx) return kIcmpErrorNoConn;
+  if (!dest6_alive(w, *c)) return kDestExpired;
+  const uint8_t *isrc, *idst, *osrc, *odst;
+  uint16_t isport, idport;
+  if (q.to_client) {
+    isrc = c->caddr, isport = c->cport, idst = c->vaddr, idport = c->vport;
+    osrc = c->vaddr, odst = c->caddr;
+  } else {
+    isrc = c->daddr, isport = c->dport, idst = c->laddr, idport = c->lport;
+    osrc = sh.forward == Forward::kFnat ? c->laddr : p.src, odst = c->daddr;
+  }
+  uint8_t* iip = f + q.ip_off;
+  uint8_t* il4 = f + q.l4_off;
+  uint64_t delta = csum_delta16(iip + 8, isrc) + csum_delta16(iip + 24, idst);
+  std::memcpy(iip + 8, isrc, 16);
+  std::memcpy(iip + 24, idst, 16);
+  const uint32_t old_ports = bytes::raw32(il4);
+  bytes::wr16(il4, isport);
+  bytes::wr16(il4 + 2, idport);
+  delta += uint64_t{~old_ports} + bytes::raw32(il4);
+  // The quoted L4 checksum, where the quote holds it.
+  const size_t coff = q.proto == kProtoTcp ? 16 : 6;
+  if (q.l4_quoted >= coff + 2) {
+    const uint16_t check = bytes::raw16(il4 + coff);
+    if (q.proto == kProtoTcp || check != 0) {
+      uint16_t c2 = packet_detail::csum_apply64(check, delta);
+      if (q.proto == kProtoUdp && c2 == 0) c2 = 0xffff;
+      bytes::put_raw16(il4 + coff, c2);
+    }
+  }
+  uint8_t* ip = f + p.l3_off;
+  uint8_t src[16], dst[16];  // osrc may be p.src (in the frame)
+  std::memcpy(src, osrc, 16);
+  std::memcpy(dst, odst, 16);
+  std::memcpy(ip + 8, src, 16);
+  std::memcpy(ip + 24, dst, 16);
+  ip[7] = static_cast<uint8_t>(ip[7] - 1);
+  bytes::put_raw16(icmp + 2, l4_checksum6(src, dst, kProtoIcmp6, icmp, p.l4_len, 2));
+  *to = odst;
+  return kIcmpOk;
+}
+
+// An ICMPv6 error (types 1-4) with IPv6 forwarding on. False: not about a
+// flow of vipd's (to a port address): the caller goes on as before.
+bool icmp6_error(Worker& w, rte_mbuf* m, uint8_t* f, const Parsed6& p, int pidx, bool from_ring) {
+  const Shared& sh = *w.sh;
+  Quote6 q;
+  DropReason r = parse_quote6(sh, f, p, &q);
+  if (r == kLocalUnhandled) return false;
+  if (r == kIcmpOk && !from_ring && redirect_to(w, m, quote6_owner(sh, q))) return true;
+  const uint8_t* to = nullptr;
+  if (r == kIcmpOk) r = translate6(w, f, p, q, pidx, &to);
+  if (r != kIcmpOk) {
+    drop_pkt(w, m, r);
+    return true;
+  }
+  output6(w, m, to);
+  return true;
+}
+
 }  // namespace
 
 // worker_internal.h
@@ -401,6 +556,9 @@ void handle_ipv6(Worker& w, rte_mbuf* m, bool from_ring) noexcept {
   }
   if (f[0] & 1) return drop_pkt(w, m, kNotForUs);  // other IPv6 to a group MAC
   if (w.sh->v6 && w.v6 && (p.proto == kProtoTcp || p.proto == kProtoUdp)) return forward6(w, m, p, from_ring);
+  if (w.sh->v6 && w.v6 && p.proto == kProtoIcmp6 && is_icmp6_error_type(static_cast<uint8_t>(p.dport >> 8)) &&
+      icmp6_error(w, m, f, p, pidx, from_ring))
+    return;
   if (port.has_ip6 && ip6_equal(p.dst, port.ip6)) {
     if (p.proto == kProtoIcmp6) return ipv6_local_icmp(w, m, f, p);
     return drop_pkt(w, m, kLocalUnhandled);

@@ -21,9 +21,10 @@
 //
 // Invariants checked after every input (abort() on violation):
 //  - every frame that comes out is Ethernet with vipd's MAC as source and is
-//    either ARP, IPv4 that parses, or IPv6 that parses and is an ICMPv6 echo
-//    reply or Neighbor Advertisement (port 0 has an IPv6 address) whose
-//    checksum verifies; IPv4 header checksum verifies; TCP/UDP/
+//    either ARP, IPv4 that parses, or IPv6 that parses and is TCP/UDP or an
+//    ICMPv6 echo reply, Neighbor Advertisement or Solicitation, or error
+//    (destination unreachable, packet too big, time exceeded, parameter
+//    problem: originated or translated for a flow) whose checksum verifies; IPv4 header checksum verifies; TCP/UDP/
 //    ICMP checksum verifies unless an input with the same IP id and protocol
 //    had a bad one (NAT updates checksums incrementally, so it keeps a bad
 //    one bad: that is correct);
@@ -436,8 +437,9 @@ void collect_output(const std::vector<InputInfo>& inputs, OutStats* st) {
             CHECK(parse_arp(f, len, &a), "malformed ARP out");
             if (a.op == 1) ++st->arp_requests;
           } else if (et == 0x86dd) {
-            // vipd forwards TCP and UDP and originates echo replies, Neighbor
-            // Advertisements and Solicitations, and destination unreachable.
+            // vipd forwards TCP and UDP and ICMPv6 errors about its flows,
+            // and originates echo replies, Neighbor Advertisements and
+            // Solicitations, and destination unreachable.
             Parsed6 p6;
             CHECK(parse_ipv6(f, len, &p6), std::string("IPv6 output does not parse: ") + drop_reason_name(p6.drop) + hex(f, len));
             if (p6.proto == kProtoTcp || p6.proto == kProtoUdp) {
@@ -450,8 +452,12 @@ void collect_output(const std::vector<InputInfo>& inputs, OutStats* st) {
             }
             CHECK(p6.proto == kProtoIcmp6, "IPv6 output is not TCP, UDP or ICMPv6" + hex(f, len));
             const uint8_t type = f[p6.l4_off];
+            // The errors: vipd's own destination unreachable, and the four
+            // error types translated for a flow (their checksum verifies
+            // below; quoted L4 checksums are not checked: a quote may be cut).
             CHECK(type == kIcmp6EchoReply || type == kNdNeighborAdvert || type == kNdNeighborSolicit ||
-                      type == kIcmp6DestUnreach,
+                      type == kIcmp6DestUnreach || type == kIcmp6PacketTooBig || type == kIcmp6TimeExceeded ||
+                      type == kIcmp6ParamProblem,
                   "ICMPv6 type out " + std::to_string(type));
             if (type == kNdNeighborSolicit) ++st->arp_requests;
             CHECK(ref_fold(ref_add(ref_pseudo6(p6), f + p6.l4_off, p6.l4_len)) == 0xffff,

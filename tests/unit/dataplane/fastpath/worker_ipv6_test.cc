@@ -367,6 +367,173 @@ TEST_P(WorkerIpv6FwdTest, RejectWithoutEndpoints) {
   EXPECT_EQ(drops(kVipNoPort), 1u);
 }
 
+// ---- ICMPv6 errors about a flow (docs/reliability.md "ICMP error translation") ----
+
+// An ICMPv6 error from `from` to `to` quoting `quoted` (an IPv6 packet from
+// its fixed header on), received from `smac` on port `dmac`.
+Bytes icmp6_err(const MacAddr& smac, const MacAddr& dmac, const Addr6& from, const Addr6& to, uint8_t type,
+                uint8_t code, uint32_t param, const Bytes& quoted, uint8_t hop = 64) {
+  Frame6 s;
+  s.dmac = dmac;
+  s.smac = smac;
+  s.src = from;
+  s.dst = to;
+  s.next = kProtoIcmp6;
+  s.hop_limit = hop;
+  s.l4 = {type, code, 0, 0, static_cast<uint8_t>(param >> 24), static_cast<uint8_t>(param >> 16),
+          static_cast<uint8_t>(param >> 8), static_cast<uint8_t>(param)};
+  s.l4.insert(s.l4.end(), quoted.begin(), quoted.end());
+  Bytes f = build6(s);
+  fix_cksum6(f, 54, kProtoIcmp6, 2);
+  return f;
+}
+Bytes l3_of(const Bytes& frame, size_t max = SIZE_MAX) {
+  const size_t n = std::min(frame.size() - 14, max);
+  return Bytes(frame.begin() + 14, frame.begin() + 14 + static_cast<long>(n));
+}
+const Addr6 kPodRouter6 = a6({0xfd00, 0x244, 0, 0, 0, 0, 0, 0xfe});
+const MacAddr kRouterMac{0x02, 0xee, 0, 0, 0, 0xfe};
+
+// Checks an error that came out: outer from/to, hop limit, type/code/param
+// kept, ICMPv6 checksum (reference), and the quote equal to `want` (the
+// packet as that side sent or received it) except its hop limit, with its
+// L4 checksum also verified from scratch where the quote holds it.
+void expect_translated(const Frame& out, const Addr6& from, const Addr6& to, uint8_t type, uint8_t code,
+                       uint32_t param, const Bytes& want, uint8_t want_hop, size_t quote_len) {
+  Parsed6 p;
+  ASSERT_TRUE(parse_ipv6(out.data(), out.size(), &p)) << drop_reason_name(p.drop);
+  ASSERT_EQ(p.proto, kProtoIcmp6);
+  EXPECT_EQ(addr_at(p.src), from);
+  EXPECT_EQ(addr_at(p.dst), to);
+  EXPECT_EQ(p.hop_limit, 63);
+  const Bytes msg(out.begin() + p.l4_off, out.end());
+  ASSERT_EQ(msg.size(), 8 + quote_len) << "length as received";
+  EXPECT_LE(out.size() - 14, kIp6MinMtu);
+  EXPECT_EQ(msg[0], type);
+  EXPECT_EQ(msg[1], code);
+  EXPECT_EQ((uint32_t{msg[4]} << 24) | (uint32_t{msg[5]} << 16) | (uint32_t{msg[6]} << 8) | msg[7], param)
+      << "MTU / pointer passed on unchanged";
+  EXPECT_TRUE(cksum6_matches(from, to, kProtoIcmp6, msg, 2)) << "ICMPv6 checksum over the new pseudo header";
+  Bytes quote(msg.begin() + 8, msg.end());
+  ASSERT_LE(quote.size(), want.size());
+  EXPECT_EQ(quote[7], want_hop) << "the quoted hop limit is the translated packet's";
+  quote[7] = want[7];
+  EXPECT_TRUE(std::equal(quote.begin(), quote.end(), want.begin()))
+      << "the quote is the packet as the other side knows it";
+  const uint8_t proto = quote[6];
+  const size_t coff = proto == kProtoTcp ? 16 : 6;
+  const size_t plen = (size_t{quote[4]} << 8) | quote[5];
+  if (quote.size() == 40 + plen) {  // whole packet quoted: its checksum from scratch
+    const Bytes l4(quote.begin() + 40, quote.end());
+    EXPECT_TRUE(cksum6_matches(addr_at(quote.data() + 8), addr_at(quote.data() + 24), proto, l4, coff))
+        << "quoted L4 checksum";
+  }
+}
+
+TEST_P(WorkerIpv6FwdTest, PacketTooBigFromPodSideReachesClient) {
+  for (uint8_t proto : {kProtoTcp, kProtoUdp}) {
+    const uint16_t vport = proto == kProtoTcp ? 8080 : 5353;
+    const Bytes syn = client_pkt(proto, 40100, vport, kTcpSyn, kVip6, 1400);
+    const Frame out = one_out(syn, 0, 1);
+    ASSERT_FALSE(out.empty());
+    Parsed6 p;
+    ASSERT_TRUE(parse_ipv6(out.data(), out.size(), &p));
+    // A router on the pod side says the packet vipd sent is too big; the
+    // error quotes that packet (as much as fits in 1280 bytes).
+    const Bytes quote = l3_of(out, kIp6MinMtu - 48);
+    const Bytes err = icmp6_err(kRouterMac, kPortMac[1], kPodRouter6, addr_at(p.src), kIcmp6PacketTooBig, 0, 1300,
+                                quote);
+    ASSERT_LE(err.size() - 14, kIp6MinMtu);
+    const Frame back = one_out(err, 1, 0);
+    ASSERT_FALSE(back.empty()) << drop_summary();
+    EXPECT_TRUE(mac_is(back.data(), kClientMac));
+    EXPECT_TRUE(mac_is(back.data() + 6, kPortMac[0]));
+    // The client gets it from the VIP, quoting its own packet (VIP and
+    // service port, its port; hop limit as vipd sent it).
+    expect_translated(back, kVip6, kClient6, kIcmp6PacketTooBig, 0, 1300, l3_of(syn), 63, quote.size());
+  }
+  EXPECT_EQ(total_drops(), 0u) << drop_summary();
+}
+
+TEST_P(WorkerIpv6FwdTest, ErrorsFromTheClientSideReachTheBackend) {
+  const Frame out = one_out(client_pkt(kProtoUdp, 5100, 5353, 0, kVip6, 20), 0, 1);
+  ASSERT_FALSE(out.empty());
+  Parsed6 p;
+  ASSERT_TRUE(parse_ipv6(out.data(), out.size(), &p));
+  const Bytes reply = backend_pkt(kProtoUdp, kB16, kB1Mac, 53, addr_at(p.src), p.sport, 0, 30);
+  const Frame back = one_out(reply, 1, 0);
+  ASSERT_FALSE(back.empty());
+  // The client's port is closed now: it says so to the VIP, quoting the reply.
+  const Bytes err = icmp6_err(kClientMac, kPortMac[0], kClient6, kVip6, kIcmp6DestUnreach, 4, 0, l3_of(back));
+  const Frame to_b = one_out(err, 0, 1);
+  ASSERT_FALSE(to_b.empty()) << drop_summary();
+  EXPECT_TRUE(mac_is(to_b.data(), kB1Mac));
+  // To the backend as the flow's packets reach it: from the local address
+  // (fnat) or the client (nat), quoting the backend's own reply.
+  expect_translated(to_b, fnat() ? kLocal6 : kClient6, kB16, kIcmp6DestUnreach, 4, 0, l3_of(reply), 63,
+                    back.size() - 14);
+  // Time exceeded and parameter problem, the TCP quote cut after the ports.
+  const Frame syn_out = one_out(client_pkt(kProtoTcp, 40200, 8080), 0, 1);
+  ASSERT_FALSE(syn_out.empty());
+  ASSERT_TRUE(parse_ipv6(syn_out.data(), syn_out.size(), &p));
+  for (uint8_t type : {kIcmp6TimeExceeded, kIcmp6ParamProblem}) {
+    const Bytes q = l3_of(syn_out, 40 + 8);
+    const Frame o = one_out(icmp6_err(kRouterMac, kPortMac[1], kPodRouter6, addr_at(p.src), type, 0, 7, q), 1, 0);
+    ASSERT_FALSE(o.empty()) << drop_summary();
+    Parsed6 e;
+    ASSERT_TRUE(parse_ipv6(o.data(), o.size(), &e));
+    const Bytes msg(o.begin() + e.l4_off, o.end());
+    EXPECT_TRUE(cksum6_matches(kVip6, kClient6, kProtoIcmp6, msg, 2));
+    EXPECT_EQ(addr_at(msg.data() + 8 + 8), kClient6);
+    EXPECT_EQ(addr_at(msg.data() + 8 + 24), kVip6);
+    EXPECT_EQ((msg[48] << 8) | msg[49], 40200);
+    EXPECT_EQ((msg[50] << 8) | msg[51], 8080);
+  }
+  EXPECT_EQ(total_drops(), 0u) << drop_summary();
+}
+
+TEST_P(WorkerIpv6FwdTest, UnmatchedIcmp6ErrorsAreCounted) {
+  const Frame out = one_out(client_pkt(kProtoTcp, 40300, 8080), 0, 1);
+  ASSERT_FALSE(out.empty());
+  Parsed6 p;
+  ASSERT_TRUE(parse_ipv6(out.data(), out.size(), &p));
+  const Addr6 l = addr_at(p.src);
+  // Quoting a flow vipd does not have (another port).
+  Bytes other = l3_of(out);
+  other[40 + 0] ^= 0x55;
+  rx(icmp6_err(kRouterMac, kPortMac[1], kPodRouter6, l, kIcmp6PacketTooBig, 0, 1300, other), 1);
+  expect_nothing_out("no such flow");
+  EXPECT_EQ(drops(kIcmpErrorNoConn), 1u);
+  // The right flow, from the wrong side (the client's port).
+  rx(icmp6_err(kClientMac, kPortMac[0], kClient6, l, kIcmp6PacketTooBig, 0, 1300, l3_of(out)), 0);
+  expect_nothing_out("wrong side");
+  EXPECT_EQ(drops(kIcmpErrorNoConn), 2u);
+  // A quote not addressed from the error's destination.
+  Bytes wrong_src = l3_of(out);
+  wrong_src[8 + 15] ^= 1;
+  rx(icmp6_err(kRouterMac, kPortMac[1], kPodRouter6, l, kIcmp6PacketTooBig, 0, 1300, wrong_src), 1);
+  expect_nothing_out("quote from elsewhere");
+  EXPECT_EQ(drops(kIcmpErrorNoConn), 3u);
+  // A quote too short for the ports.
+  rx(icmp6_err(kRouterMac, kPortMac[1], kPodRouter6, l, kIcmp6PacketTooBig, 0, 1300, l3_of(out, 44)), 1);
+  expect_nothing_out("short quote");
+  EXPECT_EQ(drops(kBadL4Header), 1u);
+  // A bad ICMPv6 checksum.
+  Bytes bad = icmp6_err(kRouterMac, kPortMac[1], kPodRouter6, l, kIcmp6PacketTooBig, 0, 1300, l3_of(out));
+  bad[54 + 2] ^= 1;
+  rx(bad, 1);
+  expect_nothing_out("bad checksum");
+  EXPECT_EQ(drops(kIcmp6BadChecksum), 1u);
+  // Hop limit 1: not forwarded.
+  rx(icmp6_err(kRouterMac, kPortMac[1], kPodRouter6, l, kIcmp6PacketTooBig, 0, 1300, l3_of(out), 1), 1);
+  expect_nothing_out("hop limit 1");
+  EXPECT_EQ(drops(kTtlExceeded), 1u);
+  // An error to a VIP quoting no reply of vipd's.
+  rx(icmp6_err(kClientMac, kPortMac[0], kClient6, kVip6, kIcmp6DestUnreach, 4, 0, l3_of(out)), 0);
+  expect_nothing_out("to the VIP, quoting no reply");
+  EXPECT_EQ(drops(kIcmpErrorNoConn), 4u);
+}
+
 TEST_P(WorkerIpv6FwdTest, NextHopResolvedOverNdp) {
   // kB36 is not in the cache: the SYN waits, a Neighbor Solicitation goes out.
   rx(client_pkt(kProtoTcp, 42000, 81), 0);
@@ -475,6 +642,17 @@ TEST_P(WorkerIpv6FwdTest, TwoWorkersRedirectToTheOwner) {
                    p.sport), 1, (cport + 1) % 2);
     auto b = tx(0);
     ASSERT_EQ(b.size(), 1u) << drop_summary(0) << " /" << drop_summary(1);
+    // ICMPv6 errors about the flow, arriving at either worker, are
+    // translated by the owner: packet too big from the pod side, port
+    // unreachable from the client.
+    rx(icmp6_err(kRouterMac, kPortMac[1], kPodRouter6, addr_at(p.src), kIcmp6PacketTooBig, 0, 1280, l3_of(o[0])), 1,
+       cport % 2);
+    auto e = tx(0);
+    ASSERT_EQ(e.size(), 1u) << drop_summary(0) << " /" << drop_summary(1);
+    rx(icmp6_err(kClientMac, kPortMac[0], kClient6, kVip6, kIcmp6DestUnreach, 4, 0, l3_of(b[0])), 0,
+       (cport + 1) % 2);
+    auto e2 = tx(1);
+    ASSERT_EQ(e2.size(), 1u) << drop_summary(0) << " /" << drop_summary(1);
     n_out += 1;
   }
   EXPECT_EQ(n_out, 16u);
