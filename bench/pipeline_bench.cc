@@ -135,7 +135,14 @@ class Bench {
     ip->dst_addr = rte_cpu_to_be_32(f.dst);
     ip->hdr_checksum = 0;
     ip->hdr_checksum = rte_ipv4_cksum(ip);
-    uint8_t* l4 = reinterpret_cast<uint8_t*>(ip) + 20;
+    write_l4(reinterpret_cast<uint8_t*>(ip) + 20, f, flags, static_cast<uint16_t>(ip_len - 20),
+             [ip](const void* l4) { return rte_ipv4_udptcp_cksum(ip, l4); });
+  }
+
+  // The TCP or UDP header after the IP header, its checksum by `cksum` (over
+  // the family's pseudo header) once the header is written.
+  template <class Cksum>
+  void write_l4(uint8_t* l4, const Flow& f, uint8_t flags, uint16_t l4_len, Cksum cksum) {
     if (proto_ == dp::kProtoTcp) {
       auto* t = reinterpret_cast<rte_tcp_hdr*>(l4);
       t->src_port = rte_cpu_to_be_16(f.sport);
@@ -146,14 +153,14 @@ class Bench {
       t->tcp_flags = flags;
       t->rx_win = rte_cpu_to_be_16(65535);
       t->cksum = 0;
-      t->cksum = rte_ipv4_udptcp_cksum(ip, t);
+      t->cksum = cksum(t);
     } else {
       auto* u = reinterpret_cast<rte_udp_hdr*>(l4);
       u->src_port = rte_cpu_to_be_16(f.sport);
       u->dst_port = rte_cpu_to_be_16(f.dport);
-      u->dgram_len = rte_cpu_to_be_16(ip_len - 20);
+      u->dgram_len = rte_cpu_to_be_16(l4_len);
       u->dgram_cksum = 0;
-      u->dgram_cksum = rte_ipv4_udptcp_cksum(ip, u);
+      u->dgram_cksum = cksum(u);
     }
   }
 
@@ -178,26 +185,8 @@ class Bench {
     const auto s6 = v6_of(f.src), d6 = v6_of(f.dst);
     std::memcpy(&ip->src_addr, s6.data(), 16);
     std::memcpy(&ip->dst_addr, d6.data(), 16);
-    uint8_t* l4 = p + sizeof(rte_ether_hdr) + sizeof(rte_ipv6_hdr);
-    if (proto_ == dp::kProtoTcp) {
-      auto* t = reinterpret_cast<rte_tcp_hdr*>(l4);
-      t->src_port = rte_cpu_to_be_16(f.sport);
-      t->dst_port = rte_cpu_to_be_16(f.dport);
-      t->sent_seq = rte_cpu_to_be_32(1000);
-      t->recv_ack = rte_cpu_to_be_32(flags & dp::kTcpAck ? 2000 : 0);
-      t->data_off = 5 << 4;
-      t->tcp_flags = flags;
-      t->rx_win = rte_cpu_to_be_16(65535);
-      t->cksum = 0;
-      t->cksum = rte_ipv6_udptcp_cksum(ip, t);
-    } else {
-      auto* u = reinterpret_cast<rte_udp_hdr*>(l4);
-      u->src_port = rte_cpu_to_be_16(f.sport);
-      u->dst_port = rte_cpu_to_be_16(f.dport);
-      u->dgram_len = rte_cpu_to_be_16(l4_len);
-      u->dgram_cksum = 0;
-      u->dgram_cksum = rte_ipv6_udptcp_cksum(ip, u);
-    }
+    write_l4(p + sizeof(rte_ether_hdr) + sizeof(rte_ipv6_hdr), f, flags, l4_len,
+             [ip](const void* l4) { return rte_ipv6_udptcp_cksum(ip, l4); });
   }
 
   Flow established_flow(uint32_t f) const {
