@@ -61,10 +61,7 @@ CHECKS=(gateways-start bgp-established router-ecmp-nexthops no-endpoints-not-ann
         kill9-established-survive gateway-join-no-broken fnat-kill9-measured)
 SKIP_HINT="run as root with /dev/net/tun, iptables and BIRD 2 (apt-get install bird2; frr for the FRR router)"
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-BIRD=$(command -v bird || true)
-BIRDC=$(command -v birdc || true)
-[ -n "$BIRD" ] && [ -n "$BIRDC" ] || skip_all "BIRD 2 (bird, birdc) is not installed"
-grep -q 'BIRD version 2\.' <<<"$("$BIRD" --version 2>&1)" || skip_all "bird is not BIRD 2: $("$BIRD" --version 2>&1 | head -n 1)"
+require_bird2
 command -v iptables >/dev/null 2>&1 || skip_all "iptables is not installed (the pods' return routing)"
 require_netns bridge
 require_vipd

@@ -38,10 +38,7 @@ CHECKS=(vipd-starts bgp-established router-learns-vip no-endpoints-not-announced
         drain-withdrawn-at-router undrain-back-at-router kill-withdrawn-at-router)
 SKIP_HINT="run as root with /dev/net/tun and BIRD 2 (Debian bird2: apt-get install bird2)"
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-BIRD=$(command -v bird || true)
-BIRDC=$(command -v birdc || true)
-[ -n "$BIRD" ] && [ -n "$BIRDC" ] || skip_all "BIRD 2 (bird, birdc) is not installed"
-grep -q 'BIRD version 2\.' <<<"$("$BIRD" --version 2>&1)" || skip_all "bird is not BIRD 2: $("$BIRD" --version 2>&1 | head -n 1)"
+require_bird2
 require_netns bridge
 require_vipd
 [ -c /dev/net/tun ] || skip_all "no /dev/net/tun: DPDK's net_tap cannot create the exception interfaces"

@@ -112,6 +112,15 @@ require_netns() {
   ip netns del "$probe"
 }
 
+# require_bird2: BIRD and BIRDC set to BIRD 2's binaries, or the test is
+# skipped (skip_all) saying what is missing.
+require_bird2() {
+  BIRD=$(command -v bird || true)
+  BIRDC=$(command -v birdc || true)
+  [ -n "$BIRD" ] && [ -n "$BIRDC" ] || skip_all "BIRD 2 (bird, birdc) is not installed"
+  grep -q 'BIRD version 2\.' <<<"$("$BIRD" --version 2>&1)" || skip_all "bird is not BIRD 2: $("$BIRD" --version 2>&1 | head -n 1)"
+}
+
 find_bin() { local b d=${VIPD_BUILD_DIR:-build}; for b in "$d/$1" "$d/cmd/$1"; do [ -x "$b" ] && { echo "$b"; return 0; }; done; return 1; }
 require_vipd() {
   VIPD=${VIPD_BIN:-$(find_bin vipd)}
