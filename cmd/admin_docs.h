@@ -124,7 +124,7 @@ class KernelStatsSource final : public cp::StatsSource {
       : sync_(sync), source_stats_(source_stats_fn(source)) {}
   std::vector<dp::WorkerSnapshot> workers() const override { return {}; }
   std::vector<dp::PortSnapshot> ports() const override { return {}; }
-  dp::DestSnapshot dest(const cp::ServiceKey&, cp::Ipv4, uint16_t) const override { return {}; }
+  dp::DestSnapshot dest(const cp::ServiceKey&, const cp::IpAddr&, uint16_t) const override { return {}; }
   uint32_t neighbor_entries() const override { return 0; }
   std::shared_ptr<const cp::ServiceTable> table() const override { return sync_.table(); }
   cp::SyncStatus sync_status() const override { return sync_.status(); }

@@ -261,23 +261,14 @@ int cmd_drain(const std::vector<std::string>& args, std::string& socket, bool un
   return kExitOk;
 }
 
-// "10.0.0.2:40000": an IPv4 address and a port 1..65535.
-bool valid_ip_port(const std::string& s) {
-  const auto colon = s.rfind(':');
-  if (colon == std::string::npos || !vipd::cp::parse_ipv4(s.substr(0, colon))) return false;
-  const std::string p = s.substr(colon + 1);
-  if (p.empty() || p.size() > 5 || p.find_first_not_of("0123456789") != std::string::npos) return false;
-  const int v = std::stoi(p);
-  return v >= 1 && v <= 65535;
-}
-
 int cmd_explain(const std::vector<std::string>& args, std::string& socket) {
   const char* usage = "Usage: vipctl explain PROTO SRC:PORT DST:PORT [OPTIONS]\n\n";
   const char* summary =
       "Which virtual service a packet from SRC:PORT to DST:PORT matches, whether an\n"
       "existing connection takes it, and which backend a new connection would get\n"
       "(scheduler, weights, session affinity), as computed by the worker that owns\n"
-      "the flow. PROTO is tcp or udp. Nothing is sent and nothing changes.\n"
+      "the flow. PROTO is tcp or udp; an IPv6 address goes in brackets\n"
+      "([fd00::2]:40000). Nothing is sent and nothing changes.\n"
       "Example: vipctl explain tcp 10.0.0.2:40000 10.96.0.100:8080\n\n";
   po::options_description desc("Options");
   desc.add_options()
@@ -308,13 +299,13 @@ int cmd_explain(const std::vector<std::string>& args, std::string& socket) {
   for (auto& c : proto) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   if (proto != "tcp" && proto != "udp")
     throw UsageError("explain: protocol '" + flow[0] + "': expected tcp or udp", "explain");
-  for (size_t i = 1; i < 3; ++i) {
-    if (!flow[i].empty() && flow[i][0] == '[')
-      throw UsageError("explain: '" + flow[i] + "': IPv6 flows cannot be explained yet (the dpdk dataplane "
-                       "forwards IPv4 only; vipctl list shows the IPv6 entries)", "explain");
-    if (!valid_ip_port(flow[i]))
-      throw UsageError("explain: '" + flow[i] + "': expected IPv4:PORT (port 1..65535)", "explain");
-  }
+  vipd::cp::IpAddr ip[3];
+  uint16_t port = 0;
+  for (size_t i = 1; i < 3; ++i)
+    if (!vipd::cp::parse_host_port(flow[i], &ip[i], &port))
+      throw UsageError("explain: '" + flow[i] + "': expected IPv4:PORT or [IPv6]:PORT (port 1..65535)", "explain");
+  if (ip[1].family() != ip[2].family())
+    throw UsageError("explain: '" + flow[1] + "' and '" + flow[2] + "': expected addresses of one family", "explain");
   auto doc = fetch_json<nlohmann::json>(
       socket, "/v1/explain?proto=" + proto + "&src=" + flow[1] + "&dst=" + flow[2]);
   std::cout << (vm.count("json") ? doc.dump(2) + "\n" : vipd::ctl::format_explain(doc));

@@ -46,6 +46,23 @@ std::string host_port(const IpAddr& a, uint16_t port) {
   return a.to_string() + ":" + std::to_string(port);
 }
 
+bool parse_host_port(const std::string& s, IpAddr* ip, uint16_t* port) {
+  const auto colon = s.rfind(':');
+  if (colon == std::string::npos) return false;
+  std::string host = s.substr(0, colon);
+  const bool bracketed = host.size() >= 2 && host.front() == '[' && host.back() == ']';
+  if (bracketed) host = host.substr(1, host.size() - 2);
+  const auto a = IpAddr::parse(host);
+  if (!a || a->is_v6() != bracketed) return false;
+  const std::string p = s.substr(colon + 1);
+  if (p.empty() || p.size() > 5 || p.find_first_not_of("0123456789") != std::string::npos) return false;
+  const unsigned long v = std::stoul(p);
+  if (v < 1 || v > 65535) return false;
+  *ip = *a;
+  *port = static_cast<uint16_t>(v);
+  return true;
+}
+
 std::string to_string(const ServiceKey& k) { return std::string(name(k.protocol)) + " " + host_port(k.vip, k.port); }
 
 void ServiceTable::normalize() {

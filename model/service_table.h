@@ -38,6 +38,9 @@ std::string to_string(const ServiceKey& k);  // "TCP 10.96.0.100:8080", "TCP [fd
 
 // "10.0.0.1:80", "[fd00::1]:80" (an address and a port, RFC 5952 section 6).
 std::string host_port(const IpAddr& a, uint16_t port);
+// The reverse: "a.b.c.d:PORT" or "[IPv6]:PORT" (port 1..65535, decimal); false
+// for anything else (an IPv6 address without brackets, a zone, a bad port).
+bool parse_host_port(const std::string& s, IpAddr* ip, uint16_t* port);
 
 struct RealServer {
   IpAddr ip;  // the service's family (the sources never mix families in one entry)

@@ -306,9 +306,7 @@ std::vector<MetricFamily> MetricsCollector::Collect() const {
       Totals sum;
       double active = 0, inactive = 0;
       for (const auto& be : svc.backends) {
-        // The dataplanes count IPv4 destinations only (IPv6 is not forwarded yet).
-        const dp::DestSnapshot ds =
-            key.vip.is_v4() && be.ip.is_v4() ? src_.dest(key, be.ip.v4(), be.port) : dp::DestSnapshot{};
+        const dp::DestSnapshot ds = src_.dest(key, be.ip, be.port);
         const Totals t{ds.conns, ds.inpkts, ds.outpkts, ds.inbytes, ds.outbytes};
         now.emplace_back(std::make_pair(be.ip, be.port), t);
         sum.add(t);

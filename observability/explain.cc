@@ -3,14 +3,12 @@
 
 #include <algorithm>
 #include <cctype>
-#include <charconv>
 #include <cmath>
 #include <cstdio>
 
 namespace vipd::cp {
 namespace {
 
-std::string ip_port(Ipv4 ip, uint16_t port) { return ipv4_to_string(ip) + ":" + std::to_string(port); }
 
 std::string lower(std::string s) {
   for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -30,20 +28,6 @@ std::string secs(double s) {
 }
 
 }  // namespace
-
-bool parse_ip_port(const std::string& s, Ipv4* ip, uint16_t* port) {
-  const auto colon = s.rfind(':');
-  if (colon == std::string::npos) return false;
-  const auto a = parse_ipv4(s.substr(0, colon));
-  if (!a) return false;
-  const std::string p = s.substr(colon + 1);
-  unsigned v = 0;
-  auto [end, ec] = std::from_chars(p.data(), p.data() + p.size(), v);
-  if (p.empty() || ec != std::errc() || end != p.data() + p.size() || v < 1 || v > 65535) return false;
-  *ip = *a;
-  *port = static_cast<uint16_t>(v);
-  return true;
-}
 
 std::optional<ExplainQuery> parse_explain_query(const std::map<std::string, std::string>& params,
                                                 std::string* error) {
@@ -67,12 +51,17 @@ std::optional<ExplainQuery> parse_explain_query(const std::map<std::string, std:
     *error = "proto '" + *proto + "': expected tcp or udp";
     return std::nullopt;
   }
-  if (!parse_ip_port(*src, &q.src, &q.sport)) {
-    *error = "src '" + *src + "': expected IPv4:PORT (port 1..65535)";
+  const char* expected = "': expected IPv4:PORT or [IPv6]:PORT (port 1..65535)";
+  if (!parse_host_port(*src, &q.src, &q.sport)) {
+    *error = "src '" + *src + expected;
     return std::nullopt;
   }
-  if (!parse_ip_port(*dst, &q.dst, &q.dport)) {
-    *error = "dst '" + *dst + "': expected IPv4:PORT (port 1..65535)";
+  if (!parse_host_port(*dst, &q.dst, &q.dport)) {
+    *error = "dst '" + *dst + expected;
+    return std::nullopt;
+  }
+  if (q.src.family() != q.dst.family()) {
+    *error = "src '" + *src + "' and dst '" + *dst + "': expected addresses of one family";
     return std::nullopt;
   }
   return q;
@@ -82,7 +71,7 @@ nlohmann::ordered_json explain_json(const ExplainQuery& q, const dp::ExplainResu
                                     const ServiceTable* table, bool fnat) {
   const char* proto = name(q.protocol);
   const bool tcp = q.protocol == Protocol::kTcp;
-  const std::string dst = ip_port(q.dst, q.dport);
+  const std::string dst = host_port(q.dst, q.dport);
   const VirtualService* svc = nullptr;
   if (table) {
     auto it = table->services.find(ServiceKey{q.dst, q.dport, q.protocol});
@@ -91,14 +80,14 @@ nlohmann::ordered_json explain_json(const ExplainQuery& q, const dp::ExplainResu
   const std::string sched = name(svc ? svc->scheduler : r.scheduler);
 
   nlohmann::ordered_json j;
-  j["query"] = {{"protocol", proto}, {"src", ip_port(q.src, q.sport)}, {"dst", dst}};
+  j["query"] = {{"protocol", proto}, {"src", host_port(q.src, q.sport)}, {"dst", dst}};
   j["worker_lcore"] = r.worker_lcore;
   j["decision"] = "";
   if (r.service_found) {
     nlohmann::ordered_json s;
     s["name"] = svc ? svc->name : "";
     s["protocol"] = proto;
-    s["vip"] = ipv4_to_string(q.dst);
+    s["vip"] = q.dst.to_string();
     s["port"] = q.dport;
     s["scheduler"] = sched;
     s["persistence_timeout_s"] = svc ? svc->persistence_timeout_s : 0;
@@ -115,8 +104,8 @@ nlohmann::ordered_json explain_json(const ExplainQuery& q, const dp::ExplainResu
     nlohmann::ordered_json c;
     c["direction"] = r.conn_reply ? "reply" : "original";
     c["state"] = r.conn_state;
-    c["backend"] = ip_port(r.conn_dest_ip, r.conn_dest_port);
-    c["local"] = r.conn_local_ip ? nlohmann::ordered_json(ip_port(r.conn_local_ip, r.conn_local_port))
+    c["backend"] = host_port(r.conn_dest_ip, r.conn_dest_port);
+    c["local"] = r.conn_local_ip != IpAddr() ? nlohmann::ordered_json(host_port(r.conn_local_ip, r.conn_local_port))
                                  : nlohmann::ordered_json(nullptr);
     c["expires_in_s"] = std::round(r.conn_expires_in_s * 1000.0) / 1000.0;
     c["backend_alive"] = r.conn_dest_alive;
@@ -126,7 +115,7 @@ nlohmann::ordered_json explain_json(const ExplainQuery& q, const dp::ExplainResu
   }
   if (r.affinity_found) {
     nlohmann::ordered_json a;
-    a["backend"] = ip_port(r.next_dest_ip, r.next_dest_port);
+    a["backend"] = host_port(r.next_dest_ip, r.next_dest_port);
     a["expires_in_s"] = std::round(r.affinity_expires_in_s * 1000.0) / 1000.0;
     j["affinity"] = a;
   } else {
@@ -136,8 +125,8 @@ nlohmann::ordered_json explain_json(const ExplainQuery& q, const dp::ExplainResu
 
   std::vector<std::string> why;
   std::string decision;
-  const std::string conn_backend = ip_port(r.conn_dest_ip, r.conn_dest_port);
-  const std::string next = ip_port(r.next_dest_ip, r.next_dest_port);
+  const std::string conn_backend = host_port(r.conn_dest_ip, r.conn_dest_port);
+  const std::string next = host_port(r.next_dest_ip, r.next_dest_port);
   const std::string owner = "owned by worker lcore " + std::to_string(r.worker_lcore);
   if (r.service_found) {
     std::string line = "virtual service " + (svc ? svc->name + " " : std::string()) + "(" + proto + " " +
@@ -190,7 +179,7 @@ nlohmann::ordered_json explain_json(const ExplainQuery& q, const dp::ExplainResu
     decision = "existing_connection";
     std::string line = "existing connection (state " + r.conn_state + ", expires in " +
                        secs(r.conn_expires_in_s) + " s) to backend " + conn_backend;
-    if (fnat && r.conn_local_ip) line += ", source rewritten to " + ip_port(r.conn_local_ip, r.conn_local_port);
+    if (fnat && r.conn_local_ip != IpAddr()) line += ", source rewritten to " + host_port(r.conn_local_ip, r.conn_local_port);
     why.push_back(line + "; " + owner);
     j["backend"] = conn_backend;
   } else if (r.conn_found) {
@@ -208,7 +197,7 @@ nlohmann::ordered_json explain_json(const ExplainQuery& q, const dp::ExplainResu
       why.push_back("only a SYN starts a connection; another TCP packet without one is dropped (no_connection)");
   } else if (r.vip_address) {
     decision = "vip_port_not_served";
-    why.push_back(ipv4_to_string(q.dst) + " is a VIP, but " + proto + " port " + std::to_string(q.dport) +
+    why.push_back(q.dst.to_string() + " is a VIP, but " + proto + " port " + std::to_string(q.dport) +
                   " is not served there: dropped (vip_port_not_served)");
   } else {
     decision = "not_a_service";

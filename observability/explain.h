@@ -18,15 +18,13 @@ namespace vipd::cp {
 
 struct ExplainQuery {
   Protocol protocol = Protocol::kTcp;
-  Ipv4 src = 0, dst = 0;
+  IpAddr src, dst;  // one family (IPv4 or IPv6) for both
   uint16_t sport = 0, dport = 0;
 };
 
-// "10.0.0.2:40000" -> ip, port (port 1..65535). False when malformed.
-bool parse_ip_port(const std::string& s, Ipv4* ip, uint16_t* port);
-
-// From the query parameters proto=tcp|udp, src=IP:PORT, dst=IP:PORT. On error
-// returns nullopt and sets *error to one line ("src '1.2.3': expected IP:PORT").
+// From the query parameters proto=tcp|udp, src=IP:PORT, dst=IP:PORT (IPv6 as
+// [IP]:PORT, parse_host_port). On error returns nullopt and sets *error to one
+// line ("src '1.2.3': expected IPv4:PORT or [IPv6]:PORT ...").
 std::optional<ExplainQuery> parse_explain_query(const std::map<std::string, std::string>& params,
                                                 std::string* error);
 
@@ -35,7 +33,7 @@ std::optional<ExplainQuery> parse_explain_query(const std::map<std::string, std:
 //  "service":{name,protocol,vip,port,scheduler,persistence_timeout_s,when_empty,
 //             backends,weighted_backends} | null,
 //  "connection":{direction,state,backend,local,expires_in_s,backend_alive} | null,
-//  "backend":"IP:PORT" | null,  "reasons":["...", ...]}
+//  "backend":"IP:PORT" | null,  (addresses as host_port: IPv6 "[fd00::5]:8080")  "reasons":["...", ...]}
 // decision: existing_connection | reply | schedule | reschedule | reject | drop |
 //           vip_port_not_served | not_a_service.
 // `table` may be null; `fnat` selects the wording for the local address.

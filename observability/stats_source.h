@@ -51,8 +51,9 @@ class StatsSource {
 
   virtual std::vector<dp::WorkerSnapshot> workers() const = 0;
   virtual std::vector<dp::PortSnapshot> ports() const = 0;
-  // Counters of one destination of one service, summed over the workers.
-  virtual dp::DestSnapshot dest(const ServiceKey& svc, Ipv4 ip, uint16_t port) const = 0;
+  // Counters of one destination (IPv4 or IPv6) of one service, summed over
+  // the workers.
+  virtual dp::DestSnapshot dest(const ServiceKey& svc, const IpAddr& ip, uint16_t port) const = 0;
   virtual uint32_t neighbor_entries() const = 0;
   // The last applied table (null before the first successful sync).
   virtual std::shared_ptr<const ServiceTable> table() const = 0;
@@ -80,8 +81,8 @@ class DataplaneStatsSource : public StatsSource {
 
   std::vector<dp::WorkerSnapshot> workers() const override { return dp_.workers(); }
   std::vector<dp::PortSnapshot> ports() const override { return dp_.ports(); }
-  dp::DestSnapshot dest(const ServiceKey& svc, Ipv4 ip, uint16_t port) const override {
-    return dp_.dest(svc, ip, port);
+  dp::DestSnapshot dest(const ServiceKey& svc, const IpAddr& ip, uint16_t port) const override {
+    return dp_.dest_at(svc, ip, port);
   }
   uint32_t neighbor_entries() const override { return dp_.neighbor_entries(); }
   std::shared_ptr<const ServiceTable> table() const override { return sync_.table(); }

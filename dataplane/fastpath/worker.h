@@ -142,9 +142,12 @@ struct PendingPkt {
 // relaxed load per poll when idle.
 struct ExplainQuery {
   uint8_t proto;
+  uint8_t v6;                // 1: an IPv6 flow (src6, dst6); 0: IPv4 (src, dst)
   uint32_t src, dst;
   uint16_t sport, dport;
+  uint8_t src6[16], dst6[16];  // network order
 };
+// Addresses in the query's family: IPv4 in the *_ip fields, IPv6 in *_ip6.
 struct ExplainAnswer {
   uint8_t service_found, vip_address, conn_found, conn_reply, conn_alive, state;
   uint8_t sched, drop_when_empty;
@@ -157,6 +160,7 @@ struct ExplainAnswer {
   uint16_t next_port;
   uint8_t tmpl_found;  // a live persistence template decides instead of the scheduler
   uint64_t tmpl_expires_in_tsc;
+  uint8_t conn_dest_ip6[16], conn_local_ip6[16], next_ip6[16];
 };
 struct alignas(64) Mailbox {
   std::atomic<uint64_t> req{0};

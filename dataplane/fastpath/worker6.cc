@@ -601,4 +601,25 @@ void sweep_conns6(Worker& w, uint32_t budget) noexcept {
   });
 }
 
+// worker_internal.h: the explain mailbox for an IPv6 flow, as explain4 for
+// IPv4 (worker_loop.cc); nothing found while IPv6 forwarding is off.
+void explain6(Worker& w, const ExplainQuery& q, ExplainAnswer& a) noexcept {
+  if (!w.sh->v6 || !w.v6) return;
+  const Shared6& v6 = *w.sh->v6;
+  const Service* svc = vip6_service(v6, q.dst6, q.dport, q.proto);
+  a.vip_address = is_vip6(v6, q.dst6);
+  bool reply = false;
+  const Conn6* c = w.v6->conns.lookup(make_key6(q.src6, q.sport, q.dst6, q.dport, q.proto), &reply);
+  if (c) {
+    explain_conn(w, *c, reply, dest6_alive(w, *c), a);
+    std::memcpy(a.conn_dest_ip6, c->daddr, 16);
+    if (w.sh->forward == Forward::kFnat) std::memcpy(a.conn_local_ip6, c->laddr, 16);
+  }
+  if (svc) {
+    explain_service(w, *svc, SchedCtx{w.dest_counters, fold6(q.src6), fold6(q.dst6)},
+                    tkey6(q.src6, q.dst6, q.dport, q.proto), a);
+    if (a.next_idx >= 0) std::memcpy(a.next_ip6, service6_ext(*svc).dest_ip[a.next_idx], 16);
+  }
+}
+
 }  // namespace vipd::dp

@@ -51,4 +51,26 @@ void handle_ipv6(Worker& w, rte_mbuf* m, bool from_ring) noexcept;
 void service_pending6(Worker& w) noexcept;
 void sweep_conns6(Worker& w, uint32_t budget) noexcept;
 
+// The explain mailbox (serve_mailbox), for either family. What a connection
+// entry (Conn or Conn6) tells, but its addresses: found, direction, whether
+// its destination is alive, state, ports, time left.
+template <typename C>
+void explain_conn(const Worker& w, const C& c, bool reply, bool alive, ExplainAnswer& a) noexcept {
+  a.conn_found = 1;
+  a.conn_reply = reply;
+  a.conn_alive = alive;
+  a.state = static_cast<uint8_t>(c.state);
+  a.conn_dest_port = c.dport;
+  a.conn_local_port = c.lport;
+  a.conn_expires_in_tsc = c.expires > w.now ? c.expires - w.now : 0;
+}
+// What a new connection from the client to `svc` would get (sched_pick on a
+// copy of the scheduler's state, or the live persistence template under
+// `tkey`): the service fields and next_idx / next_port; the caller writes
+// the destination's address.
+void explain_service(Worker& w, const Service& svc, const SchedCtx& ctx, const TemplateKey& tkey,
+                     ExplainAnswer& a) noexcept;
+// worker6.cc: an IPv6 query (q.v6).
+void explain6(Worker& w, const ExplainQuery& q, ExplainAnswer& a) noexcept;
+
 }  // namespace vipd::dp

@@ -12,13 +12,33 @@
 
 namespace vipd::dp {
 
-void serve_mailbox(Worker& w) noexcept {
-  Mailbox& mb = w.mailbox;
-  const uint64_t req = mb.req.load(std::memory_order_acquire);
-  if (req == mb.done.load(std::memory_order_relaxed)) return;
-  const ExplainQuery q = mb.q;
-  ExplainAnswer a{};
-  a.next_idx = -1;
+void explain_service(Worker& w, const Service& svc, const SchedCtx& ctx, const TemplateKey& tkey,
+                     ExplainAnswer& a) noexcept {
+  a.service_found = 1;
+  a.sched = static_cast<uint8_t>(svc.sched);
+  a.drop_when_empty = svc.drop_when_empty;
+  a.n_dests = svc.n_dests;
+  a.n_weighted = svc.n_weighted;
+  SchedState copy = w.sched[svc.id];  // predict without moving the real state
+  int32_t idx = svc.n_weighted ? sched_pick(svc, copy, ctx) : -1;
+  if (svc.persistence_s) {
+    // A live template decides for new connections (read only: explain
+    // changes nothing).
+    const Template* t = w.tmpls.lookup(tkey);
+    const int32_t ti = t ? template_dest(w, svc, *t) : -1;
+    if (ti >= 0) {
+      idx = ti;
+      a.tmpl_found = 1;
+      a.tmpl_expires_in_tsc = t->expires - w.now;
+    }
+  }
+  a.next_idx = idx;
+  if (idx >= 0) a.next_port = svc.dests[idx].port;
+}
+
+namespace {
+
+void explain4(Worker& w, const ExplainQuery& q, ExplainAnswer& a) noexcept {
   const Shared& sh = *w.sh;
   const VipKey key{q.dst, q.dport, q.proto, 0};
   void* data = nullptr;
@@ -28,42 +48,28 @@ void serve_mailbox(Worker& w) noexcept {
   bool reply = false;
   const Conn* c = w.conns.lookup(make_key(q.src, q.sport, q.dst, q.dport, q.proto), &reply);
   if (c) {
-    a.conn_found = 1;
-    a.conn_reply = reply;
-    a.conn_alive = dest_alive(w, *c);
-    a.state = static_cast<uint8_t>(c->state);
+    explain_conn(w, *c, reply, dest_alive(w, *c), a);
     a.conn_dest_ip = c->daddr;
-    a.conn_dest_port = c->dport;
     a.conn_local_ip = c->laddr;
-    a.conn_local_port = c->lport;
-    a.conn_expires_in_tsc = c->expires > w.now ? c->expires - w.now : 0;
   }
   if (svc) {
-    a.service_found = 1;
-    a.sched = static_cast<uint8_t>(svc->sched);
-    a.drop_when_empty = svc->drop_when_empty;
-    a.n_dests = svc->n_dests;
-    a.n_weighted = svc->n_weighted;
-    SchedState copy = w.sched[svc->id];  // predict without moving the real state
-    const SchedCtx ctx{w.dest_counters, q.src, q.dst};
-    int32_t idx = svc->n_weighted ? sched_pick(*svc, copy, ctx) : -1;
-    if (svc->persistence_s) {
-      // A live template decides for new connections (read only: explain
-      // changes nothing).
-      const Template* t = w.tmpls.lookup(TemplateKey{q.dst, q.src, q.dport, q.proto, 0});
-      const int32_t ti = t ? template_dest(w, *svc, *t) : -1;
-      if (ti >= 0) {
-        idx = ti;
-        a.tmpl_found = 1;
-        a.tmpl_expires_in_tsc = t->expires - w.now;
-      }
-    }
-    a.next_idx = idx;
-    if (idx >= 0) {
-      a.next_ip = svc->dests[idx].ip;
-      a.next_port = svc->dests[idx].port;
-    }
+    explain_service(w, *svc, SchedCtx{w.dest_counters, q.src, q.dst}, TemplateKey{q.dst, q.src, q.dport, q.proto, 0},
+                    a);
+    if (a.next_idx >= 0) a.next_ip = svc->dests[a.next_idx].ip;
   }
+}
+
+}  // namespace
+
+void serve_mailbox(Worker& w) noexcept {
+  Mailbox& mb = w.mailbox;
+  const uint64_t req = mb.req.load(std::memory_order_acquire);
+  if (req == mb.done.load(std::memory_order_relaxed)) return;
+  const ExplainQuery q = mb.q;
+  ExplainAnswer a{};
+  a.next_idx = -1;
+  if (q.v6) explain6(w, q, a);
+  else explain4(w, q, a);
   mb.a = a;
   mb.done.store(req, std::memory_order_release);
 }

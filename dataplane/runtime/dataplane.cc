@@ -76,7 +76,7 @@ class DpdkDataplane final : public Dataplane {
   DestSnapshot dest_at(const cp::ServiceKey& svc, const cp::IpAddr& ip, uint16_t port) const override;
   uint32_t neighbor_entries() const override { return sh_.neigh.size() + (sh_.v6 ? sh_.v6->neigh.size() : 0); }
   bool forwards_ipv6() const override { return sh_.v6 != nullptr; }
-  ExplainResult explain(uint8_t proto, uint32_t src, uint16_t sport, uint32_t dst,
+  ExplainResult explain(uint8_t proto, const cp::IpAddr& src, uint16_t sport, const cp::IpAddr& dst,
                         uint16_t dport) const override;
 
  private:
@@ -726,19 +726,27 @@ DestSnapshot DpdkDataplane::dest_at(const cp::ServiceKey& svc, const cp::IpAddr&
   return s;
 }
 
-ExplainResult DpdkDataplane::explain(uint8_t proto, uint32_t src, uint16_t sport, uint32_t dst,
+ExplainResult DpdkDataplane::explain(uint8_t proto, const cp::IpAddr& src, uint16_t sport, const cp::IpAddr& dst,
                                      uint16_t dport) const {
   ExplainResult r;
   if (workers_.empty() || !started_ || stopped_) return r;
-  // The owner of the flow: the client side decides (see worker.cc). A query in
-  // the reply direction is answered by whichever worker would own the reply.
-  uint32_t owner = flow_owner(src, sport, sh_.n_workers);
-  if (local_addr_index(sh_, dst) >= 0) owner = dport % sh_.n_workers;
+  const bool v6 = dst.is_v6();
+  ExplainQuery q{proto, v6, src.v4(), dst.v4(), sport, dport, {}, {}};
+  std::memcpy(q.src6, src.v6_bytes().data(), 16);
+  std::memcpy(q.dst6, dst.v6_bytes().data(), 16);
+  // The owner of the flow: the client side decides (see worker.cc, worker6.cc).
+  // A query in the reply direction is answered by whichever worker would own
+  // the reply.
+  uint32_t owner = flow_owner(v6 ? fold6(q.src6) : q.src, sport, sh_.n_workers);
+  bool to_local = !v6 && local_addr_index(sh_, q.dst) >= 0;
+  for (uint32_t i = 0; v6 && sh_.v6 && i < sh_.v6->n_local_addrs; ++i)
+    to_local = to_local || std::memcmp(sh_.v6->local_addrs[i], q.dst6, 16) == 0;
+  if (to_local) owner = dport % sh_.n_workers;
   Worker& w = *workers_[owner];
   r.worker_lcore = w.lcore;
   std::lock_guard<std::mutex> g(explain_mu_);
   Mailbox& mb = w.mailbox;
-  mb.q = ExplainQuery{proto, src, dst, sport, dport};
+  mb.q = q;
   const uint64_t seq = mb.req.load(std::memory_order_relaxed) + 1;
   mb.req.store(seq, std::memory_order_release);
   const uint64_t deadline = rte_get_tsc_cycles() + rte_get_tsc_hz() / 5;
@@ -758,13 +766,15 @@ ExplainResult DpdkDataplane::explain(uint8_t proto, uint32_t src, uint16_t sport
   r.conn_reply = a.conn_reply;
   r.conn_dest_alive = a.conn_alive;
   r.conn_state = conn_state_name(static_cast<ConnState>(a.state));
-  r.conn_dest_ip = a.conn_dest_ip;
+  static constexpr uint8_t kNone6[16] = {};
+  r.conn_dest_ip = v6 ? cp::IpAddr::v6(a.conn_dest_ip6) : cp::IpAddr(a.conn_dest_ip);
+  if (!v6) r.conn_local_ip = a.conn_local_ip;
+  else if (std::memcmp(a.conn_local_ip6, kNone6, 16) != 0) r.conn_local_ip = cp::IpAddr::v6(a.conn_local_ip6);
   r.conn_dest_port = a.conn_dest_port;
-  r.conn_local_ip = a.conn_local_ip;
   r.conn_local_port = a.conn_local_port;
   r.conn_expires_in_s = static_cast<double>(a.conn_expires_in_tsc) / static_cast<double>(sh_.tsc_hz);
   r.would_schedule = a.next_idx >= 0;
-  r.next_dest_ip = a.next_ip;
+  r.next_dest_ip = v6 ? cp::IpAddr::v6(a.next_ip6) : cp::IpAddr(a.next_ip);
   r.next_dest_port = a.next_port;
   r.affinity_found = a.tmpl_found;
   r.affinity_expires_in_s = static_cast<double>(a.tmpl_expires_in_tsc) / static_cast<double>(sh_.tsc_hz);

@@ -86,11 +86,13 @@ struct ExplainResult {
   bool conn_reply = false;     // ... in the reply direction
   bool conn_dest_alive = false;
   std::string conn_state;
-  uint32_t conn_dest_ip = 0, conn_local_ip = 0;
+  // The query's family; conn_local_ip stays 0.0.0.0 when the connection has
+  // no local address of its own (nat mode).
+  cp::IpAddr conn_dest_ip, conn_local_ip;
   uint16_t conn_dest_port = 0, conn_local_port = 0;
   double conn_expires_in_s = 0;
   bool would_schedule = false;  // a new flow would be scheduled...
-  uint32_t next_dest_ip = 0;    // ...to this destination
+  cp::IpAddr next_dest_ip;      // ...to this destination
   uint16_t next_dest_port = 0;
   bool affinity_found = false;  // ...because the client's persistence template says so
   double affinity_expires_in_s = 0;
@@ -123,8 +125,8 @@ class Dataplane {
   // has an IPv6 address and, in fnat mode, --fnat-local-addrs6 is given).
   virtual bool forwards_ipv6() const { return false; }
   // Thread: any control-side thread; waits up to ~200 ms for the worker.
-  // proto 6 or 17; addresses/ports host order.
-  virtual ExplainResult explain(uint8_t proto, uint32_t src, uint16_t sport, uint32_t dst,
+  // proto 6 or 17; src and dst of one family; ports host order.
+  virtual ExplainResult explain(uint8_t proto, const cp::IpAddr& src, uint16_t sport, const cp::IpAddr& dst,
                                 uint16_t dport) const = 0;
 };
 

@@ -79,6 +79,13 @@ double value(const std::vector<MetricFamily>& fams, const std::string& name,
   return f->type == MetricType::Counter ? hit->counter.value : hit->gauge.value;
 }
 
+// Labels plus one more.
+std::map<std::string, std::string> with(std::map<std::string, std::string> m, const std::string& k,
+                                        const std::string& v) {
+  m[k] = v;
+  return m;
+}
+
 size_t samples(const std::vector<MetricFamily>& fams, const std::string& name) {
   const MetricFamily* f = find(fams, name);
   return f ? f->metric.size() : 0;
@@ -172,10 +179,6 @@ TEST_F(CollectorTest, ValuesAreTheSnapshots) {
   const auto fams = collect();
   const std::map<std::string, std::string> db = {
       {"service", "default/db:http"}, {"protocol", "TCP"}, {"vip", "10.96.0.100:8080"}};
-  auto with = [&](std::map<std::string, std::string> m, const std::string& k, const std::string& v) {
-    m[k] = v;
-    return m;
-  };
   EXPECT_EQ(value(fams, "vipd_service_connections_total", db), 100);
   EXPECT_EQ(value(fams, "vipd_service_packets_total", with(db, "direction", "in")), 500);
   EXPECT_EQ(value(fams, "vipd_service_packets_total", with(db, "direction", "out")), 400);
@@ -291,23 +294,44 @@ TEST_F(CollectorTest, ServiceCountersDoNotGoDownWhenABackendIsRemoved) {
   EXPECT_EQ(value(c.Collect(), "vipd_service_connections_total", db), 65);
 }
 
-// IPv6 entries: labels in brackets, zero counters, the dataplane never asked
-// (no mode forwards IPv6 yet).
-TEST_F(CollectorTest, Ipv6EntriesHaveBracketedLabelsAndNoDataplaneReads) {
+// IPv6 backends: the same per-backend series as IPv4, the dataplane's
+// counters of each IPv6 destination, the address label in RFC 5952 form
+// inside brackets; the service totals add them up.
+TEST_F(CollectorTest, Ipv6BackendsHaveTheirOwnSeries) {
   ServiceTable t;
   VirtualService v;
-  v.key = ServiceKey{*IpAddr::parse("fd00::10"), 80, Protocol::kTcp};
+  v.key = ServiceKey{*IpAddr::parse("fd00:0:0:0:0:0:0:10"), 80, Protocol::kTcp};
   v.name = "default/web:http";
-  v.backends = {{*IpAddr::parse("fd00:244::1"), 8080, 1, false}, {*IpAddr::parse("fd00:244::2"), 8080, 1, false}};
+  v.backends = {{*IpAddr::parse("fd00:244::1"), 8080, 1, false}, {*IpAddr::parse("FD00:244:0::2"), 8080, 3, false}};
   t.services[v.key] = v;
   stats_.set_table(t);
+  stats_.set_dest(v.key, "fd00:244::1", 8080, dp::DestSnapshot{5, 50, 40, 5000, 40000, 2, 1});
+  stats_.set_dest(v.key, "fd00:244::2", 8080, dp::DestSnapshot{7, 70, 60, 7000, 60000, 3, 0, 1, true});
   stats_.dest_calls = 0;
   const auto fams = collect();
-  EXPECT_EQ(stats_.dest_calls, 0u);
+  EXPECT_EQ(stats_.dest_calls, 2u);
   const std::map<std::string, std::string> web = {{"service", "default/web:http"}, {"vip", "[fd00::10]:80"}};
-  EXPECT_EQ(value(fams, "vipd_service_connections_total", web), 0);
+  const std::map<std::string, std::string> b1 = {{"vip", "[fd00::10]:80"}, {"backend", "[fd00:244::1]:8080"}};
+  const std::map<std::string, std::string> b2 = {{"backend", "[fd00:244::2]:8080"}};
+  EXPECT_EQ(value(fams, "vipd_backend_connections_total", b1), 5);
+  EXPECT_EQ(value(fams, "vipd_backend_packets_total", with(b1, "direction", "in")), 50);
+  EXPECT_EQ(value(fams, "vipd_backend_packets_total", with(b1, "direction", "out")), 40);
+  EXPECT_EQ(value(fams, "vipd_backend_bytes_total", with(b1, "direction", "in")), 5000);
+  EXPECT_EQ(value(fams, "vipd_backend_bytes_total", with(b1, "direction", "out")), 40000);
+  EXPECT_EQ(value(fams, "vipd_backend_active_connections", b1), 2);
+  EXPECT_EQ(value(fams, "vipd_backend_inactive_connections", b1), 1);
+  EXPECT_EQ(value(fams, "vipd_backend_connections_total", b2), 7);
+  EXPECT_EQ(value(fams, "vipd_backend_weight", b2), 3);
+  EXPECT_EQ(value(fams, "vipd_backend_ejections_total", b2), 1);
+  EXPECT_EQ(value(fams, "vipd_service_connections_total", web), 12);
+  EXPECT_EQ(value(fams, "vipd_service_packets_total", with(web, "direction", "in")), 120);
+  EXPECT_EQ(value(fams, "vipd_service_active_connections", web), 5);
   EXPECT_EQ(value(fams, "vipd_service_backends", web), 2);
-  EXPECT_EQ(value(fams, "vipd_backend_connections_total", {{"backend", "[fd00:244::2]:8080"}}), 0);
+  const std::string text = serialize(fams);
+  EXPECT_NE(text.find("vipd_backend_connections_total{service=\"default/web:http\",protocol=\"TCP\","
+                      "vip=\"[fd00::10]:80\",backend=\"[fd00:244::2]:8080\"} 7"),
+            std::string::npos)
+      << text.substr(0, 2000);
 }
 
 TEST_F(CollectorTest, NoTableYet) {

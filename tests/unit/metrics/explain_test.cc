@@ -62,11 +62,31 @@ TEST(ExplainQuery, RejectsBadInput) {
   EXPECT_FALSE(parse_explain_query({{"proto", "icmp"}, {"src", "10.0.0.2:1"}, {"dst", "1.2.3.4:5"}}, &err));
   EXPECT_EQ(err, "proto 'icmp': expected tcp or udp");
   EXPECT_FALSE(parse_explain_query({{"proto", "tcp"}, {"src", "10.0.0.2"}, {"dst", "1.2.3.4:5"}}, &err));
-  EXPECT_EQ(err, "src '10.0.0.2': expected IPv4:PORT (port 1..65535)");
+  EXPECT_EQ(err, "src '10.0.0.2': expected IPv4:PORT or [IPv6]:PORT (port 1..65535)");
   EXPECT_FALSE(parse_explain_query({{"proto", "tcp"}, {"src", "10.0.0.2:1"}, {"dst", "1.2.3.4:0"}}, &err));
-  EXPECT_EQ(err, "dst '1.2.3.4:0': expected IPv4:PORT (port 1..65535)");
+  EXPECT_EQ(err, "dst '1.2.3.4:0': expected IPv4:PORT or [IPv6]:PORT (port 1..65535)");
   EXPECT_FALSE(parse_explain_query({{"proto", "tcp"}, {"src", "10.0.0.2:1"}, {"dst", "1.2.3:5"}}, &err));
   EXPECT_FALSE(parse_explain_query({{"proto", "tcp"}, {"src", "10.0.0.2:70000"}, {"dst", "1.2.3.4:5"}}, &err));
+  // IPv6: in brackets only, no zone, one family for both ends.
+  EXPECT_FALSE(parse_explain_query({{"proto", "tcp"}, {"src", "fd00::2:1"}, {"dst", "[fd00::5]:5"}}, &err));
+  EXPECT_EQ(err, "src 'fd00::2:1': expected IPv4:PORT or [IPv6]:PORT (port 1..65535)");
+  EXPECT_FALSE(parse_explain_query({{"proto", "tcp"}, {"src", "[fd00::2%eth0]:1"}, {"dst", "[fd00::5]:5"}}, &err));
+  EXPECT_FALSE(parse_explain_query({{"proto", "tcp"}, {"src", "[10.0.0.2]:1"}, {"dst", "1.2.3.4:5"}}, &err));
+  EXPECT_FALSE(parse_explain_query({{"proto", "tcp"}, {"src", "[fd00::2]:0"}, {"dst", "[fd00::5]:5"}}, &err));
+  EXPECT_FALSE(parse_explain_query({{"proto", "tcp"}, {"src", "10.0.0.2:1"}, {"dst", "[fd00::5]:5"}}, &err));
+  EXPECT_EQ(err, "src '10.0.0.2:1' and dst '[fd00::5]:5': expected addresses of one family");
+}
+
+TEST(ExplainQuery, ParsesIpv6) {
+  std::string err;
+  auto e = parse_explain_query(
+      {{"proto", "tcp"}, {"src", "[FD00:10:0:0:0:0:0:10]:40000"}, {"dst", "[fd00:10:96::100]:8080"}}, &err);
+  ASSERT_TRUE(e) << err;
+  EXPECT_TRUE(e->src.is_v6());
+  EXPECT_EQ(e->src, *IpAddr::parse("fd00:10::10"));
+  EXPECT_EQ(e->sport, 40000);
+  EXPECT_EQ(e->dst, *IpAddr::parse("fd00:10:96::100"));
+  EXPECT_EQ(e->dport, 8080);
 }
 
 TEST(Explain, NewConnectionIsScheduled) {
@@ -247,6 +267,110 @@ TEST(Explain, NotAServiceOrWrongPort) {
   j = explain_json(q(Protocol::kUdp, "8.8.8.8", 53), r, nullptr, true);
   EXPECT_EQ(j["decision"], "not_a_service");
   EXPECT_NE(all_reasons(j).find("8.8.8.8:53 (UDP) is not a virtual service"), std::string::npos);
+}
+
+// IPv6 flows: the same decisions and wording, addresses in RFC 5952 form and
+// flows as [addr]:port (full NAT with its local address, and NAT).
+ServiceTable ipv6_table() {
+  ServiceTable t;
+  VirtualService db;
+  db.key = ServiceKey{*IpAddr::parse("fd00:10:96::100"), 8080, Protocol::kTcp};
+  db.name = "default/db6:http";
+  db.persistence_timeout_s = 600;
+  for (const char* a : {"fd00:244::1:15", "fd00:244::2:88"}) db.backends.push_back({*IpAddr::parse(a), 8080, 1, false});
+  t.services[db.key] = db;
+  return t;
+}
+
+ExplainQuery q6() {
+  ExplainQuery e;
+  e.src = *IpAddr::parse("fd00:10::10");
+  e.sport = 40000;
+  e.dst = *IpAddr::parse("fd00:10:96:0:0:0:0:100");
+  e.dport = 8080;
+  return e;
+}
+
+TEST(Explain, Ipv6NewConnectionIsScheduled) {
+  const ServiceTable t = ipv6_table();
+  dp::ExplainResult r = service_result();
+  r.n_dests = r.n_weighted = 2;
+  r.would_schedule = true;
+  r.next_dest_ip = *IpAddr::parse("fd00:244:0:0:0:0:2:88");
+  r.next_dest_port = 8080;
+  for (bool fnat : {true, false}) {
+    const auto j = explain_json(q6(), r, &t, fnat);
+    EXPECT_EQ(j["decision"], "schedule");
+    EXPECT_EQ(j["query"]["src"], "[fd00:10::10]:40000");
+    EXPECT_EQ(j["query"]["dst"], "[fd00:10:96::100]:8080");
+    EXPECT_EQ(j["service"]["name"], "default/db6:http");
+    EXPECT_EQ(j["service"]["vip"], "fd00:10:96::100");
+    EXPECT_EQ(j["service"]["persistence_timeout_s"], 600);
+    EXPECT_EQ(j["backend"], "[fd00:244::2:88]:8080");
+    const std::string why = all_reasons(j);
+    EXPECT_NE(why.find("virtual service default/db6:http (TCP [fd00:10:96::100]:8080), scheduler rr, 2 backends"),
+              std::string::npos)
+        << why;
+    EXPECT_NE(why.find("scheduler rr picks [fd00:244::2:88]:8080"), std::string::npos) << why;
+    EXPECT_NE(why.find("session affinity ClientIP (600 s): this client has no live persistence entry"),
+              std::string::npos)
+        << why;
+  }
+}
+
+TEST(Explain, Ipv6ExistingConnectionFullNat) {
+  const ServiceTable t = ipv6_table();
+  dp::ExplainResult r = service_result();
+  r.conn_found = true;
+  r.conn_dest_alive = true;
+  r.conn_state = "ESTABLISHED";
+  r.conn_dest_ip = *IpAddr::parse("fd00:244::1:15");
+  r.conn_dest_port = 8080;
+  r.conn_local_ip = *IpAddr::parse("fd00:244::ff:1");
+  r.conn_local_port = 1025;
+  r.conn_expires_in_s = 899.6;
+  const auto j = explain_json(q6(), r, &t, true);
+  EXPECT_EQ(j["decision"], "existing_connection");
+  EXPECT_EQ(j["backend"], "[fd00:244::1:15]:8080");
+  EXPECT_EQ(j["connection"]["backend"], "[fd00:244::1:15]:8080");
+  EXPECT_EQ(j["connection"]["local"], "[fd00:244::ff:1]:1025");
+  EXPECT_NE(all_reasons(j).find("existing connection (state ESTABLISHED, expires in 900 s) to backend "
+                                "[fd00:244::1:15]:8080, source rewritten to [fd00:244::ff:1]:1025"),
+            std::string::npos)
+      << all_reasons(j);
+}
+
+TEST(Explain, Ipv6ExistingConnectionNatAndLivePersistence) {
+  const ServiceTable t = ipv6_table();
+  dp::ExplainResult r = service_result();
+  r.conn_found = true;
+  r.conn_dest_alive = true;
+  r.conn_state = "SYN_RECV";
+  r.conn_dest_ip = *IpAddr::parse("fd00:244::2:88");
+  r.conn_dest_port = 8080;  // nat: no local address (conn_local_ip unset)
+  r.would_schedule = true;
+  r.next_dest_ip = *IpAddr::parse("fd00:244::2:88");
+  r.next_dest_port = 8080;
+  r.affinity_found = true;
+  r.affinity_expires_in_s = 599;
+  const auto j = explain_json(q6(), r, &t, false);
+  EXPECT_EQ(j["decision"], "existing_connection");
+  EXPECT_EQ(j["backend"], "[fd00:244::2:88]:8080");
+  EXPECT_TRUE(j["connection"]["local"].is_null());
+  EXPECT_EQ(j["affinity"]["backend"], "[fd00:244::2:88]:8080");
+  EXPECT_EQ(all_reasons(j).find("source rewritten"), std::string::npos) << all_reasons(j);
+}
+
+TEST(Explain, Ipv6VipPortNotServed) {
+  dp::ExplainResult r;
+  r.answered = true;
+  r.vip_address = true;
+  ExplainQuery e = q6();
+  e.dport = 9999;
+  const auto j = explain_json(e, r, nullptr, true);
+  EXPECT_EQ(j["decision"], "vip_port_not_served");
+  EXPECT_NE(all_reasons(j).find("fd00:10:96::100 is a VIP, but TCP port 9999 is not served there"), std::string::npos)
+      << all_reasons(j);
 }
 
 }  // namespace

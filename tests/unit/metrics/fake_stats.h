@@ -22,7 +22,7 @@ class FakeStats : public StatsSource {
     return workers_;
   }
   std::vector<dp::PortSnapshot> ports() const override { return ports_; }
-  dp::DestSnapshot dest(const ServiceKey& k, Ipv4 a, uint16_t p) const override {
+  dp::DestSnapshot dest(const ServiceKey& k, const IpAddr& a, uint16_t p) const override {
     std::lock_guard<std::mutex> g(mu);
     ++dest_calls;
     auto it = dests_.find({k, a, p});
@@ -43,16 +43,17 @@ class FakeStats : public StatsSource {
     std::lock_guard<std::mutex> g(mu);
     table_ = std::make_shared<const ServiceTable>(std::move(t));
   }
+  // a: an IPv4 or IPv6 address.
   void set_dest(const ServiceKey& k, const char* a, uint16_t p, dp::DestSnapshot d) {
     std::lock_guard<std::mutex> g(mu);
-    dests_[{k, ip(a), p}] = d;
+    dests_[{k, *IpAddr::parse(a), p}] = d;
   }
 
   mutable std::mutex mu;
   mutable size_t dest_calls = 0;
   std::vector<dp::WorkerSnapshot> workers_;
   std::vector<dp::PortSnapshot> ports_;
-  std::map<std::tuple<ServiceKey, Ipv4, uint16_t>, dp::DestSnapshot> dests_;
+  std::map<std::tuple<ServiceKey, IpAddr, uint16_t>, dp::DestSnapshot> dests_;
   std::shared_ptr<const ServiceTable> table_;
   SyncStatus status_;
 };

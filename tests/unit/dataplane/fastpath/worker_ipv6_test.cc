@@ -660,6 +660,95 @@ TEST_P(WorkerIpv6FwdTest, TwoWorkersRedirectToTheOwner) {
   EXPECT_EQ(drops_of_all_workers(), 0u);
 }
 
+// The explain mailbox (vipctl explain) for an IPv6 flow, asked as
+// DpdkDataplane::explain asks it.
+ExplainAnswer ask6(Worker& w, uint8_t proto, const Addr6& src, uint16_t sport, const Addr6& dst, uint16_t dport) {
+  ExplainQuery q{};
+  q.proto = proto;
+  q.v6 = 1;
+  q.sport = sport;
+  q.dport = dport;
+  std::copy(src.begin(), src.end(), q.src6);
+  std::copy(dst.begin(), dst.end(), q.dst6);
+  w.mailbox.q = q;
+  w.mailbox.req.store(w.mailbox.req.load() + 1);
+  serve_mailbox(w);
+  EXPECT_EQ(w.mailbox.done.load(), w.mailbox.req.load()) << "answered";
+  return w.mailbox.a;
+}
+
+// explain predicts the backend a new IPv6 connection gets without moving the
+// scheduler (the SYN then goes there), then reports the connection entry
+// (backend; fnat: the local address and port) in both directions; the
+// destination's counters (the per-backend metric series) count the flow.
+TEST_P(WorkerIpv6FwdTest, ExplainAndDestCountersOfAnIpv6Flow) {
+  ExplainAnswer a = ask6(w(0), kProtoTcp, kClient6, 40000, kVip6, 8080);
+  EXPECT_TRUE(a.service_found);
+  EXPECT_TRUE(a.vip_address);
+  EXPECT_FALSE(a.conn_found);
+  EXPECT_EQ(a.n_dests, 2u);
+  EXPECT_EQ(a.n_weighted, 2u);
+  ASSERT_GE(a.next_idx, 0);
+  EXPECT_EQ(a.next_port, 80);
+  const Addr6 predicted = addr_at(a.next_ip6);
+  ASSERT_TRUE(predicted == kB16 || predicted == kB26);
+  EXPECT_EQ(addr_at(ask6(w(0), kProtoTcp, kClient6, 40000, kVip6, 8080).next_ip6), predicted)
+      << "explain does not move the scheduler";
+
+  const Frame out = one_out(client_pkt(kProtoTcp, 40000, 8080, kTcpSyn, kVip6, 12), 0, 1);
+  ASSERT_FALSE(out.empty());
+  const Parsed6 p = expect_valid6(out, "SYN");
+  EXPECT_EQ(addr_at(p.dst), predicted) << "the SYN goes where explain said";
+
+  a = ask6(w(0), kProtoTcp, kClient6, 40000, kVip6, 8080);
+  EXPECT_TRUE(a.conn_found);
+  EXPECT_FALSE(a.conn_reply);
+  EXPECT_TRUE(a.conn_alive);
+  EXPECT_EQ(a.state, static_cast<uint8_t>(ConnState::kSynRecv));
+  EXPECT_EQ(addr_at(a.conn_dest_ip6), predicted);
+  EXPECT_EQ(a.conn_dest_port, 80);
+  EXPECT_GT(a.conn_expires_in_tsc, 0u);
+  if (fnat()) {
+    EXPECT_EQ(addr_at(a.conn_local_ip6), kLocal6);
+    EXPECT_EQ(a.conn_local_port, p.sport);
+  } else {
+    EXPECT_EQ(addr_at(a.conn_local_ip6), Addr6{}) << "nat: no local address of its own";
+  }
+  // The reply direction: backend -> (local or client) address.
+  a = ask6(w(0), kProtoTcp, predicted, 80, addr_at(p.src), p.sport);
+  EXPECT_TRUE(a.conn_found);
+  EXPECT_TRUE(a.conn_reply);
+  EXPECT_FALSE(a.service_found);
+  EXPECT_EQ(addr_at(a.conn_dest_ip6), predicted);
+  // Not a VIP, and a VIP's other port.
+  a = ask6(w(0), kProtoTcp, kClient6, 40000, kB36, 8080);
+  EXPECT_FALSE(a.service_found || a.vip_address || a.conn_found);
+  a = ask6(w(0), kProtoTcp, kClient6, 40000, kVip6, 9999);
+  EXPECT_FALSE(a.service_found);
+  EXPECT_TRUE(a.vip_address);
+
+  // SYN-ACK back, two ACKs with data: established.
+  const MacAddr bmac = predicted == kB16 ? kB1Mac : kB2Mac;
+  ASSERT_FALSE(one_out(backend_pkt(kProtoTcp, predicted, bmac, 80, addr_at(p.src), p.sport, kTcpSyn | kTcpAck, 5),
+                       1, 0).empty());
+  for (int i = 0; i < 2; ++i) ASSERT_FALSE(one_out(client_pkt(kProtoTcp, 40000, 8080, kTcpAck, kVip6, 100), 0, 1).empty());
+  const int64_t slot = pub_->dest_slot(cp::ServiceKey{ip6(kVip6), 8080, Protocol::kTcp}, ip6(predicted), 80);
+  ASSERT_GE(slot, 0);
+  const DestCounters& dc = w(0).dest_counters[slot];
+  EXPECT_EQ(dc.conns, 1u);
+  EXPECT_EQ(dc.inpkts, 3u);
+  EXPECT_EQ(dc.outpkts, 1u);
+  EXPECT_EQ(dc.inbytes, (40u + 20 + 12) + 2 * (40u + 20 + 100));
+  EXPECT_EQ(dc.outbytes, 40u + 20 + 5);
+  EXPECT_EQ(dc.active, 1);
+  EXPECT_EQ(dc.inactive, 0);
+  const int64_t other =
+      pub_->dest_slot(cp::ServiceKey{ip6(kVip6), 8080, Protocol::kTcp}, ip6(predicted == kB16 ? kB26 : kB16), 80);
+  ASSERT_GE(other, 0);
+  EXPECT_EQ(w(0).dest_counters[other].conns, 0u);
+  EXPECT_EQ(total_drops(), 0u) << drop_summary();
+}
+
 // Instructions per packet through process_burst + flush_tx, IPv6 next to
 // IPv4 in the same harness (bursts of 32; building and reading back the
 // frames not counted). Not a test: run by hand under callgrind, e.g.
