@@ -105,8 +105,9 @@ nlohmann::ordered_json explain_json(const ExplainQuery& q, const dp::ExplainResu
     c["direction"] = r.conn_reply ? "reply" : "original";
     c["state"] = r.conn_state;
     c["backend"] = host_port(r.conn_dest_ip, r.conn_dest_port);
-    c["local"] = r.conn_local_ip != IpAddr() ? nlohmann::ordered_json(host_port(r.conn_local_ip, r.conn_local_port))
-                                 : nlohmann::ordered_json(nullptr);
+    c["local"] = r.conn_local_ip != IpAddr()
+                     ? nlohmann::ordered_json(host_port(r.conn_local_ip, r.conn_local_port))
+                     : nlohmann::ordered_json(nullptr);
     c["expires_in_s"] = std::round(r.conn_expires_in_s * 1000.0) / 1000.0;
     c["backend_alive"] = r.conn_dest_alive;
     j["connection"] = c;
@@ -179,7 +180,8 @@ nlohmann::ordered_json explain_json(const ExplainQuery& q, const dp::ExplainResu
     decision = "existing_connection";
     std::string line = "existing connection (state " + r.conn_state + ", expires in " +
                        secs(r.conn_expires_in_s) + " s) to backend " + conn_backend;
-    if (fnat && r.conn_local_ip != IpAddr()) line += ", source rewritten to " + host_port(r.conn_local_ip, r.conn_local_port);
+    if (fnat && r.conn_local_ip != IpAddr())
+      line += ", source rewritten to " + host_port(r.conn_local_ip, r.conn_local_port);
     why.push_back(line + "; " + owner);
     j["backend"] = conn_backend;
   } else if (r.conn_found) {

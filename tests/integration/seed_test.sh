@@ -43,6 +43,11 @@ if [ -z "$EXTRA" ] && [ "${SEED_IPV6:-1}" = 1 ]; then
   CHECKS+=(v6-http-four-pods v6-change-to-dataplane v6-removal-no-failures v6-no-endpoints-refused
            v6-udp-no-endpoints-refused v6-udp-roundtrip)
 fi
+# IPv6 operator tools (same lab, same variants): vipctl explain names the pod that
+# served a held IPv6 connection; the per-backend series of a /metrics scrape
+# count the IPv6 requests each pod served.
+V6_TOOL_CHECKS=(v6-explain-served-backend v6-metrics-backend-series)
+[ "$V6" = 1 ] && CHECKS+=("${V6_TOOL_CHECKS[@]}")
 SKIP_HINT="run as root on a kernel with network namespaces, veth and bridge"
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 require_netns bridge
@@ -78,6 +83,7 @@ if [ "$V6" = 1 ]; then
     V6=0
     for c in v6-http-four-pods v6-change-to-dataplane v6-removal-no-failures v6-no-endpoints-refused \
              v6-udp-no-endpoints-refused v6-udp-roundtrip; do skip "$c" "$why"; done
+    for c in "${V6_TOOL_CHECKS[@]}"; do skip "$c" "$why"; done
   fi
 fi
 EAL=$(sed -n 's/^[[:space:]]*eal-args[[:space:]]*=[[:space:]]*//p' "$CONF" | tail -n 1)
@@ -179,6 +185,85 @@ if [ "$V6" = 1 ]; then
   note "IPv6 udp: $r"
   d=$(judge "$r" 'r["ok"] >= 95 and set(pods) <= {"pod1", "pod2", "pod3"} and len(pods) >= 2')
   if [ -z "$d" ] && [ -n "$r" ]; then pass v6-udp-roundtrip; else fail v6-udp-roundtrip "want >= 95 of 100 replies from >= 2 of pod1..pod3: ${d:-no result}"; fi
+fi
+
+# ---- IPv6: vipctl explain and the per-backend metric series (pod1..pod3) ---------
+if [ "$V6" = 1 ]; then
+  # One connection held open after its answer: explain must name the pod that
+  # answered it, by its IPv6 address in RFC 5952 form.
+  declare -A POD6=([pod1]=fd00:244::1:15 [pod2]=fd00:244::2:88 [pod3]=fd00:244::3:12 [pod4]=fd00:244::3:44)
+  ip netns exec "${P}client" "$PYTHON" - "$TMP/explain6.go" >"$TMP/explain6.out" 2>&1 <<'PY' &
+import os, socket, sys, time
+s = socket.create_connection(("fd00:96::100", 8080), timeout=2)
+s.sendall(b"GET / HTTP/1.1\r\nHost: vip\r\n\r\n")
+data = b""
+while b"\r\n\r\n" not in data or b"\n" not in data.split(b"\r\n\r\n", 1)[1]:
+    chunk = s.recv(4096)
+    if not chunk:
+        break
+    data += chunk
+pod = data.split(b"\r\n\r\n", 1)[-1].split(b"\n", 1)[0].strip().decode(errors="replace")
+print("%s %d %s" % (s.getsockname()[0], s.getsockname()[1], pod), flush=True)
+end = time.monotonic() + 10
+while not os.path.exists(sys.argv[1]) and time.monotonic() < end:
+    time.sleep(0.02)
+s.close()
+PY
+  held=$!
+  for _ in $(seq 1 100); do [ -s "$TMP/explain6.out" ] && break; sleep 0.05; done
+  read -r caddr cport cpod <"$TMP/explain6.out"
+  ex=$(vipctl explain tcp "[$caddr]:${cport:-0}" "[fd00:96::100]:8080" --json 2>&1)
+  touch "$TMP/explain6.go"
+  wait "$held"
+  # (The pod may have closed its side already: the entry is then closing and the
+  # decision for a new SYN is "schedule"; the connection's backend is what counts.)
+  eb=$("$PYTHON" -c 'import json,sys; j=json.load(sys.stdin); c=j["connection"]; print(j["query"]["dst"], c["backend"], c["state"], j["decision"])' <<<"$ex" 2>/dev/null)
+  note "IPv6 held connection from [$caddr]:$cport answered by ${cpod:-?}; explain: ${eb:-$(head -c 300 <<<"$ex")}"
+  eb=${eb% * *}
+  want="[fd00:96::100]:8080 [${POD6[${cpod:-none}]:-none}]:8080"
+  if [ -n "$cpod" ] && [ "$eb" = "$want" ]; then pass v6-explain-served-backend
+  else fail v6-explain-served-backend "want '$want', got '${eb:-$(head -c 300 <<<"$ex" | tr '\n' ' ')}'"; fi
+
+  # A Prometheus text scrape before and after 30 IPv6 requests: each pod's
+  # vipd_backend_connections_total grows by what it served, packets both ways.
+  scrape6() {
+    ip netns exec "${P}lb" "$PYTHON" -c '
+import re, sys, urllib.request
+text = urllib.request.urlopen("http://127.0.0.1:10249/metrics", timeout=5).read().decode()
+for line in text.splitlines():
+    m = re.match(r"(vipd_backend_(?:connections|packets)_total)\{(.*)\} (\S+)$", line)
+    if m and "vip=\"[fd00:96::100]:8080\"" in m.group(2):
+        b = re.search(r"backend=\"([^\"]*)\"", m.group(2)).group(1)
+        d = re.search(r"direction=\"([^\"]*)\"", m.group(2))
+        print(m.group(1), b, d.group(1) if d else "-", m.group(3))' 2>&1
+  }
+  before=$(scrape6)
+  r=$(client http "http://[fd00:96::100]:8080/" --count 30 --timeout 2 --max-time 20)
+  after=$(scrape6)
+  d=$("$PYTHON" - "$r" "$before" "$after" <<'PY'
+import json, sys
+r = json.loads(sys.argv[1])
+pods = {"pod1": "[fd00:244::1:15]:8080", "pod2": "[fd00:244::2:88]:8080", "pod3": "[fd00:244::3:12]:8080"}
+def parse(t):
+    return {(a[0], a[1], a[2]): float(a[3]) for a in (l.split() for l in t.splitlines()) if len(a) == 4}
+b, a = parse(sys.argv[2]), parse(sys.argv[3])
+grow = lambda k: a.get(k, 0) - b.get(k, 0)
+bad = []
+if r.get("failed") or not a:
+    bad.append("requests %s, %d series after" % (r, len(a)))
+for pod, be in pods.items():
+    n = r.get("by_pod", {}).get(pod, 0)
+    c = grow(("vipd_backend_connections_total", be, "-"))
+    pin, pout = grow(("vipd_backend_packets_total", be, "in")), grow(("vipd_backend_packets_total", be, "out"))
+    print("    %s %s: served %d, connections +%d, packets in +%d out +%d" % (pod, be, n, c, pin, pout), file=sys.stderr)
+    if c != n or (n and (pin < 3 * n or pout < 2 * n)):
+        bad.append("%s served %d: connections +%d, packets in +%d out +%d" % (be, n, c, pin, pout))
+print("; ".join(bad))
+PY
+)
+  note "IPv6 metrics: $r"
+  if [ -z "$d" ] && [ -n "$after" ]; then pass v6-metrics-backend-series
+  else fail v6-metrics-backend-series "${d:-no scrape}"; fi
 fi
 
 # ---- remove pod4 -----------------------------------------------------------------

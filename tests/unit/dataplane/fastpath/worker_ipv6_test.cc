@@ -731,7 +731,8 @@ TEST_P(WorkerIpv6FwdTest, ExplainAndDestCountersOfAnIpv6Flow) {
   const MacAddr bmac = predicted == kB16 ? kB1Mac : kB2Mac;
   ASSERT_FALSE(one_out(backend_pkt(kProtoTcp, predicted, bmac, 80, addr_at(p.src), p.sport, kTcpSyn | kTcpAck, 5),
                        1, 0).empty());
-  for (int i = 0; i < 2; ++i) ASSERT_FALSE(one_out(client_pkt(kProtoTcp, 40000, 8080, kTcpAck, kVip6, 100), 0, 1).empty());
+  for (int i = 0; i < 2; ++i)
+    ASSERT_FALSE(one_out(client_pkt(kProtoTcp, 40000, 8080, kTcpAck, kVip6, 100), 0, 1).empty());
   const int64_t slot = pub_->dest_slot(cp::ServiceKey{ip6(kVip6), 8080, Protocol::kTcp}, ip6(predicted), 80);
   ASSERT_GE(slot, 0);
   const DestCounters& dc = w(0).dest_counters[slot];
