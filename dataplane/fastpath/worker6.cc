@@ -278,24 +278,7 @@ void new_flow6(Worker& w, rte_mbuf* m, const Parsed6& p, const Service& svc) {
              : syn              ? ConnState::kSynRecv
                                 : tcp_next_state(ConnState::kNone, p.tcp_flags, true);
   c->expires = w.now + conn_timeout(sh, c->state);
-  if (svc.persistence_s) {
-    if (!tmpl) tmpl = w.tmpls.insert(tkey);
-    if (tmpl) {
-      tmpl->dest_slot = d.slot;
-      tmpl->dest_gen = d.gen;
-      tmpl->expires = w.now + uint64_t{svc.persistence_s} * sh.tsc_hz;
-      c->tmpl = w.tmpls.index(tmpl) + 1;
-    } else {
-      bump(w.counters.template_full);
-    }
-  }
-  DestCounters& dc = w.dest_counters[d.slot];
-  ++dc.conns;
-  if (c->state == ConnState::kEstablished) ++dc.active; else ++dc.inactive;
-  bump(w.counters.new_flows);
-  bump(w.counters.active_flows);
-  dc.inpkts++;
-  dc.inbytes += kIp6Len + p.payload_len;
+  count_new_conn(w, *c, svc, d, tmpl, tkey, kIp6Len + p.payload_len);
   rewrite6_l3l4(rte_pktmbuf_mtod(m, uint8_t*), p, c->laddr, c->lport, c->daddr, c->dport);
   output6(w, m, c->daddr);
 }
