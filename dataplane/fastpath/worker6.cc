@@ -462,23 +462,15 @@ DropReason translate6(Worker& w, uint8_t* f, const Parsed6& p, const Quote6& q, 
   // From the side the quoted packet went to.
   if (route6(sh, q.to_client ? c->daddr : c->caddr) != rx_pidx) return kIcmpErrorNoConn;
   if (!dest6_alive(w, *c)) return kDestExpired;
-  const uint8_t *isrc, *idst, *osrc, *odst;
-  uint16_t isport, idport;
-  if (q.to_client) {
-    isrc = c->caddr, isport = c->cport, idst = c->vaddr, idport = c->vport;
-    osrc = c->vaddr, odst = c->caddr;
-  } else {
-    isrc = c->daddr, isport = c->dport, idst = c->laddr, idport = c->lport;
-    osrc = sh.forward == Forward::kFnat ? c->laddr : p.src, odst = c->daddr;
-  }
+  const IcmpRewrite<const uint8_t*> r = icmp_rewrite(*c, q.to_client, sh.forward == Forward::kFnat, p.src);
   uint8_t* iip = f + q.ip_off;
   uint8_t* il4 = f + q.l4_off;
-  uint64_t delta = csum_delta16(iip + 8, isrc) + csum_delta16(iip + 24, idst);
-  std::memcpy(iip + 8, isrc, 16);
-  std::memcpy(iip + 24, idst, 16);
+  uint64_t delta = csum_delta16(iip + 8, r.isrc) + csum_delta16(iip + 24, r.idst);
+  std::memcpy(iip + 8, r.isrc, 16);
+  std::memcpy(iip + 24, r.idst, 16);
   const uint32_t old_ports = bytes::raw32(il4);
-  bytes::wr16(il4, isport);
-  bytes::wr16(il4 + 2, idport);
+  bytes::wr16(il4, r.isport);
+  bytes::wr16(il4 + 2, r.idport);
   delta += uint64_t{~old_ports} + bytes::raw32(il4);
   // The quoted L4 checksum, where the quote holds it.
   const size_t coff = q.proto == kProtoTcp ? 16 : 6;
@@ -491,14 +483,14 @@ DropReason translate6(Worker& w, uint8_t* f, const Parsed6& p, const Quote6& q, 
     }
   }
   uint8_t* ip = f + p.l3_off;
-  uint8_t src[16], dst[16];  // osrc may be p.src (in the frame)
-  std::memcpy(src, osrc, 16);
-  std::memcpy(dst, odst, 16);
+  uint8_t src[16], dst[16];  // r.osrc may be p.src (in the frame)
+  std::memcpy(src, r.osrc, 16);
+  std::memcpy(dst, r.odst, 16);
   std::memcpy(ip + 8, src, 16);
   std::memcpy(ip + 24, dst, 16);
   ip[7] = static_cast<uint8_t>(ip[7] - 1);
   bytes::put_raw16(icmp + 2, l4_checksum6(src, dst, kProtoIcmp6, icmp, p.l4_len, 2));
-  *to = odst;
+  *to = r.odst;
   return kIcmpOk;
 }
 
