@@ -16,7 +16,9 @@
 # and UDP as ICMPv6 port unreachable, UDP round trip, and requests from the
 # off-link client ${P}far behind the router ${P}client spread over the pods:
 # vipd's IPv6 gateway is the client's link-local fe80::2 in fnat, its
-# fd00:10::2 in nat).
+# fd00:10::2 in nat), and a 300 kB download by far across a 1280-byte link
+# (v6-pmtu: the router's ICMPv6 packet too big to the VIP, translated by vipd
+# to the pod).
 # Env: VIPD_BIN / VIPCTL_BIN (default $VIPD_BUILD_DIR/vipd or .../cmd/vipd, same for
 # vipctl; VIPD_BUILD_DIR defaults to build).
 set -uo pipefail
@@ -45,7 +47,7 @@ if [ -z "$EXTRA" ] && [ "${SEED_IPV6:-1}" = 1 ]; then
   V6=1
   export LAB_IPV6=1
   CHECKS+=(v6-http-four-pods v6-offlink-client v6-change-to-dataplane v6-removal-no-failures v6-no-endpoints-refused
-           v6-udp-no-endpoints-refused v6-udp-roundtrip)
+           v6-udp-no-endpoints-refused v6-udp-roundtrip v6-pmtu)
 fi
 SKIP_HINT="run as root on a kernel with network namespaces, veth and bridge"
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -84,7 +86,7 @@ if [ "$V6" = 1 ]; then
   else
     V6=0
     for c in v6-http-four-pods v6-offlink-client v6-change-to-dataplane v6-removal-no-failures v6-no-endpoints-refused \
-             v6-udp-no-endpoints-refused v6-udp-roundtrip; do skip "$c" "$why"; done
+             v6-udp-no-endpoints-refused v6-udp-roundtrip v6-pmtu; do skip "$c" "$why"; done
   fi
 fi
 EAL=$(sed -n 's/^[[:space:]]*eal-args[[:space:]]*=[[:space:]]*//p' "$CONF" | tail -n 1)
@@ -165,6 +167,24 @@ if [ "$V6" = 1 ]; then
   d=$(judge "$r" 'r["failed"] == 0 and all(n("pod%d" % i) >= 10 for i in range(1, 5))')
   if [ -z "$d" ] && [ -n "$r" ]; then pass v6-offlink-client
   else fail v6-offlink-client "want 0 failed and each pod >= 10 of 100 from fd00:20::2 (vipd's gateway: ${VARGS_V6[1]}): ${d:-no result}"; fi
+  # Path MTU: the router's link to far gets MTU 1280 while far advertises an
+  # MSS for 1500, so the pods' full-size segments make the router send ICMPv6
+  # packet too big to the VIP; vipd must translate it to the pod (IPv6
+  # routers never fragment: without it the download stalls).
+  snmp6() { ip netns exec "$1" awk -v k="$2" '$1 == k {v = $2} END {print v + 0}' /proc/net/snmp6; }
+  ip -n "${P}client" link set dev far0 mtu 1280
+  ptb_out0=$(snmp6 "${P}client" Icmp6OutPktTooBigs)
+  ptb_in0=0
+  for n in 1 2 3 4; do ptb_in0=$(( ptb_in0 + $(snmp6 "${P}pod$n" Icmp6InPktTooBigs) )); done
+  got=$(ip netns exec "${P}far" "$PYTHON" -c 'import sys, urllib.request
+print(len(urllib.request.urlopen(sys.argv[1], timeout=5).read()))' "http://[fd00:96::100]:8080/bytes/300000" 2>&1 | tail -n 1)
+  ptb_out=$(( $(snmp6 "${P}client" Icmp6OutPktTooBigs) - ptb_out0 ))
+  ptb_in=$(( -ptb_in0 ))
+  for n in 1 2 3 4; do ptb_in=$(( ptb_in + $(snmp6 "${P}pod$n" Icmp6InPktTooBigs) )); done
+  ip -n "${P}client" link set dev far0 mtu 1500
+  note "IPv6 path MTU 1280: got '$got' of 300000 bytes; router sent $ptb_out packet too big, pods received $ptb_in"
+  if [ "$got" = 300000 ] && [ "$ptb_out" -ge 1 ] && [ "$ptb_in" -ge 1 ]; then pass v6-pmtu
+  else fail v6-pmtu "want 300000 bytes through the 1280 link, >= 1 packet too big sent by the router and >= 1 received by a pod (translated by vipd): got '$got', sent $ptb_out, received $ptb_in"; fi
 
   gen_before=$(generation)
   kernel_write_slice6 "$TMP/slice6.new" "${KERNEL_POD6[@]:0:3}"
