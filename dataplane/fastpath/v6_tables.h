@@ -212,6 +212,11 @@ struct Shared6 {
   uint8_t local_addrs[kMaxLocalAddrs6][16]{};
   uint32_t n_local_addrs = 0;
   uint8_t port_prefix[8]{};  // on-link prefix length of each port's IPv6 address
+  // Each port's IPv6 gateway (--port-ipv6 "... via GW"): the next hop of
+  // destinations outside every port's prefix, taken from the first port
+  // that has one (as PortInfo::gateway for IPv4).
+  bool port_has_gw[8]{};
+  uint8_t port_gw[8][16]{};
   Neighbor6Table neigh;
   ~Shared6();
 };

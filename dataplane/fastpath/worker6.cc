@@ -52,12 +52,29 @@ bool prefix_match(const uint8_t a[16], const uint8_t b[16], unsigned len) {
   return (a[bytes] & mask) == (b[bytes] & mask);
 }
 
-// The port whose on-link prefix holds `dst` (IPv6 next hops are on-link
-// only: docs/architecture.md "IPv6"); -1 when none.
-int route6(const Shared& sh, const uint8_t dst[16]) {
+// Egress port and next hop of `dst`, as route() for IPv4: the port whose
+// on-link prefix holds it (next hop `dst` itself), else the first port with
+// an IPv6 gateway (next hop the gateway; never for a link-local `dst`, which
+// no router forwards); -1 when none (docs/architecture.md "IPv6").
+int route6(const Shared& sh, const uint8_t dst[16], const uint8_t** nexthop) {
+  const Shared6& v6 = *sh.v6;
   for (uint16_t i = 0; i < sh.n_ports; ++i)
-    if (sh.ports[i].has_ip6 && prefix_match(dst, sh.ports[i].ip6, sh.v6->port_prefix[i])) return i;
+    if (sh.ports[i].has_ip6 && prefix_match(dst, sh.ports[i].ip6, v6.port_prefix[i])) {
+      *nexthop = dst;
+      return i;
+    }
+  if (dst[0] == 0xfe && (dst[1] & 0xc0) == 0x80) return -1;
+  for (uint16_t i = 0; i < sh.n_ports; ++i)
+    if (v6.port_has_gw[i]) {
+      *nexthop = v6.port_gw[i];
+      return i;
+    }
   return -1;
+}
+
+int route6(const Shared& sh, const uint8_t dst[16]) {
+  const uint8_t* nh;
+  return route6(sh, dst, &nh);
 }
 
 void send_ns(Worker& w, uint16_t pidx, const uint8_t target[16]) {
@@ -71,29 +88,30 @@ void send_ns(Worker& w, uint16_t pidx, const uint8_t target[16]) {
   tx_queue(w, pidx, m);
 }
 
-// Routes an IPv6 packet to `dst` (on-link): Ethernet addresses from the
-// neighbour cache and tx, or parked with a Neighbor Solicitation until the
-// next hop answers (as output_via for IPv4).
+// Routes an IPv6 packet to `dst` (route6): Ethernet addresses of the next
+// hop from the neighbour cache and tx, or parked with a Neighbor
+// Solicitation until the next hop answers (as output_via for IPv4).
 void output6(Worker& w, rte_mbuf* m, const uint8_t dst[16]) {
   Shared& sh = *w.sh;
   Shared6& v6 = *sh.v6;
-  const int pidx = route6(sh, dst);
+  const uint8_t* nh;
+  const int pidx = route6(sh, dst, &nh);
   if (pidx < 0) return drop_pkt(w, m, kNoRoute);
   uint8_t mac[6];
-  const Neigh6State st = v6.neigh.lookup(dst, mac, w.now);
+  const Neigh6State st = v6.neigh.lookup(nh, mac, w.now);
   if (st == Neigh6State::kMissing) {
     Worker6& x = *w.v6;
     if (x.n_pending >= Worker6::kPendingMax) return drop_pkt(w, m, kNeighQueueFull);
     PendingPkt6& pp = x.pending[x.n_pending++];
     pp.m = m;
-    std::memcpy(pp.nexthop, dst, 16);
+    std::memcpy(pp.nexthop, nh, 16);
     pp.port = static_cast<uint16_t>(pidx);
     pp.since = w.now;
-    if (v6.neigh.claim_request(dst, w.now, sh.arp_retry)) send_ns(w, static_cast<uint16_t>(pidx), dst);
+    if (v6.neigh.claim_request(nh, w.now, sh.arp_retry)) send_ns(w, static_cast<uint16_t>(pidx), nh);
     return;
   }
-  if (st == Neigh6State::kStale && v6.neigh.claim_request(dst, w.now, sh.arp_retry))
-    send_ns(w, static_cast<uint16_t>(pidx), dst);
+  if (st == Neigh6State::kStale && v6.neigh.claim_request(nh, w.now, sh.arp_retry))
+    send_ns(w, static_cast<uint16_t>(pidx), nh);
   uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
   std::memcpy(f, mac, 6);
   std::memcpy(f + 6, sh.ports[pidx].mac, 6);
