@@ -31,7 +31,7 @@ def merged(res_dir, added_dir, name, is_nft):
 def ipt_section(ipt, table, fmt, n_human):
     if not ipt:
         return "Not measured in this run (needs root and iptables-restore; see scripts/bench.sh)."
-    order = {"default": 0, "legacy": 1, "nftables": 2}
+    order = {"default": 0, "legacy": 1, "nftables": 2, "nftables nat": 3, "nftables affinity": 4}
     ipt = sorted(ipt, key=lambda r: (order.get(r.get("variant", ""), 3), r["services"]))
     rows, notes = [], []
     for r in ipt:
@@ -55,13 +55,36 @@ def ipt_section(ipt, table, fmt, n_human):
                   "partial ms (p50)", "partial: restore ms", "full / partial", "full payload KiB"], rows)]
     added = [r for r in ipt if r.get("command")]
     if added:
-        r = added[0]
-        out += ["", f"{r.get('iptables', r.get('variant'))} rows: `{r['command']}`, measured {r.get('measured', '?')}, "
-                f"load average {r.get('load', '?')} (CPU contention inflates them"
-                + ("; two initial times are two runs" if any(x.get("initial_ms_runs") for x in ipt) else "") + ")."
-                + (" " + " ".join(notes) if notes else "")]
+        # one note per command (rows of one run share it)
+        seen = []
+        for r in added:
+            if r["command"] not in [c for c, _ in seen]:
+                seen.append((r["command"], r))
+        for n, (cmd, r) in enumerate(seen):
+            labels = sorted({x.get("iptables", x.get("variant")) for x in added if x["command"] == cmd},
+                            key=lambda v: [x.get("iptables", x.get("variant")) for x in ipt].index(v))
+            out += ["", f"{', '.join(labels)} rows: `{cmd}`, measured {r.get('measured', '?')}, "
+                    f"load average {r.get('load', '?')} (CPU contention inflates the wall times"
+                    + ("; two initial times are two runs" if any(x.get("initial_ms_runs") for x in ipt) else "") + ")."
+                    + (" " + " ".join(notes) if notes and n == len(seen) - 1 else "")]
     elif notes:
         out += ["", " ".join(notes)]
+    base = [r for r in ipt if r.get("baseline_add_p50_ms") and r.get("partial_p50_ms")]
+    if base:
+        out += ["", "nftables mode: one-change sync against a commit that is not vipd's, the same run and ruleset "
+                "(`--baseline`: add, then delete, one address of the `cluster-ips` set through the same libnftnl "
+                "batch; no rule and no verdict, so no chain is validated, but the kernel's commit still visits every "
+                "chain of every table). *CPU*: vipd's process, user + system (the commit runs in its `sendmsg`).", "",
+                table(["layout", "services", "chains", "one change ms (p50)", "one change CPU ms (p50)",
+                       "one-element commit ms (p50)", "its CPU ms (p50)", "change / commit (CPU)"],
+                      [[r.get("iptables", r.get("variant", "?")).replace("nftables 1.0.6 ", "").strip("()")
+                        .replace("vipd nftables mode, ", "").replace("vipd nftables mode", "fnat"),
+                        n_human(r["services"]), fmt(r.get("nat_chains")), fmt(r["partial_p50_ms"], 2),
+                        fmt(r.get("partial_cpu_p50_ms"), 2), fmt(r["baseline_add_p50_ms"], 3),
+                        fmt(r.get("baseline_add_cpu_p50_ms"), 3),
+                        f"{r['partial_cpu_p50_ms'] / r['baseline_add_cpu_p50_ms']:.1f}x"
+                        if r.get("partial_cpu_p50_ms") and r.get("baseline_add_cpu_p50_ms") else "—"]
+                       for r in base])]
     out.append("")
     for v in sorted({r.get("variant", "") for r in ipt}, key=lambda v: order.get(v, 3)):
         ok = sorted([r for r in ipt if r.get("variant", "") == v and not r.get("failed") and r.get("partial_p50_ms")
@@ -122,16 +145,32 @@ def conn_section(ker, table, fmt, n_human):
         other_run = bool(nft[0].get("command"))
         if other_run:
             out += ["", f"nftables mode, another run: `{nft[0]['command']}`, measured {nft[0].get('measured', '?')}, "
-                    f"load average {', '.join(str(r.get('load', '?')) for r in nft)}; one verdict-map lookup per new "
-                    "connection instead of a walk over `VIPD-SERVICES`."]
-        out += ["", table(["services", "nftables conn/s", "nftables connect p50 ms",
-                           "iptables connect p50 ms" + (" (the run above)" if other_run else ""), "failed"],
+                    f"load average {', '.join(str(r.get('load', '?')) for r in nft)}. A new connection's first "
+                    "packet meets one `nat-prerouting` base chain per shard table (1 + N/1000 at N services, each a "
+                    "`jump services` and two verdict-map lookups) instead of a walk over `VIPD-SERVICES`; the kernel's "
+                    "NAT hook stops at the first base chain that sets up the mapping, so a service connection passes "
+                    "the shards up to its own, and packets of established connections pass none (connect times are rounded to 1 µs). A top-level map "
+                    "sending each key straight to its shard cannot be written: a jump or goto stays inside its table."]
+        # iptables mode measured in the same run as these nftables rows
+        # (kernel_modes.sh --modes "iptables nftables"), kept in each row as "beside"
+        same = any(r.get("beside") for r in nft)
+        out += ["", table(["services", "nftables conn/s", "nftables connect p50 ms"]
+                          + (["iptables conn/s (same run)", "iptables connect p50 ms (same run)"] if same else [])
+                          + ["iptables connect p50 ms" + (" (the run above)" if other_run else ""), "failed"],
                           [[n_human(n), fmt(by[("nftables", n)]["result"]["conn_per_s"]),
-                            fmt(by[("nftables", n)]["result"].get("connect_p50_ms"), 3),
-                            fmt(by[("iptables", n)]["result"].get("connect_p50_ms"), 3) if ("iptables", n) in by else "—",
-                            str(by[("nftables", n)]["result"].get("failed", 0))]
+                            fmt(by[("nftables", n)]["result"].get("connect_p50_ms"), 3)]
+                           + ([fmt(by[("nftables", n)].get("beside", {}).get("conn_per_s")),
+                               fmt(by[("nftables", n)].get("beside", {}).get("connect_p50_ms"), 3)] if same else [])
+                           + [fmt(by[("iptables", n)]["result"].get("connect_p50_ms"), 3) if ("iptables", n) in by else "—",
+                              str(by[("nftables", n)]["result"].get("failed", 0))]
                            for n in ns if ("nftables", n) in by])]
     out.append("")
+    besides = [by.get(("nftables", n), {}).get("beside") for n in ns]
+    if len(ns) > 1 and besides[0] and besides[-1] and besides[0].get("connect_p50_ms") and besides[-1].get("connect_p50_ms"):
+        a, b = besides[0], besides[-1]
+        out.append(f"- iptables, in the nftables run: the median connect takes "
+                   f"{b['connect_p50_ms'] / a['connect_p50_ms']:.2f}x as long at {n_human(ns[-1])} services as at "
+                   f"{n_human(ns[0])} ({a['connect_p50_ms']:.3f} -> {b['connect_p50_ms']:.3f} ms).")
     for mode in ("dpdk", "iptables", "nftables"):
         a, b = by.get((mode, ns[0])), by.get((mode, ns[-1]))
         if a and b and a is not b and a["result"].get("connect_p50_ms") and b["result"].get("connect_p50_ms"):
