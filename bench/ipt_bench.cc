@@ -11,6 +11,10 @@
 //   partial   --changes single-endpoint changes (one endpoint of one random
 //             service replaced): a partial sync rewrites the changed
 //             service's chains only
+// nftables only: --forward nat (the nat-mode form: endpoint chains with
+// hairpin marks), --affinity S (ClientIP affinity: endpoint chains and
+// affinity sets), --baseline N (N one-element commits that are not vipd's
+// syncs, against the same ruleset: the cost of any commit at this size).
 // Times are wall-clock around apply() (rendering + the commands), with the
 // backend's own restore time and payload size beside them (nftables: the
 // libnftables transaction time and its size; "restore" keys keep their names so
@@ -35,6 +39,7 @@
 #include "common/log.h"
 #include "controlplane/backends/iptables/iptables_backend.h"
 #include "controlplane/backends/nftables/backend.h"
+#include "controlplane/backends/nftables/netlink_fast.h"
 
 namespace vipd::bench {
 
@@ -116,8 +121,20 @@ int run_ipt(const Args& a) {
   std::unique_ptr<cp::Backend> owned;
   cp::nft::NftablesBackend* nft_backend = nullptr;
   std::function<Last()> last;
+  // nftables: --forward nat renders the nat-mode form (endpoint chains with
+  // hairpin marks) instead of the compact fnat one; --affinity S gives every
+  // service ClientIP affinity of S seconds (endpoint chains and affinity sets).
+  const std::string forward = a.str("forward", "fnat");
+  const uint32_t affinity_s = static_cast<uint32_t>(a.num("affinity", 0));
+  // --baseline N (nftables): after the changes, N one-element transactions
+  // that are not vipd's syncs: add, then delete, one address of the
+  // cluster-ips set (no verdict, so no chain validation) through the same
+  // libnftnl batch, against the same ruleset: what any nftables user pays for
+  // a commit with this many chains.
+  const unsigned baseline = static_cast<unsigned>(a.num("baseline", 0));
   if (backend == "nftables") {
     cp::nft::RenderOptions ro;
+    ro.masquerade_all = forward != "nat";
     ro.shard_size = static_cast<uint32_t>(a.num("shard-size", ro.shard_size));  // services per table
     // --netlink-batch 0: every partial sync through libnftables (the path before
     // the libnftnl batch, netlink_fast.h), for a before/after in one build
@@ -141,10 +158,13 @@ int run_ipt(const Args& a) {
   }
   cp::Backend& be = *owned;
   cp::ServiceTable table = make_table(services, eps, cp::Protocol::kTcp);
+  for (auto& [k, v] : table.services) v.persistence_timeout_s = affinity_s;
   std::string err;
   Json j;
   j.str("bench", "ipt").str("backend", backend).integer("services", services).integer("endpoints", eps)
-      .str("variant", backend == "nftables" ? "nftables" : variant);
+      .str("variant", backend != "nftables" ? variant
+                      : affinity_s ? "nftables affinity" : forward == "nat" ? "nftables nat" : "nftables");
+  if (backend == "nftables") j.str("forward", forward).integer("affinity_s", affinity_s);
 
   auto t0 = std::chrono::steady_clock::now();
   if (!be.apply(table, cp::TableDiff::compute(cp::ServiceTable{}, table), true, &err)) {
@@ -177,6 +197,27 @@ int run_ipt(const Args& a) {
   add_dist(j, "full", full_ms);
   j.num("full_restore_p50_ms", median(full_restore_ms));
 
+  // One address added to or deleted from the cluster-ips set as a libnftnl
+  // batch of its own (--baseline), timed into *ms / *cpu when given.
+  cp::nft::NetlinkBatchSender base_sender;
+  std::vector<double> between_ms, between_cpu_ms;
+  auto baseline_commit = [&](const std::string& addr, bool add, std::vector<double>* ms, std::vector<double>* cpu) {
+    std::vector<cp::nft::FastCmd> cmds;
+    if (!cp::nft::parse_fast(std::string(add ? "add" : "delete") + " element ip " + cp::nft::kTable +
+                                 " cluster-ips { " + addr + " }\n", &cmds)) {
+      fprintf(stderr, "vipd_bench ipt: baseline: parse failed\n");
+      return false;
+    }
+    const double c0 = cpu_ms();
+    const auto w0 = std::chrono::steady_clock::now();
+    if (!base_sender.send(cmds, &err)) {
+      fprintf(stderr, "vipd_bench ipt: baseline element commit failed: %s\n", err.c_str());
+      return false;
+    }
+    if (ms) ms->push_back(ms_since(w0));
+    if (cpu) cpu->push_back(cpu_ms() - c0);
+    return true;
+  };
   Rng rng(0x1b7);
   uint32_t next_ip = kDestBase + services * eps + 1;
   std::vector<double> part_ms, part_restore_ms, part_render_ms, part_cpu_ms;
@@ -190,6 +231,11 @@ int run_ipt(const Args& a) {
     b[rng.below(static_cast<uint32_t>(b.size()))].ip = next_ip++;  // a pod replaced
     next.normalize();
     const cp::TableDiff diff = cp::TableDiff::compute(table, next);
+    // --baseline: one such element commit just before each change too, in
+    // the cache state the change meets (the driver's table copy evicts the
+    // kernel's chains from the cache; back-to-back commits below do not)
+    const std::string between = "198.19." + std::to_string((c >> 8) & 255) + "." + std::to_string(c & 255);
+    if (nft_backend && baseline && !baseline_commit(between, true, &between_ms, &between_cpu_ms)) return 2;
     const double c0 = cpu_ms();
     t0 = std::chrono::steady_clock::now();
     if (!be.apply(next, diff, false, &err)) {
@@ -198,6 +244,7 @@ int run_ipt(const Args& a) {
     }
     part_ms.push_back(ms_since(t0));
     part_cpu_ms.push_back(cpu_ms() - c0);
+    if (nft_backend && baseline && !baseline_commit(between, false, nullptr, nullptr)) return 2;
     st = last();
     part_restore_ms.push_back(st.restore_ms);
     part_render_ms.push_back(st.render_ms);
@@ -216,6 +263,19 @@ int run_ipt(const Args& a) {
   j.integer("partial_syncs", static_cast<int64_t>(st.partial));
   j.integer("failures", static_cast<int64_t>(st.failures));
   if (nft_backend) j.integer("netlink_batch_syncs", static_cast<int64_t>(nft_backend->stats().netlink_syncs));
+  if (nft_backend && baseline) {
+    // back to back, after the changes
+    std::vector<double> add_ms, del_ms, add_cpu_ms;
+    for (unsigned i = 0; i < baseline; ++i) {
+      const std::string addr = "198.18." + std::to_string((i >> 8) & 255) + "." + std::to_string(i & 255);
+      if (!baseline_commit(addr, true, &add_ms, &add_cpu_ms) || !baseline_commit(addr, false, &del_ms, nullptr)) return 2;
+    }
+    add_dist(j, "baseline_add", add_ms);
+    j.num("baseline_add_cpu_p50_ms", median(add_cpu_ms));
+    j.num("baseline_delete_p50_ms", median(del_ms));
+    j.num("baseline_between_p50_ms", median(between_ms));
+    j.num("baseline_between_cpu_p50_ms", median(between_cpu_ms));
+  }
   printf("%s\n", j.dump().c_str());
   fflush(stdout);
   return 0;

@@ -42,9 +42,12 @@ struct DataplaneSettings {
   uint32_t eject_time_ms = 5000;              // --eject-time-ms (times the ejections in a row)
   uint32_t eject_max_time_s = 300;            // --eject-max-time
   uint32_t eject_max_percent = 50;            // --eject-max-percent
-  // --port-ipv6 "ADDR,-,...": each port's IPv6 address, in --port order ("-"
-  // or missing: none). Answered for NDP and ping only (docs/architecture.md "IPv6").
+  // --port-ipv6 "ADDR[/PREFIX] [via GATEWAY],-,...": each port's IPv6 address,
+  // in --port order ("-" or missing: none), its on-link prefix length (64 when
+  // not given) and its IPv6 gateway ("" = none) (docs/architecture.md "IPv6").
   std::vector<std::string> port_ipv6;
+  std::vector<uint8_t> port_ipv6_prefix;
+  std::vector<std::string> port_ipv6_gateway;
   // --fnat-local-addrs6 "ADDR,...": the IPv6 source addresses of full NAT
   // (IPv6 forwarding in fnat mode needs at least one; docs/architecture.md "IPv6").
   std::vector<std::string> fnat_local_addrs6;

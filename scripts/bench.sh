@@ -248,24 +248,32 @@ if [ $KERNEL = 1 ]; then
         done
       done
       ip netns del "$IPT_NS" 2>/dev/null || true
-      # nftables mode (the same driver, --backend nftables), in a fresh namespace:
-      # rows beside iptables' in 3a ("iptables" = the libnftables version).
-      nftv="nftables $(nft -v 2>/dev/null | awk '{print $2}') (vipd nftables mode, libnftables)"
-      if ip netns add "$IPT_NS" 2>>"$LOG"; then
+      # nftables mode (the same driver, --backend nftables), a fresh namespace
+      # per run: rows beside iptables' in 3a ("iptables" = the nft version and
+      # the layout: fnat compact chains, nat-mode endpoint chains, ClientIP
+      # affinity), each with --baseline (one-element commits, not vipd's, on
+      # the same ruleset).
+      nftv="nftables $(nft -v 2>/dev/null | awk '{print $2}') (vipd nftables mode"
+      for lay in fnat:0 nat:0 fnat:10800; do
+        IFS=: read -r fw aff <<<"$lay"
+        lab="$nftv)"
+        [ "$fw" = nat ] && lab="$nftv, nat)"
+        [ "$aff" != 0 ] && lab="$nftv, ClientIP affinity)"
         for s in $IPTS; do
           ch=$IPTC fr=3
           [ "$s" -ge 10000 ] && fr=1
-          log "ip netns exec $IPT_NS $BIN ipt --backend nftables --services $s --changes $ch --full-reps $fr"
+          ip netns add "$IPT_NS" 2>>"$LOG" || { log "cannot create $IPT_NS"; break; }
+          log "ip netns exec $IPT_NS $BIN ipt --backend nftables --services $s --changes $ch --full-reps $fr --forward $fw --affinity $aff --baseline 50"
           line=$(timeout 900 ip netns exec "$IPT_NS" "$BIN" ipt --backend nftables --services "$s" --changes "$ch" \
-                   --full-reps "$fr" 2>>"$LOG" | tail -n 1) || true
+                   --full-reps "$fr" --forward "$fw" --affinity "$aff" --baseline 50 2>>"$LOG" | tail -n 1) || true
           if [[ $line == \{* ]]; then
-            echo "${line%\}}, \"iptables\": \"$nftv\"}" >>"$OUT/ipt.jsonl"
+            echo "${line%\}}, \"iptables\": \"$lab\"}" >>"$OUT/ipt.jsonl"
           else
-            log "FAILED: ipt --backend nftables --services $s"
+            log "FAILED: ipt --backend nftables --services $s --forward $fw --affinity $aff"
           fi
+          ip netns del "$IPT_NS" 2>/dev/null || true
         done
-        ip netns del "$IPT_NS" 2>/dev/null || true
-      fi
+      done
       IPT_NS=
     else
       log "benchmark 3a skipped: cannot create a network namespace"

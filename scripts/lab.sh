@@ -25,6 +25,12 @@
 #   ${P}pod1..4 eth0 fd00:244::1:15/64 fd00:244::2:88/64 fd00:244::3:12/64
 #               fd00:244::3:44/64, route fd00:10::/64 via fd00:244::1;
 #               podserver.py --ipv6 (also on [::]:8080 TCP / [::]:9053 UDP)
+#   ${P}far     (IPv6 only) an off-link IPv6 client behind ${P}client, which
+#               routes for it (IPv6 forwarding on, IPv4 off): far eth0
+#               fd00:20::2/64, route fd00::/8 via fd00:20::1 (client far0);
+#               client eth0 also has the fixed link-local fe80::2, the pods
+#               route fd00:20::/64 via fd00:244::1 (for dpdk `--port-ipv6
+#               'fd00:10::1/64 via fe80::2'` or `via fd00:10::2`)
 # The switch bridges IPv6 frames without an IPv6 stack of its own. Service VIPs
 # for IPv6 are in fd00:96::/112. The root namespace gets nothing either way.
 #
@@ -61,6 +67,9 @@ if ! [[ $LAB_IPV6 =~ ^[01]$ ]]; then
   exit 2
 fi
 NAMESPACES=("${P}client" "${P}lb" "${P}sw" "${P}pod1" "${P}pod2" "${P}pod3" "${P}pod4")
+# The off-link IPv6 client exists in IPv6 labs only (also found by down/status
+# of a lab that was brought up with IPv6).
+if [ "$LAB_IPV6" -eq 1 ] || [ -f "$STATE/ipv6" ]; then NAMESPACES+=("${P}far"); fi
 # The distribution's python3 (standard library only) unless PYTHON is set.
 if [ -z "${PYTHON:-}" ]; then if [ -x /usr/bin/python3 ]; then PYTHON=/usr/bin/python3; else PYTHON=python3; fi; fi
 LAUNCHED=()
@@ -268,6 +277,17 @@ cmd_up() {
   if [ "$LAB_IPV6" -eq 1 ]; then
     ip -n "${P}client" addr add fd00:10::2/64 dev eth0 nodad
     ip -n "${P}client" -6 route add fd00:96::/112 via fd00:10::1 dev eth0
+    # The router of the off-link client: IPv6 forwarding only, ULA routes only.
+    ip -n "${P}client" addr add fe80::2/64 dev eth0 nodad
+    ip -n "${P}client" link add name far0 type veth peer name eth0 netns "${P}far"
+    offloads_off "${P}client" far0
+    offloads_off "${P}far" eth0
+    inns "${P}client" sysctl -qw net.ipv6.conf.all.forwarding=1 >/dev/null
+    ip -n "${P}client" addr add fd00:20::1/64 dev far0 nodad
+    ip -n "${P}client" link set dev far0 up
+    ip -n "${P}far" addr add fd00:20::2/64 dev eth0 nodad
+    ip -n "${P}far" link set dev eth0 up
+    ip -n "${P}far" -6 route add fd00::/8 via fd00:20::1 dev eth0
   fi
   # lb: interfaces up, no addresses (vipd owns them through DPDK af_packet)
   if [ "$VM" -eq 0 ]; then
@@ -284,6 +304,7 @@ cmd_up() {
     if [ "$LAB_IPV6" -eq 1 ]; then
       ip -n "${P}pod$n" addr add "${POD_IP6[$n]}/64" dev eth0 nodad
       ip -n "${P}pod$n" -6 route add fd00:10::/64 via fd00:244::1 dev eth0
+      ip -n "${P}pod$n" -6 route add fd00:20::/64 via fd00:244::1 dev eth0
     fi
   done
   log "namespaces up: ${NAMESPACES[*]}$([ "$LAB_IPV6" -eq 0 ] || echo " (with IPv6)")"
@@ -309,7 +330,7 @@ cmd_status() {
     echo "== $ns"
     ip -n "$ns" -br addr show | { grep -v '^lo ' || true; } | sed 's/^/   /'
     case $ns in
-      "${P}client"|"${P}pod"*)
+      "${P}client"|"${P}pod"*|"${P}far")
         ip -n "$ns" route show | sed 's/^/   route: /'
         [ ! -f "$STATE/ipv6" ] || ip -n "$ns" -6 route show | { grep -v '^fe80::/64\|^multicast' || true; } | sed 's/^/   route: /' ;;
     esac

@@ -145,6 +145,58 @@ PortConfig parse_port(const std::string& value) {
   return p;
 }
 
+// One entry of --port-ipv6: "-", or "ADDR[/PREFIX] [via GATEWAY]".
+struct PortIpv6 {
+  std::string addr = "-";
+  uint8_t prefix_len = 64;
+  std::string gateway;  // "" = none
+};
+
+bool ip6_in_prefix(const unsigned char a[16], const unsigned char b[16], unsigned len) {
+  const unsigned bytes = len / 8, bits = len % 8;
+  if (std::memcmp(a, b, bytes) != 0) return false;
+  return !bits || ((a[bytes] ^ b[bytes]) & static_cast<unsigned char>(0xff << (8 - bits))) == 0;
+}
+
+PortIpv6 parse_port_ipv6(const std::string& whole, const std::string& item) {
+  static const char* kOpt = "port-ipv6";
+  PortIpv6 p;
+  if (item == "-") return p;
+  const auto words = split_ws(item);
+  if (words.size() != 1 && words.size() != 3)
+    fail(kOpt, whole, "'" + item + "': expected ADDR[/PREFIX] [via GATEWAY] (or '-')");
+  // Unicast, not the loopback: what a port can own or send to.
+  const auto unicast = [&](const std::string& a, const char* what, unsigned char* buf) {
+    if (inet_pton(AF_INET6, a.c_str(), buf) != 1 || buf[0] == 0xff ||
+        (std::all_of(buf, buf + 15, [](unsigned char b) { return b == 0; }) && buf[15] <= 1))
+      fail(kOpt, whole, std::string(what) + " '" + a + "' is not a unicast IPv6 address (or '-')");
+  };
+  const std::string& cidr = words[0];
+  const auto slash = cidr.find('/');
+  unsigned char addr[16];
+  p.addr = cidr.substr(0, slash);
+  unicast(p.addr, "address", addr);
+  if (slash != std::string::npos) {
+    const auto len = to_uint(cidr.substr(slash + 1));
+    if (!len || *len < 1 || *len > 128)
+      fail(kOpt, whole, "prefix length '" + cidr.substr(slash + 1) + "' must be between 1 and 128");
+    p.prefix_len = static_cast<uint8_t>(*len);
+  }
+  if (words.size() == 3) {
+    if (words[1] != "via")
+      fail(kOpt, whole, "expected 'via GATEWAY' after the address, got '" + words[1] + "'");
+    unsigned char gw[16];
+    unicast(words[2], "gateway", gw);
+    const bool link_local = gw[0] == 0xfe && (gw[1] & 0xc0) == 0x80;
+    if (!link_local && !ip6_in_prefix(gw, addr, p.prefix_len))
+      fail(kOpt, whole, "gateway " + words[2] + " is neither inside " + p.addr + "/" + std::to_string(p.prefix_len) +
+                            " nor link-local (fe80::/10)");
+    if (std::memcmp(gw, addr, 16) == 0) fail(kOpt, whole, "gateway is the port's own address");
+    p.gateway = words[2];
+  }
+  return p;
+}
+
 std::vector<unsigned> parse_lcores(const std::string& option, const std::string& value) {
   static const char* kSyntax = "expected a list like 1,2 or 1-3 or 1-3,6";
   std::vector<unsigned> out;
@@ -527,24 +579,38 @@ const std::vector<Setting>& settings() {
       r.push_back(std::move(port));
     }
     r.push_back(with(other("port-ipv6", "LIST",
-        "IPv6 address of each port, in --port order, comma-separated ('-' = none); its /64 is on-link",
-        "Each port's IPv6 address, in `port` order, comma-separated; `-` (or a missing entry) for a port "
-        "without one. The port answers Neighbor Solicitations and ICMPv6 echo for it; its /64 is on-link "
-        "for IPv6 forwarding (with `--forward-method nat`, or fnat with `--fnat-local-addrs6`; see "
-        "architecture.md, \"IPv6\").",
+        "IPv6 address of each port, in --port order, comma-separated: 'ADDR[/PREFIX] [via GATEWAY]' ('-' = none; "
+        "prefix 64 when not given)",
+        "Each port's IPv6 address, in `port` order, comma-separated: `ADDR[/PREFIX] [via GATEWAY]`; `-` (or a "
+        "missing entry) for a port without one. The port answers Neighbor Solicitations and ICMPv6 echo for "
+        "ADDR; ADDR/PREFIX (PREFIX 1-128, 64 when not given) is on-link for IPv6 forwarding (with "
+        "`--forward-method nat`, or fnat with `--fnat-local-addrs6`), and destinations outside every port's "
+        "prefix go to the GATEWAY of the first port that has one, as `via` of `port` does for IPv4. GATEWAY is "
+        "inside ADDR/PREFIX or link-local (`fe80::/10`, what IPv6 routers advertise), and not ADDR itself; see "
+        "architecture.md, \"IPv6\".",
         [](Options& o, const std::string& v) {
-          std::vector<std::string> out;
-          for (const auto& item : split(v, ',')) {
-            const std::string a = trim(item);
-            unsigned char buf[16];
-            if (a != "-" && (inet_pton(AF_INET6, a.c_str(), buf) != 1 || buf[0] == 0xff ||
-                             std::all_of(buf, buf + 16, [](unsigned char b) { return b == 0; })))
-              fail("port-ipv6", v, "'" + a + "' is not a unicast IPv6 address (or '-')");
-            out.push_back(a);
+          std::vector<PortIpv6> out;
+          for (const auto& item : split(v, ',')) out.push_back(parse_port_ipv6(v, trim(item)));
+          o.dataplane.port_ipv6.clear();
+          o.dataplane.port_ipv6_prefix.clear();
+          o.dataplane.port_ipv6_gateway.clear();
+          for (auto& p : out) {
+            o.dataplane.port_ipv6.push_back(p.addr);
+            o.dataplane.port_ipv6_prefix.push_back(p.prefix_len);
+            o.dataplane.port_ipv6_gateway.push_back(p.gateway);
           }
-          o.dataplane.port_ipv6 = std::move(out);
         },
-        [](const Options& o) { return join(o.dataplane.port_ipv6, ","); }), "string"));
+        [](const Options& o) {
+          const DataplaneSettings& d = o.dataplane;
+          std::vector<std::string> items;
+          for (size_t i = 0; i < d.port_ipv6.size(); ++i) {
+            std::string s = d.port_ipv6[i];
+            if (s != "-" && i < d.port_ipv6_prefix.size()) s += "/" + std::to_string(d.port_ipv6_prefix[i]);
+            if (i < d.port_ipv6_gateway.size() && !d.port_ipv6_gateway[i].empty()) s += " via " + d.port_ipv6_gateway[i];
+            items.push_back(s);
+          }
+          return join(items, ",");
+        }), "string"));
     r.push_back(choice<ExceptionPath>("exception-path", "KIND", &DataplaneSettings::exception_path,
         {{"none", ExceptionPath::kNone}, {"tap", ExceptionPath::kTap}},
         "dpdk mode: kernel interface per port for the gateway's own traffic (BGP, BFD, ping): none or tap",

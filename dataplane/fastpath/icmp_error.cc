@@ -82,15 +82,7 @@ DropReason translate_icmp_error(Worker& w, uint8_t* f, const Parsed& p, const Ic
   if (side < 0 || sh.ports[side].port_id != rx_port) return kIcmpErrorNoConn;
   if (dest_gen(w, c->dest_slot) != c->dest_gen) return kDestExpired;
 
-  uint32_t isrc, idst, osrc, odst;
-  uint16_t isport, idport;
-  if (q.to_client) {
-    isrc = c->caddr, isport = c->cport, idst = c->vaddr, idport = c->vport;
-    osrc = c->vaddr, odst = c->caddr;
-  } else {
-    isrc = c->daddr, isport = c->dport, idst = c->laddr, idport = c->lport;
-    osrc = sh.forward == Forward::kFnat ? c->laddr : p.src, odst = c->daddr;
-  }
+  const IcmpRewrite<uint32_t> r = icmp_rewrite(*c, q.to_client, sh.forward == Forward::kFnat, p.src);
 
   // The quoted packet. Remember the region that changes, for the ICMP
   // checksum (it covers the whole message, the quote included).
@@ -102,13 +94,13 @@ DropReason translate_icmp_error(Worker& w, uint8_t* f, const Parsed& p, const Ic
   std::memcpy(before, iip, region);
 
   const uint32_t old_isrc = raw32(iip + 12), old_idst = raw32(iip + 16);
-  wr32(iip + 12, isrc);
-  wr32(iip + 16, idst);
+  wr32(iip + 12, r.isrc);
+  wr32(iip + 16, r.idst);
   const uint32_t addr_delta = csum_delta4(old_isrc, raw32(iip + 12)) + csum_delta4(old_idst, raw32(iip + 16));
   put_raw16(iip + 10, csum_apply(raw16(iip + 10), addr_delta));
   const uint16_t old_isport = raw16(il4), old_idport = raw16(il4 + 2);
-  wr16(il4, isport);
-  wr16(il4 + 2, idport);
+  wr16(il4, r.isport);
+  wr16(il4 + 2, r.idport);
   // PROXY protocol: a quoted client segment carries the seq shifted by the
   // header; the client's TCP checks the seq of an ICMP error against what
   // it sent, so it gets its own back.
@@ -137,11 +129,11 @@ DropReason translate_icmp_error(Worker& w, uint8_t* f, const Parsed& p, const Ic
   // The outer header: new addresses, TTL - 1, checksum from scratch (it was
   // verified on the way in).
   uint8_t* ip = f + p.l3_off;
-  wr32(ip + 12, osrc);
-  wr32(ip + 16, odst);
+  wr32(ip + 12, r.osrc);
+  wr32(ip + 16, r.odst);
   ip[8] = static_cast<uint8_t>(ip[8] - 1);
   put_raw16(ip + 10, ipv4_header_checksum(ip, p.l4_off - p.l3_off));
-  *next_dst = odst;
+  *next_dst = r.odst;
   return kIcmpOk;
 }
 

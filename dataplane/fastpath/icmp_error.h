@@ -67,6 +67,24 @@ DropReason parse_icmp_quote(const Shared& sh, const uint8_t* frame, const Parsed
 // packets are steered by).
 uint32_t icmp_quote_owner(const Shared& sh, const IcmpQuote& q) noexcept;
 
+// The addresses and ports a translated error leaves with, for a connection
+// `c` of either family (Conn: A is uint32_t; Conn6: const uint8_t*): the
+// quote as the other side sent or received it (isrc:isport -> idst:idport)
+// and the outer header (osrc -> odst). to_client: IcmpQuote::to_client;
+// nat_src: the error's own source, kept as the outer source of an error
+// towards the destination in NAT mode.
+template <class A>
+struct IcmpRewrite {
+  A isrc, idst, osrc, odst;
+  uint16_t isport, idport;
+};
+
+template <class A, class C>
+inline IcmpRewrite<A> icmp_rewrite(const C& c, bool to_client, bool fnat, A nat_src) noexcept {
+  if (to_client) return {c.caddr, c.vaddr, c.vaddr, c.caddr, c.cport, c.vport};
+  return {c.daddr, c.laddr, fnat ? A{c.laddr} : nat_src, c.daddr, c.dport, c.lport};
+}
+
 // On the owning worker: finds the flow, checks that the error came in on the
 // port facing the side it reports from (`rx_port`: the ethdev port id), and
 // rewrites the frame in place. On kIcmpOk, *next_dst is the address to route

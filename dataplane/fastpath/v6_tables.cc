@@ -38,8 +38,9 @@ uint32_t key6_hash(const FlowKey6& k) noexcept { return rte_hash_crc(&k, sizeof 
 void ConnTable6::init(uint32_t capacity) {
   if (capacity == 0) capacity = 1;
   entries_.assign(capacity, Conn6{});
-  free_.clear();
-  for (uint32_t i = capacity; i > 0; --i) free_.push_back(i - 1);
+  free_ = std::make_unique<uint32_t[]>(capacity);
+  for (uint32_t i = 0; i < capacity; ++i) free_[i] = capacity - 1 - i;  // entry 0 first
+  n_free_ = capacity;
   uint32_t n = 4;
   while (n < 4ull * capacity) n <<= 1;  // 2 keys per connection, at most half full
   idx_.assign(n, 0);
@@ -102,14 +103,13 @@ void ConnTable6::del(const FlowKey6& k, uint32_t h) noexcept {
 
 Conn6* ConnTable6::insert(const FlowKey6& fwd, const FlowKey6& rev) noexcept {
   last_full_ = false;
-  if (free_.empty()) {
+  if (n_free_ == 0) {
     last_full_ = true;
     return nullptr;
   }
   const uint32_t hf = key6_hash(fwd), hr = key6_hash(rev);
   if (find(fwd, hf) >= 0 || find(rev, hr) >= 0) return nullptr;
-  const uint32_t e = free_.back();
-  free_.pop_back();
+  const uint32_t e = free_[--n_free_];
   Conn6& c = entries_[e];
   c = Conn6{};
   std::memcpy(c.caddr, fwd.src, 16);
@@ -134,7 +134,7 @@ void ConnTable6::remove(Conn6* c) noexcept {
   del(f, key6_hash(f));
   del(r, key6_hash(r));
   c->in_use = 0;
-  free_.push_back(static_cast<uint32_t>(c - entries_.data()));
+  free_[n_free_++] = static_cast<uint32_t>(c - entries_.data());  // n_free_ < capacity: c was in use
   --used_;
 }
 

@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -155,7 +156,8 @@ class ConnTable6 {
   bool add(uint32_t h, uint32_t val) noexcept;
   void del(const FlowKey6& k, uint32_t h) noexcept;
   std::vector<Conn6> entries_;
-  std::vector<uint32_t> free_;
+  std::unique_ptr<uint32_t[]> free_;  // [capacity]: free entries, free_[0 .. n_free_)
+  uint32_t n_free_ = 0;
   std::vector<uint32_t> idx_;   // (entry << 1 | reply) + 1; 0 = empty
   std::vector<uint32_t> hash_;  // the key's hash, per index slot
   uint32_t mask_ = 0, used_ = 0, cursor_ = 0;
@@ -210,6 +212,11 @@ struct Shared6 {
   uint8_t local_addrs[kMaxLocalAddrs6][16]{};
   uint32_t n_local_addrs = 0;
   uint8_t port_prefix[8]{};  // on-link prefix length of each port's IPv6 address
+  // Each port's IPv6 gateway (--port-ipv6 "... via GW"): the next hop of
+  // destinations outside every port's prefix, taken from the first port
+  // that has one (as PortInfo::gateway for IPv4).
+  bool port_has_gw[8]{};
+  uint8_t port_gw[8][16]{};
   Neighbor6Table neigh;
   ~Shared6();
 };

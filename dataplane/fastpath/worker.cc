@@ -510,24 +510,7 @@ void new_flow(Worker& w, rte_mbuf* m, const Parsed& p, const Service& svc, uint3
              : syn              ? ConnState::kSynRecv
                                 : tcp_next_state(ConnState::kNone, p.tcp_flags, true);
   c->expires = w.now + timeout_for(sh, c->state);
-  if (svc.persistence_s) {
-    if (!tmpl) tmpl = w.tmpls.insert(tkey);  // full: no affinity for this flow, counted below
-    if (tmpl) {
-      tmpl->dest_slot = d.slot;
-      tmpl->dest_gen = d.gen;
-      tmpl->expires = w.now + uint64_t{svc.persistence_s} * sh.tsc_hz;
-      c->tmpl = w.tmpls.index(tmpl) + 1;
-    } else {
-      bump(w.counters.template_full);
-    }
-  }
-  DestCounters& dc = w.dest_counters[d.slot];
-  ++dc.conns;
-  if (c->state == ConnState::kEstablished) ++dc.active; else ++dc.inactive;
-  bump(w.counters.new_flows);
-  bump(w.counters.active_flows);
-  dc.inpkts++;
-  dc.inbytes += p.ip_total_len;
+  count_new_conn(w, *c, svc, d, tmpl, tkey, p.ip_total_len);
   rewrite_l3l4(rte_pktmbuf_mtod(m, uint8_t*), p, laddr, lport, d.ip, d.port);
   // Re-steering: the SYN is kept until the backend answers it.
   if (sh.resteer_attempts && syn && p.proto == kProtoTcp && svc.n_weighted > 1) [[unlikely]]

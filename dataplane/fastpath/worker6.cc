@@ -52,12 +52,29 @@ bool prefix_match(const uint8_t a[16], const uint8_t b[16], unsigned len) {
   return (a[bytes] & mask) == (b[bytes] & mask);
 }
 
-// The port whose on-link prefix holds `dst` (IPv6 next hops are on-link
-// only: docs/architecture.md "IPv6"); -1 when none.
-int route6(const Shared& sh, const uint8_t dst[16]) {
+// Egress port and next hop of `dst`, as route() for IPv4: the port whose
+// on-link prefix holds it (next hop `dst` itself), else the first port with
+// an IPv6 gateway (next hop the gateway; never for a link-local `dst`, which
+// no router forwards); -1 when none (docs/architecture.md "IPv6").
+int route6(const Shared& sh, const uint8_t dst[16], const uint8_t** nexthop) {
+  const Shared6& v6 = *sh.v6;
   for (uint16_t i = 0; i < sh.n_ports; ++i)
-    if (sh.ports[i].has_ip6 && prefix_match(dst, sh.ports[i].ip6, sh.v6->port_prefix[i])) return i;
+    if (sh.ports[i].has_ip6 && prefix_match(dst, sh.ports[i].ip6, v6.port_prefix[i])) {
+      *nexthop = dst;
+      return i;
+    }
+  if (dst[0] == 0xfe && (dst[1] & 0xc0) == 0x80) return -1;
+  for (uint16_t i = 0; i < sh.n_ports; ++i)
+    if (v6.port_has_gw[i]) {
+      *nexthop = v6.port_gw[i];
+      return i;
+    }
   return -1;
+}
+
+int route6(const Shared& sh, const uint8_t dst[16]) {
+  const uint8_t* nh;
+  return route6(sh, dst, &nh);
 }
 
 void send_ns(Worker& w, uint16_t pidx, const uint8_t target[16]) {
@@ -71,29 +88,30 @@ void send_ns(Worker& w, uint16_t pidx, const uint8_t target[16]) {
   tx_queue(w, pidx, m);
 }
 
-// Routes an IPv6 packet to `dst` (on-link): Ethernet addresses from the
-// neighbour cache and tx, or parked with a Neighbor Solicitation until the
-// next hop answers (as output_via for IPv4).
+// Routes an IPv6 packet to `dst` (route6): Ethernet addresses of the next
+// hop from the neighbour cache and tx, or parked with a Neighbor
+// Solicitation until the next hop answers (as output_via for IPv4).
 void output6(Worker& w, rte_mbuf* m, const uint8_t dst[16]) {
   Shared& sh = *w.sh;
   Shared6& v6 = *sh.v6;
-  const int pidx = route6(sh, dst);
+  const uint8_t* nh;
+  const int pidx = route6(sh, dst, &nh);
   if (pidx < 0) return drop_pkt(w, m, kNoRoute);
   uint8_t mac[6];
-  const Neigh6State st = v6.neigh.lookup(dst, mac, w.now);
+  const Neigh6State st = v6.neigh.lookup(nh, mac, w.now);
   if (st == Neigh6State::kMissing) {
     Worker6& x = *w.v6;
     if (x.n_pending >= Worker6::kPendingMax) return drop_pkt(w, m, kNeighQueueFull);
     PendingPkt6& pp = x.pending[x.n_pending++];
     pp.m = m;
-    std::memcpy(pp.nexthop, dst, 16);
+    std::memcpy(pp.nexthop, nh, 16);
     pp.port = static_cast<uint16_t>(pidx);
     pp.since = w.now;
-    if (v6.neigh.claim_request(dst, w.now, sh.arp_retry)) send_ns(w, static_cast<uint16_t>(pidx), dst);
+    if (v6.neigh.claim_request(nh, w.now, sh.arp_retry)) send_ns(w, static_cast<uint16_t>(pidx), nh);
     return;
   }
-  if (st == Neigh6State::kStale && v6.neigh.claim_request(dst, w.now, sh.arp_retry))
-    send_ns(w, static_cast<uint16_t>(pidx), dst);
+  if (st == Neigh6State::kStale && v6.neigh.claim_request(nh, w.now, sh.arp_retry))
+    send_ns(w, static_cast<uint16_t>(pidx), nh);
   uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
   std::memcpy(f, mac, 6);
   std::memcpy(f + 6, sh.ports[pidx].mac, 6);
@@ -278,24 +296,7 @@ void new_flow6(Worker& w, rte_mbuf* m, const Parsed6& p, const Service& svc) {
              : syn              ? ConnState::kSynRecv
                                 : tcp_next_state(ConnState::kNone, p.tcp_flags, true);
   c->expires = w.now + conn_timeout(sh, c->state);
-  if (svc.persistence_s) {
-    if (!tmpl) tmpl = w.tmpls.insert(tkey);
-    if (tmpl) {
-      tmpl->dest_slot = d.slot;
-      tmpl->dest_gen = d.gen;
-      tmpl->expires = w.now + uint64_t{svc.persistence_s} * sh.tsc_hz;
-      c->tmpl = w.tmpls.index(tmpl) + 1;
-    } else {
-      bump(w.counters.template_full);
-    }
-  }
-  DestCounters& dc = w.dest_counters[d.slot];
-  ++dc.conns;
-  if (c->state == ConnState::kEstablished) ++dc.active; else ++dc.inactive;
-  bump(w.counters.new_flows);
-  bump(w.counters.active_flows);
-  dc.inpkts++;
-  dc.inbytes += kIp6Len + p.payload_len;
+  count_new_conn(w, *c, svc, d, tmpl, tkey, kIp6Len + p.payload_len);
   rewrite6_l3l4(rte_pktmbuf_mtod(m, uint8_t*), p, c->laddr, c->lport, c->daddr, c->dport);
   output6(w, m, c->daddr);
 }
@@ -479,23 +480,15 @@ DropReason translate6(Worker& w, uint8_t* f, const Parsed6& p, const Quote6& q, 
   // From the side the quoted packet went to.
   if (route6(sh, q.to_client ? c->daddr : c->caddr) != rx_pidx) return kIcmpErrorNoConn;
   if (!dest6_alive(w, *c)) return kDestExpired;
-  const uint8_t *isrc, *idst, *osrc, *odst;
-  uint16_t isport, idport;
-  if (q.to_client) {
-    isrc = c->caddr, isport = c->cport, idst = c->vaddr, idport = c->vport;
-    osrc = c->vaddr, odst = c->caddr;
-  } else {
-    isrc = c->daddr, isport = c->dport, idst = c->laddr, idport = c->lport;
-    osrc = sh.forward == Forward::kFnat ? c->laddr : p.src, odst = c->daddr;
-  }
+  const IcmpRewrite<const uint8_t*> r = icmp_rewrite(*c, q.to_client, sh.forward == Forward::kFnat, p.src);
   uint8_t* iip = f + q.ip_off;
   uint8_t* il4 = f + q.l4_off;
-  uint64_t delta = csum_delta16(iip + 8, isrc) + csum_delta16(iip + 24, idst);
-  std::memcpy(iip + 8, isrc, 16);
-  std::memcpy(iip + 24, idst, 16);
+  uint64_t delta = csum_delta16(iip + 8, r.isrc) + csum_delta16(iip + 24, r.idst);
+  std::memcpy(iip + 8, r.isrc, 16);
+  std::memcpy(iip + 24, r.idst, 16);
   const uint32_t old_ports = bytes::raw32(il4);
-  bytes::wr16(il4, isport);
-  bytes::wr16(il4 + 2, idport);
+  bytes::wr16(il4, r.isport);
+  bytes::wr16(il4 + 2, r.idport);
   delta += uint64_t{~old_ports} + bytes::raw32(il4);
   // The quoted L4 checksum, where the quote holds it.
   const size_t coff = q.proto == kProtoTcp ? 16 : 6;
@@ -508,14 +501,14 @@ DropReason translate6(Worker& w, uint8_t* f, const Parsed6& p, const Quote6& q, 
     }
   }
   uint8_t* ip = f + p.l3_off;
-  uint8_t src[16], dst[16];  // osrc may be p.src (in the frame)
-  std::memcpy(src, osrc, 16);
-  std::memcpy(dst, odst, 16);
+  uint8_t src[16], dst[16];  // r.osrc may be p.src (in the frame)
+  std::memcpy(src, r.osrc, 16);
+  std::memcpy(dst, r.odst, 16);
   std::memcpy(ip + 8, src, 16);
   std::memcpy(ip + 24, dst, 16);
   ip[7] = static_cast<uint8_t>(ip[7] - 1);
   bytes::put_raw16(icmp + 2, l4_checksum6(src, dst, kProtoIcmp6, icmp, p.l4_len, 2));
-  *to = odst;
+  *to = r.odst;
   return kIcmpOk;
 }
 

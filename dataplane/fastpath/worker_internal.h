@@ -28,6 +28,35 @@ void release(Worker& w, Conn& c) noexcept;
 // (expire_quiescent_template) its destination is quiesced. Reads only.
 int32_t template_dest(const Worker& w, const Service& svc, const Template& t) noexcept;
 
+// The bookkeeping of a new connection (worker.cc's Conn, worker6.cc's
+// Conn6; its state already set) of `svc` to `d`: its persistence template
+// (`tmpl` when the lookup found one, else a new one keyed `tkey`;
+// template_full when the table is full), the destination's connection and
+// packet counters, the worker's flow counters. l3_bytes: the first packet's
+// IP length.
+template <class ConnT>
+inline void count_new_conn(Worker& w, ConnT& c, const Service& svc, const DestRef& d, Template* tmpl,
+                           const TemplateKey& tkey, uint32_t l3_bytes) {
+  if (svc.persistence_s) {
+    if (!tmpl) tmpl = w.tmpls.insert(tkey);  // full: no affinity for this flow, counted
+    if (tmpl) {
+      tmpl->dest_slot = d.slot;
+      tmpl->dest_gen = d.gen;
+      tmpl->expires = w.now + uint64_t{svc.persistence_s} * w.sh->tsc_hz;
+      c.tmpl = w.tmpls.index(tmpl) + 1;
+    } else {
+      bump(w.counters.template_full);
+    }
+  }
+  DestCounters& dc = w.dest_counters[d.slot];
+  ++dc.conns;
+  if (c.state == ConnState::kEstablished) ++dc.active; else ++dc.inactive;
+  bump(w.counters.new_flows);
+  bump(w.counters.active_flows);
+  dc.inpkts++;
+  dc.inbytes += l3_bytes;
+}
+
 // The per-packet helpers worker.cc shares with worker6.cc (the IPv6 path):
 // a counted drop; queueing for tx on port index `pidx`; a locally built
 // reply out of the port it came in on (Ethernet addresses already swapped);

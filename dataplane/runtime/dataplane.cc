@@ -265,7 +265,10 @@ bool DpdkDataplane::init_port(size_t i, std::string* error) {
       return false;
     }
     p.has_ip6 = true;
-    v6 = " ipv6 " + cfg_.port_ipv6[i];
+    v6 = " ipv6 " + cfg_.port_ipv6[i] + "/" +
+         std::to_string(i < cfg_.port_ipv6_prefix.size() ? cfg_.port_ipv6_prefix[i] : 64);
+    if (i < cfg_.port_ipv6_gateway.size() && !cfg_.port_ipv6_gateway[i].empty())
+      v6 += " via " + cfg_.port_ipv6_gateway[i];
   }
   log_info("dpdk: port " + std::to_string(pid) + " " + spec.device + " mac " + mac_str(p.mac) + " ip " +
            cp::ipv4_to_string(spec.ip) + "/" + std::to_string(spec.prefix_len) +
@@ -383,6 +386,17 @@ bool DpdkDataplane::init_ipv6(int sock, std::string* error) {
                uint64_t{cfg_.neighbor_timeout_s} * sh_.tsc_hz, locals, sock, &err)) {
     *error = "dpdk: " + err;
     return false;
+  }
+  for (uint16_t i = 0; i < sh_.n_ports && i < cfg_.port_ipv6.size(); ++i) {
+    if (!sh_.ports[i].has_ip6) continue;
+    if (i < cfg_.port_ipv6_prefix.size()) v6_->port_prefix[i] = cfg_.port_ipv6_prefix[i];
+    if (i < cfg_.port_ipv6_gateway.size() && !cfg_.port_ipv6_gateway[i].empty()) {
+      if (inet_pton(AF_INET6, cfg_.port_ipv6_gateway[i].c_str(), v6_->port_gw[i]) != 1) {
+        *error = "dpdk: '" + cfg_.port_ipv6_gateway[i] + "' is not an IPv6 address";
+        return false;
+      }
+      v6_->port_has_gw[i] = true;
+    }
   }
   // IPv6 connections: a quarter of the IPv4 table's size (128 bytes each).
   const uint32_t cap6 = std::max<uint32_t>(cfg_.conn_table_size / 4, 1024);

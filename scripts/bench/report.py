@@ -163,7 +163,7 @@ class Data:
             self.l3fwd_added[(r["services"], r["flows"])] = r
         self.l3fwd_in_run = any(r.get("l3fwd_ns") for r in self.matrix)
         self.ipt, self.ipt_added = report_kernel.merged(res_dir, os.path.join(KEPT, "added"), "ipt.jsonl",
-                                                        lambda r: r.get("variant") == "nftables")
+                                                        lambda r: r.get("variant", "").startswith("nftables"))
         self.ker, self.ker_added = report_kernel.merged(res_dir, os.path.join(KEPT, "added"), "kernel.jsonl",
                                                         lambda r: r.get("mode") == "nftables")
 

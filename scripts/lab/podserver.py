@@ -39,6 +39,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if self.delay > 0:
             time.sleep(self.delay)
         body = (self.server.pod_name + "\n").encode()
+        # /bytes/N: N bytes (at most 4 MiB) for transfers larger than one packet.
+        if self.path.startswith("/bytes/") and self.path[7:].isdigit():
+            body = b"x" * min(int(self.path[7:]), 4 << 20)
         self.send_response(200)
         self.send_header("Content-Type", "text/plain")
         self.send_header("Content-Length", str(len(body)))

@@ -45,10 +45,31 @@ def eth(dst, src, et):
     return dst + src + struct.pack("!H", et)
 
 
+def csum(data):
+    """The RFC 1071 sum of data (not yet complemented)."""
+    data += b"\0" * (len(data) % 2)
+    s = sum(struct.unpack("!%dH" % (len(data) // 2), data))
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    return s
+
+
+def with_udp_checksum(pseudo, l4):
+    """A whole UDP datagram with its checksum over the pseudo header and itself
+    (0 goes out as 0xffff). IPv6 drops a zero one before the checksum test
+    (RFC 8200 8.1), the harness's fix-up included, so the generator writes it.
+    Left as it is: shorter than a UDP header, or a checksum already there."""
+    if len(l4) < 8 or l4[6:8] != b"\0\0":
+        return l4
+    return l4[:6] + struct.pack("!H", (~csum(pseudo + l4) & 0xFFFF) or 0xFFFF) + l4[8:]
+
+
 def ipv4(src, dst, proto, payload, ttl=64, ident=0x1234, frag=0x4000, opts=b""):
     ihl = 20 + len(opts)
     h = struct.pack("!BBHHHBBHII", 0x40 | (ihl // 4), 0, ihl + len(payload), ident, frag, ttl, proto, 0, src, dst)
-    return h + opts + payload  # checksums: fixed by the harness (meta bits 2, 3)
+    if proto == 17 and not frag & 0x3FFF:  # a whole datagram: also as quoted in an ICMP error
+        payload = with_udp_checksum(struct.pack("!IIBBH", src, dst, 0, 17, len(payload)), payload)
+    return h + opts + payload  # the other checksums: fixed by the harness (meta bits 2, 3)
 
 
 def tcp(sport, dport, flags, seq=1000, ack=0, data=b""):
@@ -61,7 +82,7 @@ def tcp_opts(sport, dport, flags, seq, ack, opts, data=b""):
 
 
 def udp(sport, dport, data=b""):
-    return struct.pack("!HHHH", sport, dport, 8 + len(data), 0) + data
+    return struct.pack("!HHHH", sport, dport, 8 + len(data), 0) + data  # checksum: ipv4() / ipv6() write it
 
 
 def icmp_echo(ident=0x4242, seq=1):
@@ -78,9 +99,30 @@ CLIENT_V6 = bytes.fromhex("fd000010000000000000000000000010")
 VIP_V6 = bytes.fromhex("fd000010009600000000000000000100")
 
 
-def ipv6(src, dst, nh, payload, hop=64, plen=None):
+def l4_of6(nh, payload):
+    """(protocol, offset) of the L4 header behind an extension chain; protocol
+    None when the chain is cut or the packet is a fragment of a larger one."""
+    off = 0
+    for _ in range(9):
+        if nh not in (0, 43, 44, 60):
+            return nh, off
+        if off + 8 > len(payload):
+            return None, off
+        if nh == 44 and struct.unpack("!H", payload[off + 2:off + 4])[0] & 0xFFF9:
+            return None, off  # not offset 0 with M clear: not the whole datagram
+        nh, off = payload[off], off + (8 if nh == 44 else (payload[off + 1] + 1) * 8)
+    return None, off
+
+
+def ipv6(src, dst, nh, payload, hop=64, plen=None, udp_sum=True):
+    """udp_sum: UDP gets its checksum (see with_udp_checksum); False keeps a zero one."""
+    if udp_sum and plen is None:
+        proto, off = l4_of6(nh, payload)
+        if proto == 17:
+            l4 = payload[off:]
+            payload = payload[:off] + with_udp_checksum(src + dst + struct.pack("!I3xB", len(l4), 17), l4)
     plen = len(payload) if plen is None else plen
-    return struct.pack("!IHBB", 0x60000000, plen, nh, hop) + src + dst + payload  # L4 checksum: harness
+    return struct.pack("!IHBB", 0x60000000, plen, nh, hop) + src + dst + payload  # TCP, ICMPv6: the harness
 
 
 def ext(nh, hdr_len=0, seg_left=0):
@@ -213,7 +255,7 @@ def packet_seeds():
         v6(VIP_V6, 6, tcp(44101, 80, SYN), plen=12),                              # payload length cuts TCP
         v6(VIP_V6, 6, tcp(44102, 80, SYN) + b"\0" * 20, plen=20),                 # padding after the payload
         v6(VIP_V6, 17, udp(44103, 53)[:6]),                                       # 6 bytes of UDP
-        rec(v6_from_client(VIP_V6, 17, udp(44104, 53, b"x")), fix=False),         # UDP checksum 0
+        rec(v6_from_client(VIP_V6, 17, udp(44104, 53, b"x"), udp_sum=False), fix=False),  # UDP checksum 0
         v6(VIP_V6, 58, b"\x80\x00"),                                              # 2 bytes of ICMPv6
         rec(eth(PORT_MAC[0], CLIENT_MAC, 0x86DD) + b"\x40" + ipv6(CLIENT_V6, VIP_V6, 59, b"\0" * 8)[1:]),  # version 4
         v6(VIP_V6, 0, ext(60) + ext(43, 1) + rt(60, 0, 0) + ext(17) + udp(44105, 53, b"x")),  # hbh, do, rt0, do
@@ -335,15 +377,12 @@ def packet_seeds():
     pod_router6, router_mac = bytes.fromhex("fd0002440000000000000000000000fe"), bytes([2, 0xee, 0, 0, 0, 0xfe])
     for name, first, to, sport in (("ipv6_fnat_icmp_errors", b"\0", local6, 65520),
                                    ("ipv6_nat_icmp_errors", b"\x01", CLIENT_V6, 47000)):
-        # UDP over IPv6 needs a checksum to parse (the harness then fixes it):
-        # a placeholder, also in the quotes (updated, not checked).
-        u6 = lambda sp, dp, data: udp(sp, dp, data)[:6] + b"\x12\x34" + data
-        sent = ipv6(to, b16, 17, u6(sport, 53, b"query"), hop=63)             # what vipd sent to b16
-        reply = ipv6(vip6, CLIENT_V6, 17, u6(5353, 47000, b"answer"), hop=63)  # what vipd sent back
+        sent = ipv6(to, b16, 17, udp(sport, 53, b"query"), hop=63)             # what vipd sent to b16
+        reply = ipv6(vip6, CLIENT_V6, 17, udp(5353, 47000, b"answer"), hop=63)  # what vipd sent back
         e6 = lambda type_, code, quote, param=0: struct.pack("!BBHI", type_, code, 0, param) + quote
         seeds[name] = first + b"".join([
-            rec(v6_from_client(vip6, 17, u6(47000, 5353, b"query")), end=True),
-            rec(v6b(b16, to, 17, u6(53, sport, b"answer")), port=1, worker=sport % 2, end=True),
+            rec(v6_from_client(vip6, 17, udp(47000, 5353, b"query")), end=True),
+            rec(v6b(b16, to, 17, udp(53, sport, b"answer")), port=1, worker=sport % 2, end=True),
             rec(v6b(pod_router6, to, 58, e6(2, 0, sent, 1280), mac=router_mac), port=1, worker=1 - sport % 2,
                 end=True),
             rec(v6b(b16, to, 58, e6(3, 0, sent[:48])), port=1, worker=sport % 2, end=True),
@@ -360,10 +399,7 @@ def quoted(packet):
     """An IPv4 packet as an ICMP error quotes it: with its header checksum."""
     ihl = (packet[0] & 0x0F) * 4
     h = bytearray(packet[:ihl])
-    s = sum(struct.unpack("!%dH" % (ihl // 2), bytes(h)))
-    while s >> 16:
-        s = (s & 0xFFFF) + (s >> 16)
-    h[10:12] = struct.pack("!H", ~s & 0xFFFF)
+    h[10:12] = struct.pack("!H", ~csum(bytes(h)) & 0xFFFF)
     return bytes(h) + packet[ihl:]
 
 

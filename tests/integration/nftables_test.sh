@@ -11,7 +11,7 @@
 # Checks: the seed scenario (VIP 10.96.0.100:8080 -> 4 pods, spread; pod4 removed
 # while requests run: none fails, pod4 never reached again, its chain deleted
 # (nat; fnat renders the compact form: no endpoint chains, endpoint-layout),
-# and the change was a partial sync, fnat: sent as a libnftnl netlink batch), the dry-run transaction accepted by
+# and the change was a partial sync sent as a libnftnl netlink batch), the dry-run transaction accepted by
 # `nft -c -f` and equal to what the kernel holds, no endpoints -> refused (TCP,
 # UDP), another port of a ClusterIP -> refused, UDP, sessionAffinity ClientIP,
 # masquerade per forward method, a restart (with a service deleted while vipd
@@ -265,10 +265,11 @@ if [ -n "$p_after" ] && [ "$p_after" -gt "${partial_before:-0}" ] && [ "$fulls" 
 else
   fail one-change-partial "partial syncs ${partial_before:-?} -> ${p_after:-?}, full $fulls, last: $cw chains written, $cret retired (want 2 and $want_ret)"
 fi
-# fnat: that change (two compact service chains rewritten) went as a libnftnl
-# netlink batch, not through libnftables; nat (vmaps, endpoint chains) did not.
+# That change (fnat: two compact service chains rewritten; nat: two service
+# chains and their endpoint chains) went as a libnftnl netlink batch, not
+# through libnftables.
 nl_before=$(nft_stat "$st_before" netlink_syncs); nl_after=$(nft_stat "$st" netlink_syncs)
-want_nl=$([ "$METHOD" = fnat ] && echo $(( ${nl_before:-0} + 1 )) || echo "${nl_before:-0}")
+want_nl=$(( ${nl_before:-0} + 1 ))
 if [ -n "$nl_after" ] && [ "$nl_after" = "$want_nl" ]; then pass change-as-netlink-batch
 else fail change-as-netlink-batch "netlink_syncs ${nl_before:-?} -> ${nl_after:-?} (want $want_nl)"; fi
 wait "$BGR" 2>/dev/null

@@ -13,7 +13,12 @@
 # The plain fnat and nat variants also run the scenario over IPv6 in the same lab
 # (LAB_IPV6=1; SEED_IPV6=0 turns that off): the v6- checks (spread over the four
 # pods, pod4 removed with 0 failed requests, change-to-dataplane, REJECT over TCP
-# and UDP as ICMPv6 port unreachable, UDP round trip).
+# and UDP as ICMPv6 port unreachable, UDP round trip, and requests from the
+# off-link client ${P}far behind the router ${P}client spread over the pods:
+# vipd's IPv6 gateway is the client's link-local fe80::2 in fnat, its
+# fd00:10::2 in nat), and a 300 kB download by far across a 1280-byte link
+# (v6-pmtu: the router's ICMPv6 packet too big to the VIP, translated by vipd
+# to the pod).
 # Env: VIPD_BIN / VIPCTL_BIN (default $VIPD_BUILD_DIR/vipd or .../cmd/vipd, same for
 # vipctl; VIPD_BUILD_DIR defaults to build).
 set -uo pipefail
@@ -35,13 +40,14 @@ CHECKS=(vipd-starts forward-method http-four-pods-even change-to-dataplane expir
 # IPv6 in the same lab (LAB_IPV6=1), plain fnat and nat variants only: db6
 # fd00:96::100 (TCP 8080, UDP 9053) over the four pods' IPv6 addresses and
 # empty6 fd00:96::101 (no endpoints), forwarded by the dpdk dataplane (ports'
-# IPv6 addresses fd00:10::1 / fd00:244::1; fnat: local address fd00:244::ff:1).
+# IPv6 addresses fd00:10::1 / fd00:244::1; fnat: local address fd00:244::ff:1),
+# off-link clients through the gateway of port 0 (`--port-ipv6 '... via GW'`).
 V6=0
 if [ -z "$EXTRA" ] && [ "${SEED_IPV6:-1}" = 1 ]; then
   V6=1
   export LAB_IPV6=1
-  CHECKS+=(v6-http-four-pods v6-change-to-dataplane v6-removal-no-failures v6-no-endpoints-refused
-           v6-udp-no-endpoints-refused v6-udp-roundtrip)
+  CHECKS+=(v6-http-four-pods v6-offlink-client v6-change-to-dataplane v6-removal-no-failures v6-no-endpoints-refused
+           v6-udp-no-endpoints-refused v6-udp-roundtrip v6-pmtu)
 fi
 # IPv6 operator tools (same lab, same variants): vipctl explain names the pod that
 # served a held IPv6 connection; the per-backend series of a /metrics scrape
@@ -77,12 +83,15 @@ mkdir -p "$TMP/manifests" "$TMP/stage"
 cp config/demo/manifests/*.yaml "$TMP/manifests/"
 if [ "$V6" = 1 ]; then
   if why=$(kernel_v6_manifests); then
-    VARGS_V6=(--port-ipv6 fd00:10::1,fd00:244::1)
-    [ "$METHOD" = nat ] || VARGS_V6+=(--fnat-local-addrs6 fd00:244::ff:1)
+    if [ "$METHOD" = nat ]; then
+      VARGS_V6=(--port-ipv6 "fd00:10::1/64 via fd00:10::2,fd00:244::1")
+    else
+      VARGS_V6=(--port-ipv6 "fd00:10::1/64 via fe80::2,fd00:244::1" --fnat-local-addrs6 fd00:244::ff:1)
+    fi
   else
     V6=0
-    for c in v6-http-four-pods v6-change-to-dataplane v6-removal-no-failures v6-no-endpoints-refused \
-             v6-udp-no-endpoints-refused v6-udp-roundtrip; do skip "$c" "$why"; done
+    for c in v6-http-four-pods v6-offlink-client v6-change-to-dataplane v6-removal-no-failures v6-no-endpoints-refused \
+             v6-udp-no-endpoints-refused v6-udp-roundtrip v6-pmtu; do skip "$c" "$why"; done
     for c in "${V6_TOOL_CHECKS[@]}"; do skip "$c" "$why"; done
   fi
 fi
@@ -157,6 +166,31 @@ if [ "$V6" = 1 ]; then
   note "IPv6, 4 pods: $r"
   d=$(judge "$r" 'r["failed"] == 0 and all(70 <= n("pod%d" % i) <= 130 for i in range(1, 5))')
   if [ -z "$d" ] && [ -n "$r" ]; then pass v6-http-four-pods; else fail v6-http-four-pods "want 0 failed and each pod 70..130: ${d:-no result}"; fi
+  # From the off-link client: vipd sends the replies to its IPv6 gateway.
+  r=$(ip netns exec "${P}far" "$PYTHON" scripts/lab/client.py http "http://[fd00:96::100]:8080/" \
+        --count 100 --timeout 2 --max-time 20)
+  note "IPv6, off-link client fd00:20::2: $r"
+  d=$(judge "$r" 'r["failed"] == 0 and all(n("pod%d" % i) >= 10 for i in range(1, 5))')
+  if [ -z "$d" ] && [ -n "$r" ]; then pass v6-offlink-client
+  else fail v6-offlink-client "want 0 failed and each pod >= 10 of 100 from fd00:20::2 (vipd's gateway: ${VARGS_V6[1]}): ${d:-no result}"; fi
+  # Path MTU: the router's link to far gets MTU 1280 while far advertises an
+  # MSS for 1500, so the pods' full-size segments make the router send ICMPv6
+  # packet too big to the VIP; vipd must translate it to the pod (IPv6
+  # routers never fragment: without it the download stalls).
+  snmp6() { ip netns exec "$1" awk -v k="$2" '$1 == k {v = $2} END {print v + 0}' /proc/net/snmp6; }
+  ip -n "${P}client" link set dev far0 mtu 1280
+  ptb_out0=$(snmp6 "${P}client" Icmp6OutPktTooBigs)
+  ptb_in0=0
+  for n in 1 2 3 4; do ptb_in0=$(( ptb_in0 + $(snmp6 "${P}pod$n" Icmp6InPktTooBigs) )); done
+  got=$(ip netns exec "${P}far" "$PYTHON" -c 'import sys, urllib.request
+print(len(urllib.request.urlopen(sys.argv[1], timeout=5).read()))' "http://[fd00:96::100]:8080/bytes/300000" 2>&1 | tail -n 1)
+  ptb_out=$(( $(snmp6 "${P}client" Icmp6OutPktTooBigs) - ptb_out0 ))
+  ptb_in=$(( -ptb_in0 ))
+  for n in 1 2 3 4; do ptb_in=$(( ptb_in + $(snmp6 "${P}pod$n" Icmp6InPktTooBigs) )); done
+  ip -n "${P}client" link set dev far0 mtu 1500
+  note "IPv6 path MTU 1280: got '$got' of 300000 bytes; router sent $ptb_out packet too big, pods received $ptb_in"
+  if [ "$got" = 300000 ] && [ "$ptb_out" -ge 1 ] && [ "$ptb_in" -ge 1 ]; then pass v6-pmtu
+  else fail v6-pmtu "want 300000 bytes through the 1280 link, >= 1 packet too big sent by the router and >= 1 received by a pod (translated by vipd): got '$got', sent $ptb_out, received $ptb_in"; fi
 
   gen_before=$(generation)
   kernel_write_slice6 "$TMP/slice6.new" "${KERNEL_POD6[@]:0:3}"

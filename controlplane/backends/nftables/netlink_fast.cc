@@ -130,20 +130,52 @@ bool element(Cur& c, bool v6, bool with_value, FastElem* e) {
   return true;
 }
 
+// "ip saddr" / "ip6 saddr" of the table's family
+bool saddr_word(Cur& c, bool v6) { return c.lit(v6 ? "ip6" : "ip") && c.lit("saddr"); }
+
+bool set_ref(std::string_view w, std::string* out) {  // "@NAME"
+  if (w.size() < 2 || w.front() != '@' || !ident(w.substr(1))) return false;
+  out->assign(w.substr(1));
+  return true;
+}
+
 bool rule(Cur& c, bool v6, FastRule* r) {
-  if (c.lit("jump")) {
-    const auto n = c.word();
-    if (!ident(n)) return false;
-    r->jump.assign(n);
-    return true;
+  {
+    Cur save = c;
+    if (saddr_word(c, v6)) {
+      const auto w = c.word();
+      if (!w.empty() && w.front() == '@') {
+        if (!set_ref(w, &r->saddr_set)) return false;
+      } else {
+        const std::string a(w);
+        if (inet_pton(v6 ? AF_INET6 : AF_INET, a.c_str(), r->saddr) != 1) return false;
+        r->saddr_len = v6 ? 16 : 4;
+      }
+    } else {
+      c = save;
+    }
   }
-  if (!c.lit("meta") || !c.lit("l4proto")) return false;
-  if (!l4proto(c.word(), &r->l4proto)) return false;
+  if (c.lit("meta")) {
+    if (!c.lit("l4proto") || !l4proto(c.word(), &r->l4proto)) return false;
+  }
   if (c.lit("numgen")) {
     if (!c.lit("random") || !c.lit("mod") || !number(c.word(), &r->numgen_mod) || r->numgen_mod < 2 || !c.lit("0"))
       return false;
   }
-  if (!c.lit("dnat") || !c.lit("to") || !endpoint(c.word(), v6, r)) return false;
+  if (c.lit("update")) {
+    if (!set_ref(c.word(), &r->update_set) || !c.at('{') || !saddr_word(c, v6) || !c.at('}')) return false;
+  }
+  if (c.lit("dnat")) {
+    if (!c.lit("to") || !endpoint(c.word(), v6, r)) return false;
+    r->dnat = true;
+  } else if (const bool jump = c.lit("jump"); jump || c.lit("goto")) {
+    r->go_to = !jump;
+    const auto n = c.word();
+    if (!ident(n)) return false;
+    r->jump.assign(n);
+  } else if (r->update_set.empty()) {
+    return false;  // a rule that does nothing: not one vipd writes
+  }
   if (c.lit("comment")) {
     c.ws();
     if (!c.at('"')) return false;
@@ -157,6 +189,19 @@ bool rule(Cur& c, bool v6, FastRule* r) {
   return true;
 }
 
+// "{ type ipv4_addr; flags dynamic,timeout; timeout Ns; }" (the affinity sets)
+bool set_decl(Cur& c, FastCmd* cmd) {
+  uint32_t t = 0;
+  if (!c.at('{') || !c.lit("type") || !c.lit(cmd->v6 ? "ipv6_addr" : "ipv4_addr") || !c.at(';') || !c.lit("flags") ||
+      !c.lit("dynamic") || !c.at(',') || !c.lit("timeout") || !c.at(';') || !c.lit("timeout"))
+    return false;
+  const auto w = c.word();
+  if (w.size() < 2 || w.back() != 's' || !number(w.substr(0, w.size() - 1), &t) || t == 0 || t > 86400 * 365)
+    return false;
+  cmd->timeout_s = t;
+  return c.at(';') && c.at('}') && c.end();
+}
+
 bool line(std::string_view l, FastCmd* cmd) {
   Cur c{l};
   bool add = false;
@@ -165,8 +210,11 @@ bool line(std::string_view l, FastCmd* cmd) {
   else if (c.lit("delete")) cmd->kind = FastCmd::kDeleteElements;
   else return false;
   const bool elements = c.lit("element");
+  const bool set = !elements && add && c.lit("set");
   if (elements) {
     if (add) cmd->kind = FastCmd::kAddElements;
+  } else if (set) {
+    cmd->kind = FastCmd::kAddSet;
   } else if (cmd->kind == FastCmd::kDeleteElements || !c.lit("chain")) {
     return false;
   }
@@ -177,6 +225,7 @@ bool line(std::string_view l, FastCmd* cmd) {
   if (!ident(t) || !ident(n)) return false;
   cmd->table.assign(t);
   cmd->chain.assign(n);
+  if (set) return set_decl(c, cmd);
   if (elements) {
     if (!c.at('{')) return false;
     for (;;) {
@@ -233,73 +282,97 @@ using UdataPtr = std::unique_ptr<nftnl_udata_buf, Free>;
 
 nftnl_expr* expr(const char* name) { return nftnl_expr_alloc(name); }
 
-// The expressions nft 1.0.6 generates for the same rule text (nft --debug=netlink):
-//   [ immediate reg 0 jump -> NAME ]
-// or
+// The expressions nft 1.0.6 generates for the same rule text (nft --debug=netlink), in order:
+//   [ payload load 4b @ network header + 12 => reg 1 ] then      (ip saddr; ip6: 16b @ + 8)
+//     [ cmp eq reg 1 ADDR ] or [ lookup reg 1 set S ]
 //   [ meta load l4proto => reg 1 ] [ cmp eq reg 1 P ]
-//   [ numgen reg 1 = random mod N ] [ cmp eq reg 1 0 ]          (when numgen)
+//   [ numgen reg 1 = random mod N ] [ cmp eq reg 1 0 ]
+//   [ payload load .. => reg 1 ] [ dynset update reg_key 1 set S ]
 //   [ immediate reg 1 ADDR ] [ immediate reg 2 PORT ]
-//   [ nat dnat ip|ip6 addr_min reg 1 proto_min reg 2 flags 0x2 ]
+//     [ nat dnat ip|ip6 addr_min reg 1 proto_min reg 2 flags 0x2 ]
+//   [ immediate reg 0 jump|goto -> NAME ]
 bool build_rule(nftnl_rule* r, const FastRule& fr, bool v6) {
-  auto add = [r](nftnl_expr* e) {
-    if (!e) return false;
-    nftnl_rule_add_expr(r, e);
-    return true;
+  bool ok = true;
+  auto add = [r, &ok](nftnl_expr* e) {
+    if (!e) ok = false;
+    else nftnl_rule_add_expr(r, e);
+    return e;
   };
-  if (!fr.jump.empty()) {
-    nftnl_expr* e = expr("immediate");
-    if (!e) return false;
-    nftnl_expr_set_u32(e, NFTNL_EXPR_IMM_DREG, NFT_REG_VERDICT);
-    nftnl_expr_set_u32(e, NFTNL_EXPR_IMM_VERDICT, static_cast<uint32_t>(NFT_JUMP));
-    nftnl_expr_set_str(e, NFTNL_EXPR_IMM_CHAIN, fr.jump.c_str());
-    return add(e);
+  auto cmp = [&](const void* data, uint32_t len) {
+    if (nftnl_expr* e = add(expr("cmp"))) {
+      nftnl_expr_set_u32(e, NFTNL_EXPR_CMP_SREG, NFT_REG_1);
+      nftnl_expr_set_u32(e, NFTNL_EXPR_CMP_OP, NFT_CMP_EQ);
+      nftnl_expr_set(e, NFTNL_EXPR_CMP_DATA, data, len);
+    }
+  };
+  auto load_saddr = [&] {
+    if (nftnl_expr* e = add(expr("payload"))) {
+      nftnl_expr_set_u32(e, NFTNL_EXPR_PAYLOAD_DREG, NFT_REG_1);
+      nftnl_expr_set_u32(e, NFTNL_EXPR_PAYLOAD_BASE, NFT_PAYLOAD_NETWORK_HEADER);
+      nftnl_expr_set_u32(e, NFTNL_EXPR_PAYLOAD_OFFSET, v6 ? 8 : 12);
+      nftnl_expr_set_u32(e, NFTNL_EXPR_PAYLOAD_LEN, v6 ? 16 : 4);
+    }
+  };
+  if (fr.saddr_len || !fr.saddr_set.empty()) {
+    load_saddr();
+    if (fr.saddr_len) {
+      cmp(fr.saddr, fr.saddr_len);
+    } else if (nftnl_expr* e = add(expr("lookup"))) {
+      nftnl_expr_set_u32(e, NFTNL_EXPR_LOOKUP_SREG, NFT_REG_1);
+      nftnl_expr_set_str(e, NFTNL_EXPR_LOOKUP_SET, fr.saddr_set.c_str());
+    }
   }
-  nftnl_expr* e = expr("meta");
-  if (!e) return false;
-  nftnl_expr_set_u32(e, NFTNL_EXPR_META_KEY, NFT_META_L4PROTO);
-  nftnl_expr_set_u32(e, NFTNL_EXPR_META_DREG, NFT_REG_1);
-  add(e);
-  e = expr("cmp");
-  if (!e) return false;
-  nftnl_expr_set_u32(e, NFTNL_EXPR_CMP_SREG, NFT_REG_1);
-  nftnl_expr_set_u32(e, NFTNL_EXPR_CMP_OP, NFT_CMP_EQ);
-  nftnl_expr_set(e, NFTNL_EXPR_CMP_DATA, &fr.l4proto, 1);
-  add(e);
+  if (fr.l4proto) {
+    if (nftnl_expr* e = add(expr("meta"))) {
+      nftnl_expr_set_u32(e, NFTNL_EXPR_META_KEY, NFT_META_L4PROTO);
+      nftnl_expr_set_u32(e, NFTNL_EXPR_META_DREG, NFT_REG_1);
+    }
+    cmp(&fr.l4proto, 1);
+  }
   if (fr.numgen_mod) {
-    e = expr("numgen");
-    if (!e) return false;
-    nftnl_expr_set_u32(e, NFTNL_EXPR_NG_DREG, NFT_REG_1);
-    nftnl_expr_set_u32(e, NFTNL_EXPR_NG_MODULUS, fr.numgen_mod);
-    nftnl_expr_set_u32(e, NFTNL_EXPR_NG_TYPE, NFT_NG_RANDOM);
-    nftnl_expr_set_u32(e, NFTNL_EXPR_NG_OFFSET, 0);
-    add(e);
-    e = expr("cmp");
-    if (!e) return false;
+    if (nftnl_expr* e = add(expr("numgen"))) {
+      nftnl_expr_set_u32(e, NFTNL_EXPR_NG_DREG, NFT_REG_1);
+      nftnl_expr_set_u32(e, NFTNL_EXPR_NG_MODULUS, fr.numgen_mod);
+      nftnl_expr_set_u32(e, NFTNL_EXPR_NG_TYPE, NFT_NG_RANDOM);
+      nftnl_expr_set_u32(e, NFTNL_EXPR_NG_OFFSET, 0);
+    }
     const uint32_t zero = 0;
-    nftnl_expr_set_u32(e, NFTNL_EXPR_CMP_SREG, NFT_REG_1);
-    nftnl_expr_set_u32(e, NFTNL_EXPR_CMP_OP, NFT_CMP_EQ);
-    nftnl_expr_set(e, NFTNL_EXPR_CMP_DATA, &zero, sizeof zero);
-    add(e);
+    cmp(&zero, sizeof zero);
   }
-  e = expr("immediate");
-  if (!e) return false;
-  nftnl_expr_set_u32(e, NFTNL_EXPR_IMM_DREG, NFT_REG_1);
-  nftnl_expr_set(e, NFTNL_EXPR_IMM_DATA, fr.addr, v6 ? 16 : 4);
-  add(e);
-  e = expr("immediate");
-  if (!e) return false;
-  const uint16_t port = htons(fr.port);
-  nftnl_expr_set_u32(e, NFTNL_EXPR_IMM_DREG, NFT_REG_2);
-  nftnl_expr_set(e, NFTNL_EXPR_IMM_DATA, &port, sizeof port);
-  add(e);
-  e = expr("nat");
-  if (!e) return false;
-  nftnl_expr_set_u32(e, NFTNL_EXPR_NAT_TYPE, NFT_NAT_DNAT);
-  nftnl_expr_set_u32(e, NFTNL_EXPR_NAT_FAMILY, v6 ? NFPROTO_IPV6 : NFPROTO_IPV4);
-  nftnl_expr_set_u32(e, NFTNL_EXPR_NAT_REG_ADDR_MIN, NFT_REG_1);
-  nftnl_expr_set_u32(e, NFTNL_EXPR_NAT_REG_PROTO_MIN, NFT_REG_2);
-  nftnl_expr_set_u32(e, NFTNL_EXPR_NAT_FLAGS, NF_NAT_RANGE_PROTO_SPECIFIED);
-  add(e);
+  if (!fr.update_set.empty()) {
+    load_saddr();
+    if (nftnl_expr* e = add(expr("dynset"))) {
+      nftnl_expr_set_u32(e, NFTNL_EXPR_DYNSET_SREG_KEY, NFT_REG_1);
+      nftnl_expr_set_u32(e, NFTNL_EXPR_DYNSET_OP, NFT_DYNSET_OP_UPDATE);
+      nftnl_expr_set_str(e, NFTNL_EXPR_DYNSET_SET_NAME, fr.update_set.c_str());
+    }
+  }
+  if (fr.dnat) {
+    if (nftnl_expr* e = add(expr("immediate"))) {
+      nftnl_expr_set_u32(e, NFTNL_EXPR_IMM_DREG, NFT_REG_1);
+      nftnl_expr_set(e, NFTNL_EXPR_IMM_DATA, fr.addr, v6 ? 16 : 4);
+    }
+    const uint16_t port = htons(fr.port);
+    if (nftnl_expr* e = add(expr("immediate"))) {
+      nftnl_expr_set_u32(e, NFTNL_EXPR_IMM_DREG, NFT_REG_2);
+      nftnl_expr_set(e, NFTNL_EXPR_IMM_DATA, &port, sizeof port);
+    }
+    if (nftnl_expr* e = add(expr("nat"))) {
+      nftnl_expr_set_u32(e, NFTNL_EXPR_NAT_TYPE, NFT_NAT_DNAT);
+      nftnl_expr_set_u32(e, NFTNL_EXPR_NAT_FAMILY, v6 ? NFPROTO_IPV6 : NFPROTO_IPV4);
+      nftnl_expr_set_u32(e, NFTNL_EXPR_NAT_REG_ADDR_MIN, NFT_REG_1);
+      nftnl_expr_set_u32(e, NFTNL_EXPR_NAT_REG_PROTO_MIN, NFT_REG_2);
+      nftnl_expr_set_u32(e, NFTNL_EXPR_NAT_FLAGS, NF_NAT_RANGE_PROTO_SPECIFIED);
+    }
+  }
+  if (!fr.jump.empty()) {
+    if (nftnl_expr* e = add(expr("immediate"))) {
+      nftnl_expr_set_u32(e, NFTNL_EXPR_IMM_DREG, NFT_REG_VERDICT);
+      nftnl_expr_set_u32(e, NFTNL_EXPR_IMM_VERDICT, static_cast<uint32_t>(fr.go_to ? NFT_GOTO : NFT_JUMP));
+      nftnl_expr_set_str(e, NFTNL_EXPR_IMM_CHAIN, fr.jump.c_str());
+    }
+  }
+  if (!ok) return false;
   if (!fr.comment.empty()) {
     UdataPtr ud(nftnl_udata_buf_alloc(NFT_USERDATA_MAXLEN));
     if (!ud || !nftnl_udata_put_strz(ud.get(), NFTNL_UDATA_RULE_COMMENT, fr.comment.c_str())) return false;
@@ -364,6 +437,28 @@ bool NetlinkBatchSender::send(const std::vector<FastCmd>& cmds, std::string* err
       nlmsghdr* nh = nftnl_nlmsg_build_hdr(room(), add ? NFT_MSG_NEWSETELEM : NFT_MSG_DELSETELEM, fam,
                                            add ? NLM_F_CREATE : 0, ++seq_);
       nftnl_set_elems_nlmsg_build_payload(nh, set.get());
+      put(nh);
+      ++msgs;
+      continue;
+    }
+    if (c.kind == FastCmd::kAddSet) {
+      // as nft 1.0.6 sends `add set T S { type ipv4_addr; flags dynamic,timeout; timeout Ns; }`
+      // (the same attributes, so re-declaring one libnftables made is no change)
+      SetPtr set(nftnl_set_alloc());
+      UdataPtr ud(nftnl_udata_buf_alloc(NFT_USERDATA_MAXLEN));
+      if (!set || !ud) return *error = "nftables: out of memory", false;
+      nftnl_set_set_str(set.get(), NFTNL_SET_TABLE, c.table.c_str());
+      nftnl_set_set_str(set.get(), NFTNL_SET_NAME, c.chain.c_str());
+      nftnl_set_set_u32(set.get(), NFTNL_SET_FLAGS, NFT_SET_TIMEOUT | NFT_SET_EVAL);
+      nftnl_set_set_u32(set.get(), NFTNL_SET_KEY_TYPE, c.v6 ? 8 : 7);  // nft's ipv6_addr / ipv4_addr
+      nftnl_set_set_u32(set.get(), NFTNL_SET_KEY_LEN, c.v6 ? 16 : 4);
+      nftnl_set_set_u32(set.get(), NFTNL_SET_ID, ++set_id_);
+      nftnl_set_set_u64(set.get(), NFTNL_SET_TIMEOUT, static_cast<uint64_t>(c.timeout_s) * 1000);
+      if (!nftnl_udata_put_u32(ud.get(), NFTNL_UDATA_SET_KEYBYTEORDER, 2))  // BYTEORDER_BIG_ENDIAN
+        return *error = "nftables: set userdata", false;
+      nftnl_set_set_data(set.get(), NFTNL_SET_USERDATA, nftnl_udata_buf_data(ud.get()), nftnl_udata_buf_len(ud.get()));
+      nlmsghdr* nh = nftnl_nlmsg_build_hdr(room(), NFT_MSG_NEWSET, fam, NLM_F_CREATE, ++seq_);
+      nftnl_set_nlmsg_build_payload(nh, set.get());
       put(nh);
       ++msgs;
       continue;

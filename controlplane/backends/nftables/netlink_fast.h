@@ -7,17 +7,25 @@
 // one-endpoint change cost grew with the number of shard tables. The batch
 // below names its table and chain directly and fetches nothing.
 //
-// What it takes (the compact form's partial sync, render_delta's text):
+// What it takes (render_delta's partial-sync text, both service layouts):
 //   flush chain ip|ip6 T C
 //   add chain ip|ip6 T C
-//   add chain ip|ip6 T C { RULE; ... }   RULE: jump NAME
-//                                         | meta l4proto tcp|udp|sctp
-//                                           [numgen random mod N 0]
-//                                           dnat to ADDR:PORT [comment "TEXT"]
+//   add chain ip|ip6 T C { RULE; ... }
+//   add set ip|ip6 T S { type ipv4_addr|ipv6_addr; flags dynamic,timeout; timeout Ns; }
 //   add|delete element ip|ip6 T MAP { ADDR [. tcp|udp|sctp . PORT] [: goto NAME | : drop], ... }
-// Any other line (elements, sets, tables, other rule forms) and the whole
-// script goes through libnftables as before; so does a script over 32 KiB
-// (the batch goes in one sendmsg, which the socket's send buffer bounds).
+// RULE: the parts below, each optional, in this order, ending in a DNAT, a
+// verdict or a set update:
+//   [ip|ip6 saddr ADDR | ip|ip6 saddr @SET] [meta l4proto tcp|udp|sctp]
+//   [numgen random mod N 0] [update @SET { ip|ip6 saddr }]
+//   [dnat to ADDR:PORT | jump NAME | goto NAME] [comment "TEXT"]
+// which covers the compact fnat chains (jump mark-for-masquerade; meta
+// l4proto P [numgen ..] dnat to ..) and the nat / affinity form (svc-: ip
+// saddr @aff-.. goto sep-..; [numgen random mod K-i 0] goto sep-..; sep-: ip
+// saddr EP jump mark-for-masquerade; update @aff-.. { ip saddr }; dnat).
+// Any other line (table declarations, deletes of chains or sets, source-range
+// rules with anonymous sets) and the whole script goes through libnftables as
+// before; so does a script over 32 KiB (the batch goes in one sendmsg, which
+// the socket's send buffer bounds).
 #pragma once
 
 #include <cstdint>
@@ -27,11 +35,19 @@
 namespace vipd::cp::nft {
 
 struct FastRule {
-  std::string jump;          // "jump NAME" when set (nothing else then)
-  uint8_t l4proto = 0;       // IPPROTO_*
+  // matches
+  uint8_t saddr_len = 0;     // 4 or 16: `ip|ip6 saddr ADDR` (saddr); 0: none
+  uint8_t saddr[16] = {};
+  std::string saddr_set;     // `ip|ip6 saddr @SET` when set
+  uint8_t l4proto = 0;       // IPPROTO_*; 0: no match
   uint32_t numgen_mod = 0;   // 0: no numgen match
+  // statements
+  std::string update_set;    // `update @SET { ip|ip6 saddr }` when set
+  bool dnat = false;         // `dnat to addr:port`
   uint8_t addr[16] = {};     // DNAT address (4 bytes used for ip)
   uint16_t port = 0;         // host order
+  std::string jump;          // the verdict's chain ("" when none)
+  bool go_to = false;        // goto instead of jump
   std::string comment;       // "" when none
 };
 
@@ -45,9 +61,10 @@ struct FastElem {
 };
 
 struct FastCmd {
-  enum Kind { kFlushChain, kAddChain, kAddElements, kDeleteElements } kind = kAddChain;
+  enum Kind { kFlushChain, kAddChain, kAddElements, kDeleteElements, kAddSet } kind = kAddChain;
   bool v6 = false;  // family ip6
-  std::string table, chain;     // chain: the set or map for elements
+  std::string table, chain;     // chain: the set or map for elements and kAddSet
+  uint32_t timeout_s = 0;       // kAddSet: the set's timeout (flags dynamic,timeout)
   std::vector<FastRule> rules;  // kAddChain: appended in order
   std::vector<FastElem> elems;  // k*Elements
 };
@@ -70,6 +87,7 @@ class NetlinkBatchSender {
  private:
   int fd_ = -1;
   uint32_t seq_ = 0;
+  uint32_t set_id_ = 0;
   std::vector<char> buf_;
 };
 

@@ -124,10 +124,17 @@ bool render_entry(const VirtualService& svc, const std::string& hash_input, cons
     r.sets[affs[i]] = std::string("type ") + addr_type(v6) + "; flags dynamic,timeout; timeout " + std::to_string(timeout) + "s;";
     sc.rules.push_back(saddr + " @" + affs[i] + " goto " + seps[i]);
   }
-  std::string vmap;
-  for (size_t i = 0; i < seps.size(); ++i) vmap += (i ? ", " : "") + std::to_string(i) + " : goto " + seps[i];
-  sc.rules.push_back("numgen random mod " + std::to_string(seps.size()) + " vmap { " + vmap + " } " +
-                     comment(svc.name + " " + name(svc.kind)));
+  // The random pick as in the compact form: rule i of K goes to endpoint
+  // chain i when `numgen random mod (K - i)` draws 0, the last always (1/K
+  // each, like kube-proxy's `numgen random mod K vmap { ... }`), and no
+  // anonymous verdict map: each one a transaction binds costs the kernel a
+  // walk of the whole transaction (full syncs were quadratic), and the
+  // netlink batch (netlink_fast.h) can send these rules.
+  for (size_t i = 0; i < seps.size(); ++i) {
+    const size_t left = seps.size() - i;
+    sc.rules.push_back((left > 1 ? "numgen random mod " + std::to_string(left) + " 0 " : std::string()) + "goto " +
+                       seps[i] + " " + comment(svc.name + " " + name(svc.kind) + " -> " + endpoint_str(*active[i])));
+  }
   r.chains.push_back(std::move(sc));
   for (size_t i = 0; i < active.size(); ++i) {
     Chain sep{seps[i], {}};

@@ -22,7 +22,9 @@
 //                       bound in a transaction costs the kernel a walk of all of it)
 //   otherwise (hairpin marking per endpoint, or affinity), kube-proxy's form:
 //          svc-<hash>   [jump mark-for-masquerade] [affinity: ip saddr @aff-.. goto sep-..]
-//                       numgen random mod N vmap { 0 : goto sep-<hash>, ... }
+//                       per endpoint chain i of K: [numgen random mod K-i 0] goto sep-<hash>
+//                       (kube-proxy has `numgen random mod K vmap { 0 : goto sep-.., ... }`:
+//                       the same 1/K pick, without an anonymous map)
 //          sep-<hash>   hairpin mark, [update @aff-<hash>-<timeout> { ip saddr }], dnat
 //          fw-<hash>    ip saddr != { loadBalancerSourceRanges } drop
 //          aff-<hash>-<timeout>  set ipv4_addr, flags dynamic,timeout (ClientIP affinity)

@@ -198,8 +198,37 @@ TEST_F(ConfigTest, PortIpv6List) {
   const Options o = ok({"--port-ipv6", "fd00:10::1, - ,2001:db8::7"});
   EXPECT_EQ(o.dataplane.port_ipv6, (std::vector<std::string>{"fd00:10::1", "-", "2001:db8::7"}));
   EXPECT_TRUE(ok({}).dataplane.port_ipv6.empty());
-  for (const char* bad : {"10.0.0.1", "ff02::1", "::", "fd00::1,fd00::zz"})
+  for (const char* bad : {"10.0.0.1", "ff02::1", "::", "::1", "fd00::1,fd00::zz"})
     EXPECT_THAT(error({"--port-ipv6", bad}), HasSubstr("is not a unicast IPv6 address")) << bad;
+  // The plain form: a /64, no gateway.
+  EXPECT_EQ(o.dataplane.port_ipv6_prefix, (std::vector<uint8_t>{64, 64, 64}));
+  EXPECT_EQ(o.dataplane.port_ipv6_gateway, (std::vector<std::string>{"", "", ""}));
+}
+
+TEST_F(ConfigTest, PortIpv6PrefixAndGateway) {
+  const Options o = ok({"--port-ipv6", "fd00:10::1/64 via fd00:10::fe, - , 2001:db8::7/48 via fe80::1,fd00:20::1/120"});
+  EXPECT_EQ(o.dataplane.port_ipv6, (std::vector<std::string>{"fd00:10::1", "-", "2001:db8::7", "fd00:20::1"}));
+  EXPECT_EQ(o.dataplane.port_ipv6_prefix, (std::vector<uint8_t>{64, 64, 48, 120}));
+  EXPECT_EQ(o.dataplane.port_ipv6_gateway, (std::vector<std::string>{"fd00:10::fe", "", "fe80::1", ""}));
+  // Printed back in the same syntax.
+  EXPECT_EQ(setting_value(o, "port-ipv6"), "fd00:10::1/64 via fd00:10::fe,-,2001:db8::7/48 via fe80::1,fd00:20::1/120");
+  // A gateway in another /64 of a /48 is inside the prefix.
+  EXPECT_EQ(ok({"--port-ipv6", "fd00:10::1/48 via fd00:10:0:5::1"}).dataplane.port_ipv6_gateway[0], "fd00:10:0:5::1");
+  const std::pair<const char*, const char*> bad[] = {
+      {"fd00:10::1 via", "expected ADDR[/PREFIX] [via GATEWAY]"},
+      {"fd00:10::1/64 fd00:10::fe", "expected ADDR[/PREFIX] [via GATEWAY]"},
+      {"fd00:10::1/64 gw fd00:10::fe", "expected 'via GATEWAY'"},
+      {"fd00:10::1/0", "must be between 1 and 128"},
+      {"fd00:10::1/129", "must be between 1 and 128"},
+      {"fd00:10::1/x", "must be between 1 and 128"},
+      {"fd00:10::1/64 via fd00:11::fe", "is neither inside fd00:10::1/64 nor link-local"},
+      {"fd00:10::1/64 via fd00:10::1", "gateway is the port's own address"},
+      {"fd00:10::1/64 via ff02::2", "gateway 'ff02::2' is not a unicast IPv6 address"},
+      {"fd00:10::1/64 via ::", "gateway '::' is not a unicast IPv6 address"},
+      {"fd00:10::1/64 via 10.0.0.1", "gateway '10.0.0.1' is not a unicast IPv6 address"},
+      {"ff02::1/64", "address 'ff02::1' is not a unicast IPv6 address"},
+  };
+  for (const auto& [v, want] : bad) EXPECT_THAT(error({"--port-ipv6", v}), HasSubstr(want)) << v;
 }
 
 TEST_F(ConfigTest, DuplicateDevice) {

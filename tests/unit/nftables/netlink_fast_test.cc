@@ -53,6 +53,46 @@ TEST(NetlinkFast, ParsesIpv6AndBareChains) {
   EXPECT_EQ(cmds[1].rules[0].port, 443);
 }
 
+TEST(NetlinkFast, ParsesTheNatAndAffinityForms) {
+  std::vector<FastCmd> cmds;
+  ASSERT_TRUE(parse_fast(
+      "add set ip vipd-2 aff-E-10800 { type ipv4_addr; flags dynamic,timeout; timeout 10800s; }\n"
+      "add chain ip vipd-2 svc-A { ip saddr @aff-E-10800 goto sep-E; numgen random mod 2 0 goto sep-E comment \"web -> "
+      "10.0.0.1:80\"; goto sep-F; }\n"
+      "add chain ip vipd-2 sep-E { ip saddr 10.0.0.1 jump mark-for-masquerade; update @aff-E-10800 { ip saddr }; "
+      "meta l4proto tcp dnat to 10.0.0.1:80; }\n"
+      "add set ip6 vipd aff-G-60 { type ipv6_addr; flags dynamic,timeout; timeout 60s; }\n"
+      "add chain ip6 vipd sep-G { ip6 saddr fd00::1 jump mark-for-masquerade; update @aff-G-60 { ip6 saddr }; }\n",
+      &cmds));
+  ASSERT_EQ(cmds.size(), 5u);
+  EXPECT_EQ(cmds[0].kind, FastCmd::kAddSet);
+  EXPECT_EQ(cmds[0].chain, "aff-E-10800");
+  EXPECT_EQ(cmds[0].timeout_s, 10800u);
+  ASSERT_EQ(cmds[1].rules.size(), 3u);
+  EXPECT_EQ(cmds[1].rules[0].saddr_set, "aff-E-10800");
+  EXPECT_EQ(cmds[1].rules[0].jump, "sep-E");
+  EXPECT_TRUE(cmds[1].rules[0].go_to);
+  EXPECT_EQ(cmds[1].rules[1].numgen_mod, 2u);
+  EXPECT_EQ(cmds[1].rules[1].l4proto, 0);
+  EXPECT_EQ(cmds[1].rules[1].comment, "web -> 10.0.0.1:80");
+  EXPECT_EQ(cmds[1].rules[2].numgen_mod, 0u);
+  EXPECT_EQ(cmds[1].rules[2].jump, "sep-F");
+  const auto& sep = cmds[2].rules;
+  ASSERT_EQ(sep.size(), 3u);
+  EXPECT_EQ(sep[0].saddr_len, 4);
+  EXPECT_EQ(sep[0].saddr[3], 1);
+  EXPECT_EQ(sep[0].jump, "mark-for-masquerade");
+  EXPECT_FALSE(sep[0].go_to);
+  EXPECT_EQ(sep[1].update_set, "aff-E-10800");
+  EXPECT_TRUE(sep[1].jump.empty());
+  EXPECT_TRUE(sep[2].dnat);
+  EXPECT_EQ(sep[2].port, 80);
+  EXPECT_TRUE(cmds[3].v6);
+  EXPECT_EQ(cmds[3].timeout_s, 60u);
+  EXPECT_EQ(cmds[4].rules[0].saddr_len, 16);
+  EXPECT_EQ(cmds[4].rules[1].update_set, "aff-G-60");
+}
+
 TEST(NetlinkFast, ParsesElements) {
   std::vector<FastCmd> cmds;
   ASSERT_TRUE(parse_fast("delete element ip vipd-2 service-ips { 10.96.0.1 . tcp . 80, 10.96.0.2 . udp . 53 }\n"
@@ -94,7 +134,17 @@ TEST(NetlinkFast, LeavesEverythingElseToLibnftables) {
       "add element ip vipd firewall-ips { 10.0.0.0/8 }\n",
       "flush chain ip vipd svc-A\nadd rule ip vipd svc-A jump x\n",
       "add chain ip vipd svc-A { numgen random mod 2 vmap { 0 : goto sep-A, 1 : goto sep-B }; }\n",
-      "add chain ip vipd svc-A { ip saddr 10.0.0.1 jump mark-for-masquerade; }\n",
+      "add chain ip vipd svc-A { ip daddr 10.0.0.1 jump mark-for-masquerade; }\n",
+      "add chain ip vipd svc-A { ip6 saddr fd00::1 jump mark-for-masquerade; }\n",   // v6 match in table ip
+      "add chain ip vipd svc-A { ip saddr 10.0.0.0/8 jump x; }\n",
+      "add chain ip vipd svc-A { ip saddr != { 10.0.0.0/8 } drop; }\n",
+      "add chain ip vipd svc-A { ip saddr @aff-A; }\n",                           // no statement
+      "add chain ip vipd svc-A { update @aff-A { ip daddr }; }\n",
+      "add chain ip vipd svc-A { meta l4proto tcp dnat to 10.0.0.1:80 goto x; }\n",
+      "add set ip vipd aff-A { type ipv4_addr; flags dynamic,timeout; }\n",
+      "add set ip vipd aff-A { type ipv4_addr; flags dynamic,timeout; timeout 0s; }\n",
+      "add set ip6 vipd aff-A { type ipv4_addr; flags dynamic,timeout; timeout 10s; }\n",
+      "add set ip vipd aff-A { type ipv4_addr; flags timeout; timeout 10s; }\n",
       "add chain ip vipd svc-A { meta l4proto tcp dnat to [fd00::1]:80; }\n",    // v6 address in table ip
       "add chain ip6 vipd svc-A { meta l4proto tcp dnat to 10.0.0.1:80; }\n",    // v4 address in table ip6
       "add chain ip vipd svc-A { meta l4proto tcp dnat to 10.0.0.1:0; }\n",
@@ -136,7 +186,7 @@ TEST(NetlinkFast, BatchMatchesLibnftables) {
   const std::string base = "add table ip A\nadd table ip B\nadd table ip6 A\nadd table ip6 B\n";
   std::string decl;
   for (const char* t : {"ip A", "ip B", "ip6 A", "ip6 B"})
-    decl += std::string("add chain ") + t + " mark-for-masquerade\nadd chain " + t + " svc-X\n";
+    decl += std::string("add chain ") + t + " mark-for-masquerade\nadd chain " + t + " svc-X\nadd chain " + t + " svc-Z\n";
   nft(base + decl, &err);
   ASSERT_EQ(err, "");
   std::string maps;
@@ -159,7 +209,19 @@ TEST(NetlinkFast, BatchMatchesLibnftables) {
            "delete element ip " + t + " service-ips { 10.96.0.9 . tcp . 9 }\n"
            "add element ip " + t + " service-ips { 10.96.0.1 . tcp . 80 : goto svc-X, 10.96.0.2 . udp . 53 : goto svc-Y }\n"
            "add element ip " + t + " cluster-ips { 10.96.0.1 }\n"
-           "add element ip6 " + t + " service-ips { fd00::1 . sctp . 443 : goto svc-X }\n";
+           "add element ip6 " + t + " service-ips { fd00::1 . sctp . 443 : goto svc-X }\n"
+           // the nat / affinity form: sets (re)declared, endpoint chains
+           "add set ip " + t + " aff-E-10800 { type ipv4_addr; flags dynamic,timeout; timeout 10800s; }\n"
+           "add set ip6 " + t + " aff-G-60 { type ipv6_addr; flags dynamic,timeout; timeout 60s; }\n"
+           "add chain ip " + t + " sep-E\nadd chain ip " + t + " sep-F\nadd chain ip6 " + t + " sep-G\n"
+           "add chain ip " + t + " sep-E { ip saddr 10.0.0.1 jump mark-for-masquerade; update @aff-E-10800 { ip saddr }; "
+           "meta l4proto tcp dnat to 10.0.0.1:80 comment \"web -> 10.0.0.1:80\"; }\n"
+           "add chain ip " + t + " sep-F { ip saddr 10.0.0.2 jump mark-for-masquerade; meta l4proto tcp dnat to 10.0.0.2:80; }\n"
+           "flush chain ip " + t + " svc-Z\n"
+           "add chain ip " + t + " svc-Z { ip saddr @aff-E-10800 goto sep-E; numgen random mod 2 0 goto sep-E comment "
+           "\"web ClusterIP -> 10.0.0.1:80\"; goto sep-F; }\n"
+           "add chain ip6 " + t + " sep-G { ip6 saddr fd00::1 jump mark-for-masquerade; update @aff-G-60 { ip6 saddr }; "
+           "meta l4proto tcp dnat to [fd00::1]:443; }\n";
   };
   // once with these elements, then once more after they went again (a delete
   // of each added one, an add of the deleted one)
@@ -184,6 +246,8 @@ TEST(NetlinkFast, BatchMatchesLibnftables) {
     const std::string b = nft(std::string("list table ") + f + " B", &err);
     EXPECT_NE(a.find("dnat"), std::string::npos) << a;
     EXPECT_NE(a.find("elements"), std::string::npos) << a;
+    EXPECT_NE(a.find("update @aff-"), std::string::npos) << a;
+    EXPECT_NE(a.find("flags dynamic,timeout"), std::string::npos) << a;
     EXPECT_EQ(std::regex_replace(a, std::regex("table (ip6?) A"), "table $1 T"),
               std::regex_replace(b, std::regex("table (ip6?) B"), "table $1 T"));
   }

@@ -18,12 +18,14 @@
 #include <cstdlib>
 
 #include "controlplane/backends/iptables/chain_names.h"
+#include "controlplane/backends/nftables/netlink_fast.h"
 
 namespace vipd::cp::nft {
 namespace {
 
 using ::testing::HasSubstr;
 using ::testing::Not;
+using ::testing::StartsWith;
 
 Ipv4 ip(const char* s) { return *parse_ipv4(s); }
 
@@ -108,11 +110,20 @@ TEST(NftRender, ServiceWithEndpoints) {
   const std::string h = ipt::chain_hash("default/db:httptcp");
   ASSERT_EQ(r.chains.size(), 3u);  // svc + 2 sep
   EXPECT_EQ(r.chains[0].name, "svc-" + h);
-  ASSERT_EQ(r.chains[0].rules.size(), 1u);
+  ASSERT_EQ(r.chains[0].rules.size(), 2u);
   const std::string sep0 = "sep-" + ipt::chain_hash("default/db:httptcp10.244.1.15:8080");
   const std::string sep1 = "sep-" + ipt::chain_hash("default/db:httptcp10.244.2.88:8080");
-  EXPECT_THAT(r.chains[0].rules[0],
-              HasSubstr("numgen random mod 2 vmap { 0 : goto " + sep0 + ", 1 : goto " + sep1 + " }"));
+  // the random pick without an anonymous vmap: rule i of K when numgen mod K-i draws 0, the last always
+  EXPECT_THAT(r.chains[0].rules[0], StartsWith("numgen random mod 2 0 goto " + sep0 + " comment"));
+  EXPECT_THAT(r.chains[0].rules[1], StartsWith("goto " + sep1 + " comment"));
+  EXPECT_THAT(r.chains[0].rules[1], HasSubstr("-> 10.244.2.88:8080"));
+  // the batch path takes every rule of this form (netlink_fast.h)
+  for (const auto& c : r.chains) {
+    std::string line = "add chain ip vipd " + c.name + " {";
+    for (const auto& x : c.rules) line += " " + x + ";";
+    std::vector<FastCmd> cmds;
+    EXPECT_TRUE(parse_fast(line + " }\n", &cmds)) << line;
+  }
   EXPECT_EQ(r.chains[1].name, sep0);
   EXPECT_EQ(r.chains[1].rules[0], "ip saddr 10.244.1.15 jump mark-for-masquerade");  // hairpin
   EXPECT_THAT(r.chains[1].rules[1], HasSubstr("meta l4proto tcp dnat to 10.244.1.15:8080"));
@@ -125,7 +136,8 @@ TEST(NftRender, NatModeDoesNotMarkAll) {
   EntryRender r;
   std::string err;
   ASSERT_TRUE(render_entry(svc("a/b:c", "10.96.0.1", 80, {"10.244.0.5"}), "x", nat_mode(), &r, &err));
-  EXPECT_THAT(r.chains[0].rules[0], HasSubstr("numgen random mod 1"));
+  ASSERT_EQ(r.chains[0].rules.size(), 1u);  // no mark-for-masquerade jump; one endpoint: no numgen
+  EXPECT_THAT(r.chains[0].rules[0], StartsWith("goto sep-"));
   EXPECT_EQ(r.chains[1].rules[0], "ip saddr 10.244.0.5 jump mark-for-masquerade");  // hairpin still marked
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "dataplane/fastpath/ipv6.h"
+#include "dataplane/fastpath/v6_tables.h"
 #include "tests/unit/dataplane/fastpath/ipv6_test_util.h"
 
 namespace vipd::dp {
@@ -453,6 +454,43 @@ TEST(Ip6Addr, SolicitedNodeAndMulticastMac) {
   EXPECT_TRUE(ip6_is_unspecified(Addr6{}.data()));
   EXPECT_FALSE(ip6_is_unspecified(t.data()));
   EXPECT_TRUE(ip6_is_multicast(g));
+}
+
+// The free list is a fixed array taken at init: a full table refuses, every
+// removed entry comes back (and only once), for as many rounds as one likes.
+TEST(ConnTable6, FullTableRefusesAndFreedEntriesComeBack) {
+  constexpr uint32_t kCap = 4;
+  ConnTable6 t;
+  t.init(kCap);
+  const Addr6 c = a6({0xfd00, 0, 0, 0, 0, 0, 0, 1}), v = a6({0xfd00, 0, 0, 0, 0, 0, 0, 2}),
+              d = a6({0xfd00, 0, 0, 0, 0, 0, 0, 3});
+  auto fwd = [&](uint16_t port) { return make_key6(c.data(), port, v.data(), 80, kProtoTcp); };
+  auto rev = [&](uint16_t port) { return make_key6(d.data(), 8080, c.data(), port, kProtoTcp); };
+  for (int round = 0; round < 3; ++round) {
+    Conn6* conns[kCap];
+    for (uint32_t i = 0; i < kCap; ++i) {
+      const uint16_t port = static_cast<uint16_t>(1000 + round * 10 + i);
+      conns[i] = t.insert(fwd(port), rev(port));
+      ASSERT_NE(conns[i], nullptr) << "round " << round << " entry " << i;
+    }
+    EXPECT_EQ(t.size(), kCap);
+    EXPECT_EQ(t.insert(fwd(2000), rev(2000)), nullptr);
+    EXPECT_TRUE(t.last_insert_full());
+    for (uint32_t i = 0; i < kCap; ++i) {
+      t.remove(conns[i]);
+      t.remove(conns[i]);  // a second remove is a no-op: the entry is not freed twice
+    }
+    EXPECT_EQ(t.size(), 0u);
+    bool reply = true;
+    EXPECT_EQ(t.lookup(fwd(static_cast<uint16_t>(1000 + round * 10)), &reply), nullptr);
+  }
+  // After the rounds, still exactly kCap entries to give.
+  for (uint32_t i = 0; i < kCap; ++i) {
+    const uint16_t port = static_cast<uint16_t>(3000 + i);
+    ASSERT_NE(t.insert(fwd(port), rev(port)), nullptr);
+  }
+  EXPECT_EQ(t.insert(fwd(4000), rev(4000)), nullptr);
+  EXPECT_TRUE(t.last_insert_full());
 }
 
 }  // namespace

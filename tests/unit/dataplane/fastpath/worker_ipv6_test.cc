@@ -589,6 +589,153 @@ TEST_P(WorkerIpv6FwdTest, NextHopResolvedOverNdp) {
   EXPECT_EQ(drops(kNeighUnresolved), 1u);
 }
 
+// ---- Off-link IPv6 next hops (--port-ipv6 "ADDR/PREFIX via GATEWAY") ----
+
+const Addr6 kFar6 = a6({0xfd00, 0x99, 0, 0, 0, 0, 0, 0x10});  // behind the router
+const Addr6 kGw6 = a6({0xfd00, 0x10, 0, 0, 0, 0, 0, 0xfe});
+const Addr6 kGwLl6 = a6({0xfe80, 0, 0, 0, 0, 0, 0, 0xfe});
+const MacAddr kGwMac{0x02, 0x9e, 0, 0, 0, 0xfe};
+
+class WorkerIpv6GatewayTest : public WorkerIpv6FwdTest {
+ protected:
+  // A SYN from `client` (arriving from the router's MAC) to the VIP's TCP
+  // 8080, forwarded to a backend; returns the backend's SYN-ACK back.
+  Bytes syn_and_reply(const Addr6& client, uint16_t cport) {
+    Frame6 s;
+    s.dmac = kPortMac[0];
+    s.smac = kGwMac;
+    s.src = client;
+    s.dst = kVip6;
+    s.next = kProtoTcp;
+    s.l4 = tcp6(cport, 8080, kTcpSyn);
+    Bytes f = build6(s);
+    fix_cksum6(f, 54, kProtoTcp, 16);
+    const Frame out = one_out(f, 0, 1);
+    if (out.empty()) {
+      ADD_FAILURE() << "SYN not forwarded: " << drop_summary();
+      return {};
+    }
+    const Parsed6 p = expect_valid6(out, "SYN to the backend");
+    const Addr6 b = addr_at(p.dst);
+    return backend_pkt(kProtoTcp, b, b == kB16 ? kB1Mac : kB2Mac, 80, addr_at(p.src), p.sport);
+  }
+  void set_gateway(const Addr6& gw) {
+    v6_->port_has_gw[0] = true;
+    std::copy(gw.begin(), gw.end(), v6_->port_gw[0]);
+  }
+  // The router's Neighbor Advertisement for `target` (its address), to the port.
+  Bytes na_from_router(const Addr6& target) {
+    Frame6 na;
+    na.dmac = kPortMac[0];
+    na.smac = kGwMac;
+    na.src = target;
+    na.dst = kPort6;
+    na.next = kProtoIcmp6;
+    na.hop_limit = 255;
+    na.l4 = ns6(target, &kGwMac);
+    na.l4[0] = kNdNeighborAdvert;
+    na.l4[4] = 0xe0;  // router, solicited, override
+    na.l4[24] = 2;    // target link-layer address option
+    Bytes f = build6(na);
+    fix_cksum6(f, 54, kProtoIcmp6, 2);
+    return f;
+  }
+  // The gateway is solicited (and the reply parked) until its NA; then the
+  // reply leaves to the router's MAC, still addressed to `client`.
+  void expect_via_gateway(const Addr6& gw, const Addr6& client, uint16_t cport) {
+    const Bytes reply = syn_and_reply(client, cport);
+    ASSERT_FALSE(reply.empty());
+    rx(reply, 1);
+    auto out = tx(0);
+    ASSERT_EQ(out.size(), 1u) << drop_summary();
+    Parsed6 p;
+    ASSERT_TRUE(parse_ipv6(out[0].data(), out[0].size(), &p));
+    NdInfo nd;
+    ASSERT_EQ(parse_nd(out[0].data(), p, &nd), kNumDropReasons) << "a valid NS";
+    EXPECT_EQ(nd.type, kNdNeighborSolicit);
+    EXPECT_EQ(addr_at(nd.target), gw) << "the gateway is solicited, not the client";
+    EXPECT_EQ(addr_at(p.dst), sol_node(gw));
+    EXPECT_EQ(addr_at(p.src), kPort6);
+    EXPECT_EQ(w6_[0]->n_pending, 1u) << "the reply is parked";
+    EXPECT_TRUE(tx(1).empty());
+    const uint64_t learned = w(0).counters.nd_learned;
+    rx(na_from_router(gw), 0);
+    EXPECT_EQ(w(0).counters.nd_learned, learned + 1);
+    service_pending(w(0));
+    flush_tx(w(0));
+    out = tx(0);
+    ASSERT_EQ(out.size(), 1u) << drop_summary();
+    EXPECT_TRUE(mac_is(out[0].data(), kGwMac)) << "to the router's MAC";
+    EXPECT_TRUE(mac_is(out[0].data() + 6, kPortMac[0]));
+    const Parsed6 fwd = expect_valid6(out[0], "the parked SYN-ACK");
+    EXPECT_EQ(addr_at(fwd.dst), client);
+    EXPECT_EQ(addr_at(fwd.src), kVip6);
+    EXPECT_EQ(fwd.dport, cport);
+    EXPECT_EQ(w6_[0]->n_pending, 0u);
+    // The next packet finds the router's MAC at once.
+    rx(reply, 1);
+    out = tx(0);
+    ASSERT_EQ(out.size(), 1u) << drop_summary();
+    EXPECT_TRUE(mac_is(out[0].data(), kGwMac));
+  }
+};
+
+TEST_P(WorkerIpv6GatewayTest, OffLinkWithoutGatewayIsNoRoute) {
+  const Bytes reply = syn_and_reply(kFar6, 43000);
+  ASSERT_FALSE(reply.empty());
+  rx(reply, 1);
+  expect_nothing_out("no gateway: the off-link client is unreachable");
+  EXPECT_EQ(drops(kNoRoute), 1u);
+}
+
+TEST_P(WorkerIpv6GatewayTest, OffLinkGoesToTheGatewayOnLinkStaysDirect) {
+  set_gateway(kGw6);
+  expect_via_gateway(kGw6, kFar6, 43000);
+  // An on-link client (kClient6, in fd00:10::/64) is still sent to directly.
+  const Bytes reply = syn_and_reply(kClient6, 43001);
+  ASSERT_FALSE(reply.empty());
+  const Frame out = one_out(reply, 1, 0);
+  ASSERT_FALSE(out.empty()) << drop_summary();
+  EXPECT_TRUE(mac_is(out.data(), kClientMac)) << "on-link: the client's own MAC";
+  EXPECT_EQ(drops(kNoRoute), 0u);
+}
+
+TEST_P(WorkerIpv6GatewayTest, PrefixLengthDecidesOnLink) {
+  // With a /32 (fd00:10::/32), fd00:10:55::/64 beside the port's /64 is
+  // on-link: its hosts are solicited themselves, not the gateway.
+  set_gateway(kGw6);
+  v6_->port_prefix[0] = 32;
+  const Addr6 near = a6({0xfd00, 0x10, 0x55, 0, 0, 0, 0, 0x7});
+  const Bytes reply = syn_and_reply(near, 43002);
+  ASSERT_FALSE(reply.empty());
+  rx(reply, 1);
+  auto out = tx(0);
+  ASSERT_EQ(out.size(), 1u) << drop_summary();
+  Parsed6 p;
+  ASSERT_TRUE(parse_ipv6(out[0].data(), out[0].size(), &p));
+  NdInfo nd;
+  ASSERT_EQ(parse_nd(out[0].data(), p, &nd), kNumDropReasons);
+  EXPECT_EQ(addr_at(nd.target), near);
+  // With a /64 it is off-link and goes through the gateway.
+  v6_->port_prefix[0] = 64;
+  free_worker6_pending(*w6_[0]);
+  expect_via_gateway(kGw6, a6({0xfd00, 0x10, 0x55, 0, 0, 0, 0, 0x8}), 43003);
+}
+
+TEST_P(WorkerIpv6GatewayTest, LinkLocalGatewayResolvedOverNdp) {
+  set_gateway(kGwLl6);
+  expect_via_gateway(kGwLl6, kFar6, 43004);
+  // A link-local destination is never sent to the gateway.
+  const Bytes reply = syn_and_reply(a6({0xfe80, 0, 0, 0, 0, 0, 0, 0x77}), 43005);
+  ASSERT_FALSE(reply.empty());
+  rx(reply, 1);
+  expect_nothing_out("a link-local client outside the port's prefix");
+  EXPECT_EQ(drops(kNoRoute), 1u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, WorkerIpv6GatewayTest, ::testing::Values(Forward::kFnat, Forward::kNat),
+                         [](const auto& i) { return std::string(i.param == Forward::kFnat ? "fnat" : "nat"); });
+
 TEST_P(WorkerIpv6FwdTest, NsForLocalAndVipAddressesAnswered) {
   std::vector<Addr6> ours = {kVip6};
   if (fnat()) ours.push_back(kLocal6);
