@@ -56,7 +56,7 @@ bool prefix_match(const uint8_t a[16], const uint8_t b[16], unsigned len) {
 // on-link prefix holds it (next hop `dst` itself), else the first port with
 // an IPv6 gateway (next hop the gateway; never for a link-local `dst`, which
 // no router forwards); -1 when none (docs/architecture.md "IPv6").
-int route6(const Shared& sh, const uint8_t dst[16], const uint8_t** nexthop) {
+[[gnu::always_inline]] inline int route6(const Shared& sh, const uint8_t dst[16], const uint8_t** nexthop) {
   const Shared6& v6 = *sh.v6;
   for (uint16_t i = 0; i < sh.n_ports; ++i)
     if (sh.ports[i].has_ip6 && prefix_match(dst, sh.ports[i].ip6, v6.port_prefix[i])) {
