@@ -80,6 +80,8 @@ nlohmann::json stats_json(const vipd::dp::Dataplane& dp) {
                                      {"timeout", w.resteers[2]}, {"retransmit", w.resteers[3]}}},
                        {"resteer_pool_full", w.resteer_pool_full},
                        {"resteer_gave_up", w.resteer_gave_up},
+                       {"handover", {{"sent", w.handovers}, {"matched", w.handover_matched},
+                                     {"not_held", w.handover_not_held}, {"rate_limited", w.handover_rate_limited}}},
                        {"conn_entries", w.conn_entries},
                        {"conn_capacity", w.conn_capacity},
                        {"drop_reasons", reasons}});
@@ -287,6 +289,7 @@ int main(int argc, char** argv) {
     dc.ports.push_back(dp::PortSpec{p.device, p.is_pci, p.ip, p.prefix_len, p.gateway.value_or(0)});
   dc.fnat = opt.forward_method == config::ForwardMethod::kFnat;
   dc.local_addrs = opt.fnat_local_addrs;
+  dc.handover_peers = opt.handover_peers;
 
   std::string err;
   auto dataplane = dp::Dataplane::create(dc, &err);

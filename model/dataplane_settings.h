@@ -57,6 +57,9 @@ struct DataplaneSettings {
   ExceptionPath exception_path = ExceptionPath::kNone;  // --exception-path
   std::vector<std::string> exception_ifnames;  // --exception-ifnames, per port; missing: vipd-<index>
   uint32_t exception_pps = 10000;              // --exception-pps
+  // Connection hand-over between full-NAT gateways (docs/gateway.md,
+  // "Hand-over"): packets each worker may hand over per second.
+  uint32_t handover_pps = 20000;               // --handover-pps (per worker)
   // Not options (fixed sizes; the benchmarks change them).
   uint32_t max_services = 65536;
   uint32_t max_dests = 262144;

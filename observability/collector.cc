@@ -58,6 +58,7 @@ enum Fam : size_t {
   kWorkerResteered,
   kWorkerResteerPoolFull,
   kWorkerResteerGaveUp,
+  kWorkerHandover,
   kConnTableEntries,
   kConnTableCapacity,
   kPortRx,
@@ -153,6 +154,10 @@ const std::vector<FamilyInfo> kFamilies = {
      "New TCP connections that found the worker's saved-SYN pool full and went without re-steering."},
     {"vipd_worker_resteer_gave_up_total", "counter", "worker",
      "Connections that failed to get through and had no re-steering attempt or backend left."},
+    {"vipd_worker_handover_packets_total", "counter", "worker,result",
+     "Full-NAT connection hand-over between gateways: packets of no connection here handed over to the peers "
+     "(sent), from a peer and forwarded by a connection here (matched), from a peer and dropped (not_held), "
+     "dropped over --handover-pps (rate_limited)."},
     {"vipd_conn_table_entries", "gauge", "worker", "Entries in use in the worker's connection table."},
     {"vipd_conn_table_capacity", "gauge", "worker", "Capacity of the worker's connection table."},
     {"vipd_port_rx_packets_total", "counter", "port,device", "Packets received by the port (NIC statistics)."},
@@ -385,6 +390,10 @@ std::vector<MetricFamily> MetricsCollector::Collect() const {
     for (unsigned r = 0; r < 4; ++r) b.add(kWorkerResteered, {wl[0], {"reason", kReasons[r]}}, d(w.resteers[r]));
     b.add(kWorkerResteerPoolFull, wl, d(w.resteer_pool_full));
     b.add(kWorkerResteerGaveUp, wl, d(w.resteer_gave_up));
+    b.add(kWorkerHandover, {wl[0], {"result", "sent"}}, d(w.handovers));
+    b.add(kWorkerHandover, {wl[0], {"result", "matched"}}, d(w.handover_matched));
+    b.add(kWorkerHandover, {wl[0], {"result", "not_held"}}, d(w.handover_not_held));
+    b.add(kWorkerHandover, {wl[0], {"result", "rate_limited"}}, d(w.handover_rate_limited));
     b.add(kConnTableEntries, wl, d(w.conn_entries));
     b.add(kConnTableCapacity, wl, d(w.conn_capacity));
   }

@@ -678,6 +678,20 @@ const std::vector<Setting>& settings() {
         "(not with `--dry-run`). They are vipd's own: a Service entry (cluster IP, external IP, ...) on one of "
         "them is an object error and is not served, and the dataplane treats every packet to one as a reply. "
         "Each worker keeps a 256 KiB port index per address (at most 16 addresses)."));
+    r.push_back(addr_list("handover-peers", &Options::handover_peers,
+        "dpdk fnat: the other gateways' data-port IPv4 addresses; a TCP packet of no connection here "
+        "(not a SYN) is handed over to them",
+        "dpdk mode with `--forward-method fnat`, several gateways behind ECMP: the other gateways' IPv4 "
+        "addresses on a port's subnet (at most 8, resolved by ARP). A TCP packet without SYN that belongs to "
+        "no connection here (ECMP moved its flow, e.g. during a drain) is sent to each of them unchanged "
+        "(only the Ethernet header: their MAC, ethertype 0x88b5); the one that holds the connection forwards "
+        "it, the others drop it (`handover_not_held`) and never hand it over again. Rate limited by "
+        "`--handover-pps`. Empty: off (docs/gateway.md, \"Hand-over\")."));
+    r.push_back(number("handover-pps", "N", &DataplaneSettings::handover_pps, 1, 10000000,
+        "dpdk fnat: packets each worker may hand over to --handover-peers per second",
+        "dpdk mode with `--handover-peers`: packets each worker may hand over per second (a token bucket "
+        "holding a tenth of a second's worth); more are dropped and counted (`handover_rate_limited`), so "
+        "that random ACKs cannot be multiplied by the number of peers past it."));
     r.push_back(with(other("fnat-local-addrs6", "ADDRS",
         "comma-separated IPv6 source addresses for fnat (IPv6 forwarding in fnat mode needs them)",
         "IPv6 source addresses for full NAT, comma-separated, no duplicates, at most 16. IPv6 Services are "
@@ -1087,6 +1101,11 @@ std::optional<Options> parse(int argc, const char* const argv[], std::ostream& o
     if (o.announce_table && !o.user.empty())
       fail("announce-table", std::to_string(o.announce_table),
            "cannot be used with --user: routes change on every sync and need CAP_NET_ADMIN");
+    if (!o.handover_peers.empty() && o.forward_method != ForwardMethod::kFnat)
+      fail("handover-peers", addrs_text(o.handover_peers),
+           "only with --forward-method fnat (in nat mode the mh scheduler lets any gateway go on with a flow)");
+    if (o.handover_peers.size() > 8)
+      fail("handover-peers", addrs_text(o.handover_peers), "at most 8 peers");
     if (o.dataplane.exception_ifnames.size() > o.ports.size())
       fail("exception-ifnames", join(o.dataplane.exception_ifnames, ","), "lists more names than there are ports");
   }

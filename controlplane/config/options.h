@@ -45,6 +45,7 @@ struct Options {
   std::vector<PortConfig> ports;          // --port (repeatable)
   ForwardMethod forward_method = ForwardMethod::kFnat;  // --forward-method fnat|nat
   std::vector<uint32_t> fnat_local_addrs;  // --fnat-local-addrs "a,b,c" (required for fnat)
+  std::vector<uint32_t> handover_peers;    // --handover-peers "a,b" (fnat: peer gateways, docs/gateway.md)
   std::string manifests_dir;               // --manifests-dir
   std::string admin_socket = "/run/vipd/admin.sock";  // --admin-socket
   std::string metrics_address = "127.0.0.1:10249";     // --metrics-address host:port ("" = off)

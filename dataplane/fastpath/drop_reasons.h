@@ -42,7 +42,9 @@ namespace vipd::dp {
   X(kNdpInvalid, "ndp_invalid")              /* NS/NA failing RFC 4861 7.1 */ \
   X(kNdpIgnored, "ndp_ignored")              /* not for us, RS/RA/redirect */ \
   X(kIcmp6BadChecksum, "icmp6_bad_checksum") /* to a port address */     \
-  X(kExceptionQueueFull, "exception_queue_full") /* kernel path ring full */
+  X(kExceptionQueueFull, "exception_queue_full") /* kernel path ring full */ \
+  X(kHandoverNotHeld, "handover_not_held")   /* from a peer: not our flow */  \
+  X(kHandoverRateLimited, "handover_rate_limited") /* hand-over over its rate */
 
 enum DropReason : uint8_t {
 #define VIPD_X(e, s) e,

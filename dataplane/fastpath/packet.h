@@ -19,6 +19,11 @@ constexpr size_t kEthLen = 14;
 constexpr uint16_t kEtherTypeIpv4 = 0x0800;
 constexpr uint16_t kEtherTypeArp = 0x0806;
 constexpr uint16_t kEtherTypeIpv6Frame = 0x86dd;  // ipv6.h parses these
+// An IPv4 frame handed over by a peer gateway (docs/gateway.md, "Hand-over"):
+// the IEEE 802 local experimental ethertype 1 in place of 0x0800, the rest
+// unchanged. It marks the frame (never handed over again) and keeps it off
+// the IPv4 path until the worker has counted it.
+constexpr uint16_t kEtherTypeHandover = 0x88b5;
 
 constexpr uint8_t kTcpFin = 0x01, kTcpSyn = 0x02, kTcpRst = 0x04, kTcpPsh = 0x08,
                   kTcpAck = 0x10;

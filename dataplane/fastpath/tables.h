@@ -140,6 +140,12 @@ struct alignas(64) WorkerCounters {
   std::atomic<uint64_t> resteers[4];
   std::atomic<uint64_t> resteer_pool_full;
   std::atomic<uint64_t> resteer_gave_up;
+  // Connection hand-over between gateways (docs/gateway.md, "Hand-over"):
+  // packets of no connection sent on to the peers, and packets from a peer
+  // that matched a connection here (those that did not are the drop reason
+  // handover_not_held; over the rate, handover_rate_limited).
+  std::atomic<uint64_t> handovers;
+  std::atomic<uint64_t> handover_matched;
   std::atomic<uint64_t> drops[kNumDropReasons];
 };
 

@@ -183,10 +183,100 @@ void handle_arp(Worker& w, rte_mbuf* m) {
   drop(w, m, kArpIgnored);
 }
 
-// Frames other than IPv4: drops found by the first stages, ARP, IPv6.
+// ---- Connection hand-over between gateways (docs/gateway.md, "Hand-over") ----
+// Full NAT: a gateway's connections are known to their backends by its own
+// local address, so a packet that ECMP moved to another gateway can only go
+// on through the gateway that holds its connection. The receiving one sends
+// the packet, unchanged but for the Ethernet header (ethertype
+// kEtherTypeHandover), to its peers; the one that holds the connection
+// forwards it as usual, the others drop it. Only here, on the unknown-flow
+// branch: the established and reply paths do not change.
+
+// One copy to peer `peer`: by the neighbour table, never parked (a dead
+// peer must not fill the queue of packets waiting for ARP): an unresolved
+// peer gets an ARP request and the copy is dropped (neigh_unresolved).
+void to_peer(Worker& w, rte_mbuf* m, uint32_t peer) {
+  Shared& sh = *w.sh;
+  uint16_t pidx;
+  uint32_t nh;
+  if (!route(sh, peer, &pidx, &nh)) return drop(w, m, kNoRoute);
+  uint8_t mac[6];
+  const NeighState st = sh.neigh.lookup(nh, mac, w.now);
+  if (st != NeighState::kReachable && sh.neigh.claim_request(nh, w.now, sh.arp_retry))
+    send_arp_request(w, pidx, nh);
+  if (st == NeighState::kMissing) return drop(w, m, kNeighUnresolved);
+  uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
+  std::memcpy(f, mac, 6);
+  std::memcpy(f + 6, sh.ports[pidx].mac, 6);
+  tx_enqueue(w, pidx, m);
+}
+
+// A TCP packet without SYN of no connection here: to every peer, within the
+// worker's rate (a token bucket: random ACKs cannot be amplified past it).
+// One copy per peer from the worker's pool (the last peer gets the packet
+// itself); a copy the pool cannot give is left out.
+[[gnu::noinline]] void hand_over(Worker& w, rte_mbuf* m) {
+  const Shared& sh = *w.sh;
+  const uint64_t tat = w.handover_tat > w.now ? w.handover_tat : w.now;
+  if (tat - w.now > sh.handover_tau) return drop(w, m, kHandoverRateLimited);
+  w.handover_tat = tat + sh.handover_interval;
+  bump(w.counters.handovers);
+  bytes::wr16(rte_pktmbuf_mtod(m, uint8_t*) + 12, kEtherTypeHandover);
+  const uint32_t n = sh.n_handover_peers;
+  for (uint32_t i = 0; i < n; ++i) {
+    rte_mbuf* c = i + 1 < n ? rte_pktmbuf_copy(m, w.pool, 0, UINT32_MAX) : m;
+    if (c) to_peer(w, c, sh.handover_peers[i]);
+  }
+}
+
+// A mid-flow packet of no connection (new_flow): handed over when there are
+// peers (TCP without SYN), else dropped. A frame from a peer being
+// re-injected (serve_peer_frames) whose connection went in between is
+// never handed over again.
+[[gnu::noinline]] void no_conn(Worker& w, rte_mbuf* m, const Parsed& p) {
+  if (w.sh->n_handover_peers && !(p.tcp_flags & kTcpSyn)) {
+    if (w.peer_frames_now) return drop(w, m, kHandoverNotHeld);
+    return hand_over(w, m);
+  }
+  drop(w, m, kNoConn);
+}
+
+// A frame a peer handed over (ethertype kEtherTypeHandover): the IPv4 frame
+// again, for the worker that owns its flow. When a connection of it lives
+// here it is counted as matched and queued for serve_peer_frames, which
+// runs it through the usual path after the burst (so that the established
+// path is exactly as without hand-over); else dropped (handover_not_held).
+// Either way it never goes to a peer again.
+[[gnu::noinline]] void from_peer(Worker& w, rte_mbuf* m, bool from_ring) {
+  uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
+  bytes::wr16(f + 12, kEtherTypeIpv4);
+  const Parsed p = parse_frame(f, rte_pktmbuf_data_len(m));
+  if (p.kind == FrameKind::kDrop) return drop(w, m, p.drop);
+  if (p.kind != FrameKind::kIpv4 || p.proto != kProtoTcp) return drop(w, m, kHandoverNotHeld);
+  if (p.ttl <= 1) return drop(w, m, kTtlExceeded);
+  const uint32_t owner = flow_owner(p.src, p.sport, w.sh->n_workers);
+  if (!from_ring && owner != w.index) {
+    bytes::wr16(f + 12, kEtherTypeHandover);  // still from a peer there
+    redirect_to(w, m, owner);
+    return;
+  }
+  bool reply = false;
+  const FlowKey k = make_key(p.src, p.sport, p.dst, p.dport, p.proto);
+  const Conn* c = w.conns.lookup(k, conn_hash(k), &reply);
+  if (!c || reply || !dest_alive(w, *c)) return drop(w, m, kHandoverNotHeld);
+  if (w.n_peer_frames >= kPeerFramesMax) return drop(w, m, kRedirectRingFull);
+  bump(w.counters.handover_matched);
+  w.peer_frames[w.n_peer_frames++] = m;
+}
+
+// Frames other than IPv4: drops found by the first stages, ARP, IPv6, and
+// frames handed over by a peer (only with peers of our own).
 [[gnu::noinline]] void process_other(Worker& w, rte_mbuf* m, const Parsed& p, bool from_ring) {
   if (p.kind == FrameKind::kArp) return handle_arp(w, m);
   if (p.kind == FrameKind::kIpv6) return handle_ipv6(w, m, from_ring);
+  if (p.drop == kBadEthertype && w.sh->n_handover_peers &&
+      bytes::rd16(rte_pktmbuf_mtod(m, const uint8_t*) + 12) == kEtherTypeHandover)
+    return from_peer(w, m, from_ring);
   drop(w, m, p.drop);
 }
 
@@ -454,7 +544,9 @@ void new_flow(Worker& w, rte_mbuf* m, const Parsed& p, const Service& svc, uint3
   // A mid-flow packet without an entry (after a restart, or a flow that moved
   // from another gateway): Maglev sends it where any instance would have, so
   // the connection is picked up; other schedulers cannot know and drop it.
-  if (!syn && (svc.sched != Sched::kMh || (p.tcp_flags & (kTcpRst | kTcpSyn)))) return drop(w, m, kNoConn);
+  // With hand-over peers (full NAT) it goes to them instead (no_conn).
+  if (!syn && (svc.sched != Sched::kMh || (p.tcp_flags & (kTcpRst | kTcpSyn)) || sh.n_handover_peers))
+    return no_conn(w, m, p);
   // loadBalancerSourceRanges: like kube-proxy's firewall chain, checked when a
   // flow starts (the nat table sees only first packets there too).
   if (svc.n_ranges && !source_allowed(svc, p.src)) return drop(w, m, kSourceNotAllowed);
@@ -714,6 +806,16 @@ void process_burst(Worker& w, rte_mbuf** pkts, uint16_t n, bool from_ring) noexc
     k = next_k;
     cur ^= 1;
   }
+}
+
+void serve_peer_frames(Worker& w) noexcept {
+  rte_mbuf* pkts[kPeerFramesMax];
+  const uint16_t n = w.n_peer_frames;
+  std::memcpy(pkts, w.peer_frames, sizeof(rte_mbuf*) * n);
+  w.n_peer_frames = 0;
+  w.peer_frames_now = true;
+  process_burst(w, pkts, n, true);  // owned here: never redirected
+  w.peer_frames_now = false;
 }
 
 void flush_tx(Worker& w) noexcept {

@@ -33,6 +33,8 @@ constexpr unsigned kBurst = 32;
 constexpr unsigned kRxBurst = 2 * kBurst;
 constexpr unsigned kMaxLocalAddrs = 16;
 constexpr unsigned kPendingMax = 64;
+constexpr unsigned kMaxHandoverPeers = 8;
+constexpr unsigned kPeerFramesMax = 2 * kRxBurst;  // handed-over frames matched per poll, at most
 
 struct PortInfo {
   uint16_t port_id = 0;
@@ -96,6 +98,13 @@ struct Shared {
   // IPv6 forwarding (v6_tables.h); nullptr: IPv6 is only answered for the
   // ports' own addresses (NDP, echo), never forwarded.
   Shared6* v6 = nullptr;
+  // Connection hand-over (docs/gateway.md, "Hand-over"; full NAT only): the
+  // peer gateways' addresses (host order, on a port's subnet), and each
+  // worker's rate as a token bucket in TSC: one packet per
+  // handover_interval, up to handover_tau ahead (the burst). No peers: off.
+  uint32_t handover_peers[kMaxHandoverPeers]{};
+  uint32_t n_handover_peers = 0;
+  uint64_t handover_interval = 0, handover_tau = 0;
   std::atomic<bool> stop{false};
 };
 
@@ -196,6 +205,14 @@ struct Worker {
   uint8_t nh_mac[6]{};
   PktInfo burst[2][kBurst];  // what prepare_burst found: the burst in hand, the next one
   Worker6* v6 = nullptr;     // IPv6 forwarding state (v6_tables.h), with Shared::v6
+  // Connection hand-over (docs/gateway.md, "Hand-over"): the rate's token
+  // bucket as the time it is full again (TSC); frames from peers that
+  // matched a connection here, waiting for serve_peer_frames (beyond
+  // kPeerFramesMax per poll: redirect_ring_full); set while it runs them.
+  uint64_t handover_tat = 0;
+  uint16_t n_peer_frames = 0;
+  bool peer_frames_now = false;
+  rte_mbuf* peer_frames[kPeerFramesMax];
   WorkerCounters counters;
   Mailbox mailbox;
 };
@@ -223,6 +240,10 @@ inline uint32_t flow_owner(uint32_t client, uint16_t /*cport*/, uint32_t n_worke
 // from_ring: the packets were redirected by another worker (never redirect
 // them again).
 void process_burst(Worker& w, rte_mbuf** pkts, uint16_t n, bool from_ring) noexcept;
+// Connection hand-over: runs the frames from peers that matched a
+// connection here (Worker::peer_frames) through the per-packet path. The
+// poll loop calls it after the bursts when there are any.
+void serve_peer_frames(Worker& w) noexcept;
 // Sends what is buffered; retries and expires packets waiting for ARP.
 void flush_tx(Worker& w) noexcept;
 void service_pending(Worker& w) noexcept;

@@ -142,6 +142,7 @@ int worker_main(void* arg) {
         process_burst(w, pkts, static_cast<uint16_t>(n), true);
       }
     }
+    if (w.n_peer_frames) serve_peer_frames(w);  // handed over by a peer gateway
     // IPv4 and IPv6 packets waiting for their next hop (ARP, NDP).
     if (w.n_pending || (w.v6 && w.v6->n_pending)) service_pending(w);
     if (w.index == 0 && sh.exc_from_kernel) send_from_kernel(w);

@@ -426,6 +426,25 @@ bool DpdkDataplane::init(std::string* error) {
     *error = "dpdk: fnat needs between 1 and " + std::to_string(kMaxLocalAddrs) + " local addresses";
     return false;
   }
+  if (cfg_.handover_peers.size() > kMaxHandoverPeers) {
+    *error = "dpdk: at most " + std::to_string(kMaxHandoverPeers) + " --handover-peers";
+    return false;
+  }
+  for (uint32_t peer : cfg_.handover_peers) {  // on a port's subnet, not a port's own address
+    bool on_link = false;
+    for (const PortSpec& p : cfg_.ports) {
+      const uint32_t mask = p.prefix_len ? ~uint32_t{0} << (32 - p.prefix_len) : 0;
+      if (peer == p.ip) {
+        *error = "dpdk: --handover-peers lists this gateway's own port address";
+        return false;
+      }
+      if ((peer & mask) == (p.ip & mask)) on_link = true;
+    }
+    if (!on_link) {
+      *error = "dpdk: every --handover-peers address must be on a port's subnet (handed-over frames are not routed)";
+      return false;
+    }
+  }
   if (!init_eal(error)) return false;
   const int sock = static_cast<int>(rte_socket_id());
   const uint32_t nw = static_cast<uint32_t>(cfg_.worker_lcores.size());
@@ -463,6 +482,15 @@ bool DpdkDataplane::init(std::string* error) {
   sh_.arp_retry = sh_.tsc_hz / 5;  // 200 ms
   sh_.arp_give_up = sh_.tsc_hz;    // 1 s
   sh_.idle_sleep_us = cfg_.idle_sleep_us;
+  // Hand-over (full NAT only): a token bucket per worker of a tenth of a
+  // second's packets, at least one.
+  sh_.n_handover_peers = cfg_.fnat ? static_cast<uint32_t>(cfg_.handover_peers.size()) : 0;
+  for (uint32_t i = 0; i < sh_.n_handover_peers; ++i) sh_.handover_peers[i] = cfg_.handover_peers[i];
+  {
+    const uint64_t pps = std::max<uint32_t>(cfg_.handover_pps, 1);
+    sh_.handover_interval = std::max<uint64_t>(sh_.tsc_hz / pps, 1);
+    sh_.handover_tau = sh_.handover_interval * (std::max<uint64_t>(pps / 10, 1) - 1);
+  }
 
   create_vip_tables(sh_, "vipd_", std::max<uint32_t>(cfg_.max_services, 64), sock);
   const size_t qsz = rte_rcu_qsbr_get_memsize(nw);
@@ -655,6 +683,10 @@ std::vector<WorkerSnapshot> DpdkDataplane::workers() const {
     for (unsigned r = 0; r < kNumResteerReasons; ++r) s.resteers[r] = ld(c.resteers[r]);
     s.resteer_pool_full = ld(c.resteer_pool_full);
     s.resteer_gave_up = ld(c.resteer_gave_up);
+    s.handovers = ld(c.handovers);
+    s.handover_matched = ld(c.handover_matched);
+    s.handover_not_held = ld(c.drops[kHandoverNotHeld]);
+    s.handover_rate_limited = ld(c.drops[kHandoverRateLimited]);
     s.conn_entries = w->conns.size();
     s.conn_capacity = w->conns.capacity();
     for (unsigned r = 0; r < kNumDropReasons; ++r) {

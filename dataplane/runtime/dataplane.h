@@ -30,6 +30,7 @@ struct DataplaneConfig : DataplaneSettings {
   std::vector<PortSpec> ports;
   bool fnat = true;
   std::vector<uint32_t> local_addrs;
+  std::vector<uint32_t> handover_peers;  // full NAT: the peer gateways (docs/gateway.md, "Hand-over")
 };
 
 struct WorkerSnapshot {
@@ -41,6 +42,9 @@ struct WorkerSnapshot {
   uint64_t proxy_headers = 0, proxy_header_retransmits = 0;  // PROXY protocol (full NAT)
   uint64_t resteers[4] = {};  // re-steered connections by reason (rst, icmp, timeout, retransmit)
   uint64_t resteer_pool_full = 0, resteer_gave_up = 0;
+  // Connection hand-over (docs/gateway.md): packets handed over to the peers,
+  // from a peer and matched here, from a peer and not held here, over the rate.
+  uint64_t handovers = 0, handover_matched = 0, handover_not_held = 0, handover_rate_limited = 0;
   uint32_t conn_entries = 0, conn_capacity = 0;
   std::vector<std::pair<std::string, uint64_t>> drop_reasons;  // all reasons, fixed order
 };

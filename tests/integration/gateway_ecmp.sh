@@ -18,7 +18,7 @@
 #   ${P}gwN     (N = 1..3) vipd dpdk, nat, scheduler mh, one worker (idle sleep),
 #               ports c0 10.0.0.1N/24 via 10.0.0.2 and p0 10.244.0.1N/16
 #               (af_packet), --exception-path tap --announce-table 100
-#               --tcp-timeout 5; BIRD 2 on vipd-0 (AS 64512, BFD, exports table 100);
+#               --tcp-timeout 5 (60 in full NAT); BIRD 2 on vipd-0 (AS 64512, BFD, exports table 100);
 #               gw3 runs FRR instead (zebra ip import-table 100, bgpd redistribute
 #               table 100, bfdd) when FRR runs the router
 #     | p0 -> ${P}sw's bridge (g1 g2 g3 beside pod1..pod4)
@@ -47,8 +47,13 @@
 #   gateway-join-no-broken   vipd on gw2 starts again under load: the router has 3
 #                            next hops again (measured); no keep-alive connection
 #                            broken, no request failed
-#   fnat-kill9-measured      the gateways restarted in full NAT (local address
-#                            10.244.255.1N each), kill -9 of gw2 under the same load:
+#   fnat-drain-clean         the gateways restarted in full NAT (local address
+#                            10.244.255.1N each) with --handover-peers (the
+#                            others' p0 addresses); vipctl drain on gw1 under
+#                            load: no keep-alive connection broken, no request
+#                            failed, gw2/gw3 handed packets over and gw1 matched
+#                            them (the hand-over path was used)
+#   fnat-kill9-measured      then (gw1 back), kill -9 of gw2 under the same load:
 #                            the router drops gw2; reported: how many of the 24
 #                            keep-alive connections break (those gw2 carried cannot
 #                            move: their backends know them by gw2's local address)
@@ -58,7 +63,7 @@ set -uo pipefail
 NAME="gateway_test(ecmp)"
 CHECKS=(gateways-start bgp-established router-ecmp-nexthops no-endpoints-not-announced
         flows-spread mh-same-backend drain-no-broken kill9-failover-window
-        kill9-established-survive gateway-join-no-broken fnat-kill9-measured)
+        kill9-established-survive gateway-join-no-broken fnat-drain-clean fnat-kill9-measured)
 SKIP_HINT="run as root with /dev/net/tun, iptables and BIRD 2 (apt-get install bird2; frr for the FRR router)"
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 require_bird2
@@ -168,14 +173,17 @@ mkdir -p "$TMP/manifests"
 cp config/demo/manifests/*.yaml "$TMP/manifests/"
 
 FWD=nat
+GW_TCP_TIMEOUT=5   # full NAT: 60 (see there)
 start_gw() {
   local g=$1 fnat=()
-  [ "$FWD" = fnat ] && fnat=(--fnat-local-addrs "10.244.255.1$g")
+  # Full NAT: each gateway's local address, and the others as hand-over peers.
+  [ "$FWD" = fnat ] && fnat=(--fnat-local-addrs "10.244.255.1$g"
+                             --handover-peers "$(for x in "${GWS[@]}"; do [ "$x" != "$g" ] && echo "10.244.0.1$x"; done | paste -sd,)")
   ip netns exec "${P}gw$g" "$VIPD" --mode dpdk --forward-method "$FWD" "${fnat[@]}" --scheduler mh \
     --port "net_af_packet0,iface=c0 10.0.0.1$g/24 via 10.0.0.2" \
     --port "net_af_packet1,iface=p0 10.244.0.1$g/16" \
     --main-lcore 0 --worker-lcores 1 --worker-idle-sleep-us 200 \
-    --conn-table-size 16384 --tcp-timeout 5 \
+    --conn-table-size 16384 --tcp-timeout "$GW_TCP_TIMEOUT" \
     --manifests-dir "$TMP/manifests" --admin-socket "$TMP/gw$g.sock" \
     --metrics-address off --health-address off \
     --exception-path tap --announce-table 100 \
@@ -460,10 +468,13 @@ fi
 # ---- load helpers ---------------------------------------------------------------------------
 # start_load TAG CONNS REQ_TIMEOUT: keep-alive connections and a new-connection loop in
 # the background until $TMP/TAG.stop exists; stop_load TAG waits for both results.
+# KA_TIMEOUT: the keep-alive requests' timeout. The client serves its connections in turn,
+# so each stuck one holds up the others that long.
+KA_TIMEOUT=5
 start_load() {
   local tag=$1
   rm -f "$TMP/$tag.stop" "$TMP/$tag.mark"
-  client keepalive 10.96.0.100:8080 --conns "$2" --interval 0.05 --timeout 5 --max-time 90 \
+  client keepalive 10.96.0.100:8080 --conns "$2" --interval 0.05 --timeout "$KA_TIMEOUT" --max-time 90 \
     --stop "$TMP/$tag.stop" --mark "$TMP/$tag.mark" --until-after-mark 2 >"$TMP/$tag.ka" 2>&1 &
   LOAD_PIDS+=($!); KA_PID=$!
   ip netns exec "${P}client" "$PYTHON" scripts/lab/flowprobe.py load 10.96.0.100:8080 \
@@ -571,14 +582,51 @@ else
   fail gateway-join-no-broken "want gw2 back at the router ($ms) and nothing broken or failed: keep-alive $KA; new $NL"
 fi
 
-# ---- full NAT: what kill -9 of a gateway breaks ---------------------------------------------
+# ---- full NAT: what drain and kill -9 of a gateway break ------------------------------------
 for g in "${GWS[@]}"; do stop_pid "${GW_PID[$g]}"; GW_PID[$g]=; done
 FWD=fnat
+# The kill -9 below leaves the keep-alive client stuck on each of gw2's connections (their
+# packets are handed over and held nowhere: no RST) for KA_TIMEOUT in turn; the others must
+# not idle out of the gateways' tables meanwhile (--tcp-timeout 5 would).
+GW_TCP_TIMEOUT=60
 for g in "${GWS[@]}"; do start_gw "$g"; done
 bad=
 for g in "${GWS[@]}"; do wait_gw "$g" || bad="$bad gw$g"; done
 ms=$(wait_nh 10.96.0.100 "1 2 3" "$(now_ms)" 20000)
 note "full NAT: gateways restarted (failed:${bad:- none}); 3 next hops after $ms ms"
+
+# ---- full NAT: drain gw1, its flows handed over by gw2/gw3 -----------------------------------
+handover() {   # gateway, field (sent, matched, not_held, rate_limited): summed over its workers
+  gwctl "$1" stats --json 2>/dev/null | "$PYTHON" -c '
+import json, sys
+try:
+    print(sum(w.get("handover", {}).get(sys.argv[1], 0) for w in json.load(sys.stdin)["workers"]))
+except (ValueError, KeyError):
+    print(-1)' "$2"; }
+start_load fdrain 24 2
+sleep 1
+on1=$(active_conns 1)
+t0=$(now_ms)
+out=$(gwctl 1 drain 2>&1); rc=$?
+ms=$(wait_nh 10.96.0.100 "2 3" "$t0" 5000)
+sleep 2
+stop_load fdrain
+sent=$(( $(handover 2 sent) + $(handover 3 sent) ))
+matched=$(handover 1 matched)
+nh=$(( $(handover 2 not_held) + $(handover 3 not_held) ))
+rl=$(( $(handover 2 rate_limited) + $(handover 3 rate_limited) ))
+note "full NAT, drain gw1 (it carried $on1 active connections): withdrawn at the router after $ms ms; hand-over: gw2+gw3 sent $sent, gw1 matched $matched, gw2+gw3 not held $nh, rate limited $rl; keep-alive $KA; new connections $(jf "$NL" ok) ok, $(jf "$NL" failed) failed"
+if [ "$rc" = 0 ] && [ "$ms" != timeout ] && [ "$(jf "$KA" broken_conns)" = 0 ] && [ "$(jf "$KA" failed)" = 0 ] &&
+   [ "$(jf "$KA" conns)" = 24 ] && [ "$(jf "$NL" failed)" = 0 ] && [ "$(jf "$NL" ok)" != 0 ] &&
+   [ "$sent" -gt 0 ] && [ "$matched" -gt 0 ]; then
+  pass fnat-drain-clean
+else
+  fail fnat-drain-clean "want drain rc 0 ($rc: $(tr '\n' ' ' <<<"$out")), gw1 off the router ($ms), nothing broken or failed and hand-over used (sent $sent, matched $matched): keep-alive $KA; new $NL"
+fi
+gwctl 1 undrain >/dev/null 2>&1
+ms=$(wait_nh 10.96.0.100 "1 2 3" "$(now_ms)" 5000)
+note "undrain gw1: back at the router after $ms ms"
+KA_TIMEOUT=0.6   # gw2 carries 7-13: at most ~8 s stuck in all, under the pods' 10 s idle limit
 start_load fnat 24 0.5
 sleep 1.5
 on2=$(active_conns 2)
@@ -597,6 +645,7 @@ after = [t - tk for t in r.get("fail_times", []) if t - tk >= -0.6]
 print("%d %d %d" % (len(r.get("fail_times", [])), round(1000 * min(after)) if after else 0, round(1000 * (max(after) + 0.5)) if after else 0))' "$NL" "$tk" 2>/dev/null)
 read -r nfail wfirst wlast <<<"${win:-? ? ?}"
 br=$(jf "$KA" broken_conns)
+note "full NAT, kill -9: hand-over on gw1+gw3: sent $(( $(handover 1 sent) + $(handover 3 sent) )), matched $(( $(handover 1 matched) + $(handover 3 matched) )), not held $(( $(handover 1 not_held) + $(handover 3 not_held) )) (counted since the fnat start)"
 note "full NAT, kill -9 gw2 (it carried $on2 active connections): router's next hops $states; keep-alive connections broken: $br of 24; new connections $(jf "$NL" ok) ok, $nfail failed, from $wfirst ms to $wlast ms after the kill; keep-alive $KA"
 if [ -z "$bad" ] && [ "$ms" != timeout ] && [ "$(jf "$KA" conns)" = 24 ] && [ "$br" -ge 0 ] 2>/dev/null; then
   pass fnat-kill9-measured

@@ -334,6 +334,20 @@ TEST_F(ConfigTest, DpdkModeNeedsPortAndFnatAddresses) {
   EXPECT_EQ(error({"--forward-method", "dr"}), "config: --forward-method 'dr': expected fnat or nat");
 }
 
+TEST_F(ConfigTest, HandoverPeersOnlyInFnat) {
+  const std::string d = dir_.path();
+  const auto o = run({"--manifests-dir", d, "--port", "net_null0 10.0.0.1/24", "--fnat-local-addrs", "10.0.0.10",
+                      "--handover-peers", "10.0.0.2,10.0.0.3", "--handover-pps", "500"});
+  ASSERT_TRUE(o.has_value());
+  EXPECT_EQ(o->handover_peers, (std::vector<uint32_t>{*cp::parse_ipv4("10.0.0.2"), *cp::parse_ipv4("10.0.0.3")}));
+  EXPECT_EQ(o->dataplane.handover_pps, 500u);
+  EXPECT_THAT(error({"--manifests-dir", d, "--port", "net_null0 10.0.0.1/24", "--forward-method", "nat",
+                     "--handover-peers", "10.0.0.2"}, false),
+              HasSubstr("only with --forward-method fnat"));
+  EXPECT_THAT(error({"--handover-peers", "10.0.0.2,10.0.0.2"}), HasSubstr("listed twice"));
+  EXPECT_THAT(error({"--handover-pps", "0"}), HasSubstr("handover-pps"));
+}
+
 TEST_F(ConfigTest, BadFnatAddresses) {
   EXPECT_EQ(error({"--fnat-local-addrs", "10.0.0.1,x"}),
             "config: --fnat-local-addrs '10.0.0.1,x': address 'x' is not an IPv4 address");

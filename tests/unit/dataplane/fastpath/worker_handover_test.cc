@@ -1,0 +1,178 @@
+// Connection hand-over between full-NAT gateways (docs/gateway.md,
+// "Hand-over"): a TCP packet without SYN of no connection goes to every peer
+// (ethertype 0x88b5, IP packet unchanged); a peer's frame is forwarded when
+// its connection lives here and dropped otherwise, never handed over again;
+// the per-worker rate; the counters.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "tests/unit/dataplane/fastpath/worker_test_fixture.h"
+
+namespace vipd::dp {
+namespace {
+
+using namespace test;
+
+// Two peers on port 1's subnet (the backends' side, as in the ECMP lab).
+const uint32_t kPeer1 = ip4(10, 1, 0, 201), kPeer2 = ip4(10, 1, 0, 202);
+const MacAddr kPeer1Mac{0x02, 0xee, 0, 0, 0, 0x01}, kPeer2Mac{0x02, 0xee, 0, 0, 0, 0x02};
+
+class HandoverTest : public WorkerTest {
+ protected:
+  void SetUp() override {
+    WorkerTest::SetUp();
+    if (HasFatalFailure() || IsSkipped()) return;
+    build(Forward::kFnat);
+    if (HasFatalFailure()) return;
+    Shared& s = sh();
+    s.handover_peers[0] = kPeer1;
+    s.handover_peers[1] = kPeer2;
+    s.n_handover_peers = 2;
+    s.handover_interval = 1000;   // TSC per packet
+    s.handover_tau = 1000 * 99;   // 100 at once
+    s.neigh.update(kPeer1, kPeer1Mac.data(), kT0);
+    s.neigh.update(kPeer2, kPeer2Mac.data(), kT0);
+  }
+  // `f` as a peer hands it over: from the peer's MAC to port 1's, ethertype 0x88b5.
+  Frame as_peer_frame(Frame f, const MacAddr& peer_mac) {
+    std::copy(kPortMac[1].begin(), kPortMac[1].end(), f.begin());
+    std::copy(peer_mac.begin(), peer_mac.end(), f.begin() + 6);
+    f[12] = 0x88;
+    f[13] = 0xb5;
+    return f;
+  }
+  // Opens a connection (SYN, SYN-ACK) and returns the forwarded SYN.
+  Frame open_conn(uint16_t cport) {
+    const Frame out = one_out(build_frame(from_client(cport, kTcpSyn)), 0, 1);
+    if (out.empty()) return out;
+    rx(build_frame(from_backend(ip_dst(out.data()), kB1Mac, 80, kLocal, l4_sport(out.data()), kTcpSyn | kTcpAck)),
+       1);
+    tx(0);
+    return out;
+  }
+  void serve() {
+    if (w().n_peer_frames) serve_peer_frames(w());
+    flush_tx(w());
+  }
+};
+
+TEST_F(HandoverTest, AckOfNoConnectionGoesToEveryPeerUnchanged) {
+  const Frame in = build_frame(from_client(43000, kTcpAck));
+  rx(in, 0);
+  const auto out = tx(1);
+  EXPECT_EQ(tx(0).size(), 0u);
+  ASSERT_EQ(out.size(), 2u) << drop_summary();
+  std::vector<MacAddr> dsts;
+  for (const Frame& o : out) {
+    ASSERT_EQ(o.size(), in.size());
+    dsts.push_back(MacAddr{o[0], o[1], o[2], o[3], o[4], o[5]});
+    EXPECT_TRUE(mac_is(o.data() + 6, kPortMac[1])) << "from the port the peers are on";
+    EXPECT_EQ(get16(&o[12]), 0x88b5) << "the hand-over ethertype";
+    EXPECT_TRUE(std::equal(o.begin() + 14, o.end(), in.begin() + 14)) << "IP packet unchanged (TTL too)";
+  }
+  std::sort(dsts.begin(), dsts.end());
+  EXPECT_EQ(dsts, (std::vector<MacAddr>{kPeer1Mac, kPeer2Mac}));
+  EXPECT_EQ(w().counters.handovers.load(), 1u);
+  EXPECT_EQ(w().conns.size(), 0u) << "no connection made here";
+  EXPECT_EQ(total_drops(), 0u) << drop_summary();
+  // FIN and RST of no connection too; not SYN+ACK nor SYN+FIN (they carry SYN).
+  rx(build_frame(from_client(43001, kTcpFin | kTcpAck)), 0);
+  rx(build_frame(from_client(43002, kTcpRst)), 0);
+  EXPECT_EQ(tx(1).size(), 4u);
+  rx(build_frame(from_client(43003, kTcpSyn | kTcpAck)), 0);
+  rx(build_frame(from_client(43004, kTcpSyn | kTcpFin)), 0);
+  expect_nothing_out("SYN-carrying non-starts");
+  EXPECT_EQ(drops(kNoConn), 2u);
+  EXPECT_EQ(w().counters.handovers.load(), 3u);
+}
+
+TEST_F(HandoverTest, SynAndUdpAreNotHandedOver) {
+  const Frame syn = one_out(build_frame(from_client(43100, kTcpSyn)), 0, 1);
+  ASSERT_FALSE(syn.empty());
+  EXPECT_EQ(get16(&syn[12]), 0x0800);
+  EXPECT_EQ(ip_src(syn.data()), kLocal) << "a SYN starts a connection here";
+  FrameSpec u = from_client(43101, 0, kVip, 5353);
+  u.proto = kProtoUdp;
+  const Frame udp = one_out(build_frame(u), 0, 1);
+  ASSERT_FALSE(udp.empty());
+  EXPECT_EQ(ip_src(udp.data()), kLocal) << "UDP without an entry starts a flow here";
+  EXPECT_EQ(w().counters.handovers.load(), 0u);
+  EXPECT_EQ(w().conns.size(), 2u);
+}
+
+TEST_F(HandoverTest, PeerFrameOfAConnectionHereIsForwardedAfterTheBurst) {
+  const Frame syn = open_conn(43200);
+  ASSERT_FALSE(syn.empty());
+  const Frame ack = build_frame(from_client(43200, kTcpAck));
+  rx(as_peer_frame(ack, kPeer1Mac), 1);
+  expect_nothing_out("queued for serve_peer_frames");
+  EXPECT_EQ(w().counters.handover_matched.load(), 1u);
+  serve();
+  const auto out = tx(1);
+  ASSERT_EQ(out.size(), 1u) << drop_summary();
+  expect_valid_ipv4(out[0], "forwarded peer frame");
+  EXPECT_TRUE(mac_is(out[0].data(), kB1Mac));
+  EXPECT_EQ(ip_src(out[0].data()), kLocal);
+  EXPECT_EQ(l4_sport(out[0].data()), l4_sport(syn.data())) << "the connection's own local port";
+  EXPECT_EQ(ip_dst(out[0].data()), ip_dst(syn.data()));
+  EXPECT_EQ(w().counters.handovers.load(), 0u);
+  EXPECT_EQ(total_drops(), 0u) << drop_summary();
+}
+
+TEST_F(HandoverTest, PeerFrameOfNoConnectionIsDroppedNeverHandedOverAgain) {
+  rx(as_peer_frame(build_frame(from_client(43300, kTcpAck)), kPeer2Mac), 1);
+  serve();
+  expect_nothing_out("not held here");
+  EXPECT_EQ(drops(kHandoverNotHeld), 1u);
+  EXPECT_EQ(w().counters.handovers.load(), 0u);
+  EXPECT_EQ(w().counters.handover_matched.load(), 0u);
+  // A peer's SYN (none sends one) starts nothing either.
+  rx(as_peer_frame(build_frame(from_client(43301, kTcpSyn)), kPeer2Mac), 1);
+  serve();
+  expect_nothing_out("a peer's SYN");
+  EXPECT_EQ(drops(kHandoverNotHeld), 2u);
+  EXPECT_EQ(w().conns.size(), 0u);
+}
+
+TEST_F(HandoverTest, RateLimitedPerWorker) {
+  sh().handover_tau = 1000 * 2;  // 3 at once, then one per 1000 TSC
+  for (uint16_t i = 0; i < 5; ++i) rx(build_frame(from_client(static_cast<uint16_t>(43400 + i), kTcpAck)), 0);
+  EXPECT_EQ(tx(1).size(), 6u) << "3 packets, 2 copies each";
+  EXPECT_EQ(w().counters.handovers.load(), 3u);
+  EXPECT_EQ(drops(kHandoverRateLimited), 2u);
+  w().now += 1000;
+  rx(build_frame(from_client(43410, kTcpAck)), 0);
+  rx(build_frame(from_client(43411, kTcpAck)), 0);
+  EXPECT_EQ(w().counters.handovers.load(), 4u);
+  EXPECT_EQ(drops(kHandoverRateLimited), 3u);
+  tx(1);
+}
+
+TEST_F(HandoverTest, UnresolvedPeerGetsArpAndIsNotParked) {
+  Shared& s = sh();
+  s.handover_peers[1] = ip4(10, 1, 0, 203);  // no neighbour entry
+  rx(build_frame(from_client(43500, kTcpAck)), 0);
+  const auto out = tx(1);
+  ASSERT_EQ(out.size(), 2u) << "one copy to the known peer, one ARP request";
+  int arp = 0, ho = 0;
+  for (const Frame& o : out) (get16(&o[12]) == 0x0806 ? arp : ho)++;
+  EXPECT_EQ(arp, 1);
+  EXPECT_EQ(ho, 1);
+  EXPECT_EQ(drops(kNeighUnresolved), 1u);
+  EXPECT_EQ(w().n_pending, 0u) << "a dead peer must not fill the ARP queue";
+}
+
+TEST_F(HandoverTest, WithoutPeersOff) {
+  sh().n_handover_peers = 0;
+  rx(build_frame(from_client(43600, kTcpAck)), 0);
+  rx(as_peer_frame(build_frame(from_client(43601, kTcpAck)), kPeer1Mac), 1);
+  expect_nothing_out("off");
+  EXPECT_EQ(drops(kNoConn), 1u);
+  EXPECT_EQ(drops(kBadEthertype), 1u);
+  EXPECT_EQ(w().counters.handovers.load(), 0u);
+}
+
+}  // namespace
+}  // namespace vipd::dp
