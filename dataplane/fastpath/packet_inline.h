@@ -24,6 +24,26 @@ inline uint32_t be32(uint32_t v) {
 #endif
 }
 
+// The raw word of the TTL and protocol bytes (`old`, memory order) with
+// the TTL byte replaced by `ttl`.
+inline uint16_t ttl_word(uint16_t old, uint8_t ttl) {
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  return static_cast<uint16_t>((old & 0xff00) | ttl);
+#else
+  return static_cast<uint16_t>((old & 0x00ff) | (uint16_t{ttl} << 8));
+#endif
+}
+
+// The raw (memory order) 32-bit word of two big-endian 16-bit ports, source
+// first, built in a register.
+inline uint32_t raw_ports(uint16_t sport, uint16_t dport) {
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  return uint32_t{__builtin_bswap16(sport)} | (uint32_t{__builtin_bswap16(dport)} << 16);
+#else
+  return (uint32_t{sport} << 16) | dport;
+#endif
+}
+
 // The checksum field `check_raw` after changes whose one's-complement
 // deltas (~old + new per word, any word size) sum to `delta` (< 2^40).
 // End-around-carry folds: bit for bit what summing 16-bit words gives
@@ -146,20 +166,16 @@ inline void rewrite_l3l4(uint8_t* f, const Parsed& p, uint32_t new_src, uint16_t
   // The address change enters both checksums (the L4 one through the pseudo
   // header): summed once, applied twice.
   const uint64_t addr_delta = uint64_t{~old_src} + uint64_t{~old_dst} + nsrc + ndst;
-  // IPv4 header: addresses and TTL (the TTL shares a word with the protocol).
-  uint8_t tw[2];
-  std::memcpy(tw, ip + 8, 2);
-  const uint16_t old_tw = raw16(tw);
-  tw[0] = static_cast<uint8_t>(tw[0] - 1);
-  const uint16_t new_tw = raw16(tw);
-  std::memcpy(ip + 8, tw, 2);
+  // IPv4 header: addresses and TTL (the TTL shares a word with the protocol;
+  // the new word is the old one with its TTL byte one less, in a register).
+  const uint16_t old_tw = raw16(ip + 8);
+  const uint8_t new_ttl = static_cast<uint8_t>(ip[8] - 1);
+  ip[8] = new_ttl;
+  const uint16_t new_tw = ttl_word(old_tw, new_ttl);
   put_raw16(ip + 10, csum_apply64(raw16(ip + 10), addr_delta + static_cast<uint16_t>(~old_tw) + new_tw));
 
   const uint32_t old_ports = raw32(l4);
-  uint8_t pb[4];
-  wr16(pb, new_sport);
-  wr16(pb + 2, new_dport);
-  const uint32_t new_ports = raw32(pb);
+  const uint32_t new_ports = raw_ports(new_sport, new_dport);
   put_raw32(l4, new_ports);
   const size_t coff = p.proto == kProtoTcp ? 16 : 6;
   uint16_t c = raw16(l4 + coff);
