@@ -646,8 +646,8 @@ void process_one(Worker& w, rte_mbuf* m, const PktInfo& pi, bool from_ring) {
   uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
   const size_t len = rte_pktmbuf_data_len(m);
   const Parsed& p = pi.p;  // frame checks and parse_frame: done, drop reason kept
+  // kDrop also for IPv4 to a broadcast/multicast MAC (kNotForUs, burst.cc).
   if (p.kind != FrameKind::kIpv4) return process_other(w, m, p, from_ring);
-  if (f[0] & 1) return drop(w, m, kNotForUs);  // IP to a broadcast/multicast MAC
   if (p.proto == kProtoTcp || p.proto == kProtoUdp) {
     if (pi.conn && pi.reply) {  // a known flow's reply, before any VIP (burst.cc)
       if (p.ttl <= 1) return drop(w, m, kTtlExceeded);
@@ -713,6 +713,9 @@ void process_burst(Worker& w, rte_mbuf** pkts, uint16_t n, bool from_ring) noexc
   // packet whose key changed since look up again (burst_conn).
   w.nh_valid = false;  // a neighbour entry may have changed since the last burst
   w.conns.begin_burst();
+  // Packets that stay on this worker whoever owns them: redirected ones, and
+  // all of them with one worker (worker 0 owns every flow then).
+  const bool own = from_ring || w.sh->n_workers == 1;
   const auto size = [&](uint16_t off) {
     return static_cast<uint16_t>(n - off < int{kBurst} ? n - off : int{kBurst});
   };
@@ -725,7 +728,7 @@ void process_burst(Worker& w, rte_mbuf** pkts, uint16_t n, bool from_ring) noexc
   while (k) {
     const uint16_t next_off = static_cast<uint16_t>(off + k), next_k = size(next_off);
     if (next_k) prepare_burst(w, pkts + next_off, next_k, w.burst[cur ^ 1]);
-    for (uint16_t i = 0; i < k; ++i) process_one(w, pkts[off + i], w.burst[cur][i], from_ring);
+    for (uint16_t i = 0; i < k; ++i) process_one(w, pkts[off + i], w.burst[cur][i], own);
     if (next_k) prefetch_dests(w, w.burst[cur ^ 1], next_k);
     off = next_off;
     k = next_k;
