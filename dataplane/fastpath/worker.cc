@@ -56,8 +56,13 @@ inline bool route(const Shared& sh, uint32_t dst, uint16_t* port, uint32_t* next
 }
 
 inline void tx_enqueue(Worker& w, uint16_t pidx, rte_mbuf* m) {
-  if (w.n_tx[pidx] >= kBurst * 2) flush_tx(w);
-  w.txbuf[pidx][w.n_tx[pidx]++] = m;
+  uint16_t n = w.n_tx[pidx];
+  if (n >= kBurst * 2) [[unlikely]] {
+    flush_tx(w);
+    n = 0;  // flush_tx emptied every port's buffer
+  }
+  w.txbuf[pidx][n] = m;
+  w.n_tx[pidx] = static_cast<uint16_t>(n + 1);
 }
 
 void send_arp_request(Worker& w, uint16_t pidx, uint32_t target) {
@@ -80,7 +85,9 @@ void output_via(Worker& w, rte_mbuf* m, uint16_t pidx, uint32_t nh) {
   NeighState st = sh.neigh.lookup(nh, mac, w.now);
   if (st == NeighState::kReachable) {
     w.nh_ip = nh;
-    std::memcpy(w.nh_mac, mac, 6);
+    w.nh_port = pidx;
+    std::memcpy(w.nh_hdr, mac, 6);
+    std::memcpy(w.nh_hdr + 6, sh.ports[pidx].mac, 6);
     w.nh_valid = true;
   }
   if (st == NeighState::kMissing) {
@@ -105,10 +112,8 @@ inline void output(Worker& w, rte_mbuf* m, uint32_t dst) {
   uint16_t pidx;
   uint32_t nh;
   if (!route(sh, dst, &pidx, &nh)) return drop(w, m, kNoRoute);
-  if (!w.nh_valid || w.nh_ip != nh) return output_via(w, m, pidx, nh);
-  uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
-  std::memcpy(f, w.nh_mac, 6);
-  std::memcpy(f + 6, sh.ports[pidx].mac, 6);
+  if (!w.nh_valid || w.nh_ip != nh || w.nh_port != pidx) return output_via(w, m, pidx, nh);
+  std::memcpy(rte_pktmbuf_mtod(m, uint8_t*), w.nh_hdr, 12);
   tx_enqueue(w, pidx, m);
 }
 
