@@ -570,7 +570,8 @@ bool from_client(Worker& w, rte_mbuf* m, const PktInfo& pi) {
   Conn* c = burst_conn(w, pi, &reply);
   const bool syn = p.proto == kProtoTcp && (p.tcp_flags & (kTcpSyn | kTcpAck)) == kTcpSyn;
   const bool alive = c && !reply && dest_alive(w, *c);
-  if (alive && !(syn && tcp_state_closing(c->state))) {
+  // (An established entry is never closing: the common case tests one byte.)
+  if (alive && (c->state == ConnState::kEstablished || !(syn && tcp_state_closing(c->state)))) {
     // An established flow: the entry says where it goes. Its Service is read
     // only to refresh a persistence template.
     track(w, *c, m, p, true);  // a client packet is never consumed
