@@ -657,9 +657,11 @@ void process_one(Worker& w, rte_mbuf* m, const PktInfo& pi, bool from_ring) {
   if (p.proto == kProtoTcp || p.proto == kProtoUdp) {
     if (pi.conn && pi.reply) {  // a known flow's reply, before any VIP (burst.cc)
       if (p.ttl <= 1) return drop(w, m, kTtlExceeded);
-      const uint32_t owner = sh.forward == Forward::kFnat ? p.dport % sh.n_workers
-                                                          : flow_owner(p.dst, p.dport, sh.n_workers);
-      if (!from_ring && redirect(w, m, owner)) return bump(w.counters.reply_redirects);
+      if (!from_ring) {  // the owner only when it may be another worker
+        const uint32_t owner = sh.forward == Forward::kFnat ? p.dport % sh.n_workers
+                                                            : flow_owner(p.dst, p.dport, sh.n_workers);
+        if (redirect(w, m, owner)) return bump(w.counters.reply_redirects);
+      }
       return from_dest(w, m, pi);
     }
     if (pi.svc || pi.conn) {  // a VIP or a known flow's client side
