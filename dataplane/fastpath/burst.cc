@@ -42,7 +42,14 @@ inline Parsed check_and_parse(const Shared& sh, const rte_mbuf* m) {
     p.drop = kNotForUs;
     return p;
   }
-  return parse_frame(f, len);
+  p = parse_frame(f, len);
+  // IPv4 to a broadcast or multicast MAC: dropped as not for us (ARP and
+  // IPv6 to group addresses go on: requests, neighbour discovery).
+  if (p.kind == FrameKind::kIpv4 && (f[0] & 1)) [[unlikely]] {
+    p.kind = FrameKind::kDrop;
+    p.drop = kNotForUs;
+  }
+  return p;
 }
 
 // Stages 3 and 4 of prepare_burst, for the nl keys in fptr/fsig (of packets
@@ -119,8 +126,8 @@ void prepare_burst(Worker& w, rte_mbuf* const* pkts, uint16_t n, PktInfo* info) 
     pi.conn = nullptr;
     pi.reply = false;
     const Parsed& p = pi.p;
+    // (IPv4 to a group MAC is kDrop already.)
     if (p.kind != FrameKind::kIpv4 || (p.proto != kProtoTcp && p.proto != kProtoUdp)) continue;
-    if (rte_pktmbuf_mtod(pkts[i], const uint8_t*)[0] & 1) continue;  // dropped: group MAC
     // Stage 2: the flow key, hashed once (the same signature the table
     // computes: flow_hash.h).
     fkeys[nl] = make_key(p.src, p.sport, p.dst, p.dport, p.proto);

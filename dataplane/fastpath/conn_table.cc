@@ -202,13 +202,16 @@ uint64_t ConnTable::lookup_bulk(const void** keys, uint32_t* sigs, uint32_t n, i
   uint64_t found = 0;
   for (uint32_t i = 0; i < n; ++i) {
     const FlowKey& k = *static_cast<const FlowKey*>(keys[i]);
+    const uint32_t f1 = first[i];
     int32_t p = -1;
-    if (first[i] && matches(first[i] - 1, k))
-      p = static_cast<int32_t>(first[i] - 1);
-    else if (hits[i] & (hits[i] - 1))
+    if (f1 && matches(f1 - 1, k)) [[likely]] {
+      p = static_cast<int32_t>(f1 - 1);
+      found |= uint64_t{1} << i;
+    } else if (hits[i] & (hits[i] - 1)) {
       p = match_in(*ba[i], *bb[i], hits[i] & (hits[i] - 1), k);  // another key with the same tag
+      found |= uint64_t{p >= 0} << i;
+    }
     pos[i] = p;
-    found |= uint64_t{p >= 0} << i;
   }
   return found;
 }

@@ -147,9 +147,25 @@ class ConnTable {
     return v ? at(v - 1) : nullptr;
   }
   // True when entry c is the connection of reply key k.
+  // In three words of the entry: (laddr, daddr), (lport, dport) and the one
+  // holding proto and in_use (state and laddr_idx masked off).
   static bool reply_matches(const Conn& c, const FlowKey& k) noexcept {
-    return c.in_use == kSlotConn && c.daddr == k.src && c.dport == k.sport && c.laddr == k.dst && c.lport == k.dport &&
-           c.proto == k.proto;
+    static_assert(std::endian::native == std::endian::little, "the words are built low field first");
+    static_assert(offsetof(Conn, daddr) == offsetof(Conn, laddr) + 4 && offsetof(Conn, lport) == offsetof(Conn, laddr) + 8 &&
+                      offsetof(Conn, dport) == offsetof(Conn, lport) + 2 && offsetof(Conn, state) == offsetof(Conn, proto) + 1 &&
+                      offsetof(Conn, in_use) == offsetof(Conn, proto) + 2 &&
+                      offsetof(Conn, laddr_idx) == offsetof(Conn, proto) + 3,
+                  "the layout the words assume");
+    const char* e = reinterpret_cast<const char*>(&c);
+    uint64_t addrs;
+    uint32_t ports, flags;
+    std::memcpy(&addrs, e + offsetof(Conn, laddr), 8);
+    std::memcpy(&ports, e + offsetof(Conn, lport), 4);
+    std::memcpy(&flags, e + offsetof(Conn, proto), 4);
+    const uint64_t want_addrs = uint64_t{k.dst} | (uint64_t{k.src} << 32);
+    const uint32_t want_ports = uint32_t{k.dport} | (uint32_t{k.sport} << 16);
+    const uint32_t want_flags = uint32_t{k.proto} | (uint32_t{kSlotConn} << 16);
+    return ((addrs ^ want_addrs) | (ports ^ want_ports) | ((flags & 0x00ff00ffu) ^ want_flags)) == 0;
   }
 
   // Finds the connection of a packet with this key; *reply tells whether the

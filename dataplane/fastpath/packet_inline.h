@@ -24,18 +24,44 @@ inline uint32_t be32(uint32_t v) {
 #endif
 }
 
+// The raw word of the TTL and protocol bytes (`old`, memory order) with
+// the TTL byte replaced by `ttl`.
+inline uint16_t ttl_word(uint16_t old, uint8_t ttl) {
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  return static_cast<uint16_t>((old & 0xff00) | ttl);
+#else
+  return static_cast<uint16_t>((old & 0x00ff) | (uint16_t{ttl} << 8));
+#endif
+}
+
+// The raw (memory order) 32-bit word of two big-endian 16-bit ports, source
+// first, built in a register.
+inline uint32_t raw_ports(uint16_t sport, uint16_t dport) {
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  return uint32_t{__builtin_bswap16(sport)} | (uint32_t{__builtin_bswap16(dport)} << 16);
+#else
+  return (uint32_t{sport} << 16) | dport;
+#endif
+}
+
 // The checksum field `check_raw` after changes whose one's-complement
 // deltas (~old + new per word, any word size) sum to `delta` (< 2^40).
 // End-around-carry folds: bit for bit what summing 16-bit words gives
 // (csum_apply), zero only when every term is.
+// The end-around-carry sum of a 64-bit value's 16-bit words (0 only for 0):
+// adding a word rotated by half its width leaves, in the upper half, the
+// sum of the two halves plus the carry out of their sum, which is what
+// folding twice ((x & low) + (x >> half), two times) gives, in half the
+// instructions.
+inline uint16_t fold64(uint64_t s) {
+  s += (s >> 32) | (s << 32);
+  uint32_t t = static_cast<uint32_t>(s >> 32);
+  t += (t >> 16) | (t << 16);
+  return static_cast<uint16_t>(t >> 16);
+}
+
 inline uint16_t csum_apply64(uint16_t check_raw, uint64_t delta) {
-  uint64_t s = uint64_t{static_cast<uint16_t>(~check_raw)} + delta;
-  s = (s & 0xffffffffu) + (s >> 32);
-  s = (s & 0xffffffffu) + (s >> 32);
-  uint32_t t = static_cast<uint32_t>(s);
-  t = (t & 0xffff) + (t >> 16);
-  t = (t & 0xffff) + (t >> 16);
-  return static_cast<uint16_t>(~t);
+  return static_cast<uint16_t>(~fold64(uint64_t{static_cast<uint16_t>(~check_raw)} + delta));
 }
 
 // The IPv4 header checksum verifies (the one's-complement sum of the header
@@ -45,13 +71,7 @@ inline uint16_t csum_apply64(uint16_t check_raw, uint64_t delta) {
   if (ihl != 20) return csum_fold(csum_partial(ip, ihl, 0)) == 0;
   uint32_t w[5];
   std::memcpy(w, ip, 20);
-  uint64_t s = uint64_t{w[0]} + w[1] + w[2] + w[3] + w[4];
-  s = (s & 0xffffffffu) + (s >> 32);
-  s = (s & 0xffffffffu) + (s >> 32);
-  uint32_t t = static_cast<uint32_t>(s);
-  t = (t & 0xffff) + (t >> 16);
-  t = (t & 0xffff) + (t >> 16);
-  return t == 0xffff;
+  return fold64(uint64_t{w[0]} + w[1] + w[2] + w[3] + w[4]) == 0xffff;
 }
 
 inline Parsed drop_as(Parsed p, DropReason r) {
@@ -84,15 +104,21 @@ inline Parsed parse_frame(const uint8_t* f, size_t len) noexcept {
   if (et != kEtherTypeIpv4) return parse_other(p, et, len);
   if (len < kEthLen + 20) return drop_as(p, kTruncated);
   const uint8_t* ip = f + kEthLen;
-  if ((ip[0] >> 4) != 4) return drop_as(p, kBadIpHeader);
-  unsigned ihl = (ip[0] & 0x0f) * 4u;
-  if (ihl < 20) return drop_as(p, kBadIpHeader);
+  // Version 4 and a 20-byte header (almost every packet): one compare, and
+  // the checksum of five words.
+  const bool plain = ip[0] == 0x45;
+  unsigned ihl = 20;
+  if (!plain) [[unlikely]] {
+    if ((ip[0] >> 4) != 4) return drop_as(p, kBadIpHeader);
+    ihl = (ip[0] & 0x0f) * 4u;
+    if (ihl < 20) return drop_as(p, kBadIpHeader);
+  }
   uint16_t total = rd16(ip + 2);
+  // (With ihl <= total and the total within the frame, so is the header.)
   if (total < ihl || kEthLen + size_t{total} > len) return drop_as(p, kBadIpHeader);
-  if (kEthLen + size_t{ihl} > len) return drop_as(p, kTruncated);
-  if (!ipv4_checksum_ok(ip, ihl)) return drop_as(p, kBadIpChecksum);
+  if (!(plain ? ipv4_checksum_ok(ip, 20) : ipv4_checksum_ok(ip, ihl))) return drop_as(p, kBadIpChecksum);
   uint16_t frag = rd16(ip + 6);
-  if ((frag & 0x2000) || (frag & 0x1fff)) return drop_as(p, kFragment);
+  if (frag & 0x3fff) return drop_as(p, kFragment);  // more fragments, or an offset
   p.ip_total_len = total;
   p.l4_off = static_cast<uint16_t>(kEthLen + ihl);
   p.l4_len = static_cast<uint16_t>(total - ihl);
@@ -146,20 +172,16 @@ inline void rewrite_l3l4(uint8_t* f, const Parsed& p, uint32_t new_src, uint16_t
   // The address change enters both checksums (the L4 one through the pseudo
   // header): summed once, applied twice.
   const uint64_t addr_delta = uint64_t{~old_src} + uint64_t{~old_dst} + nsrc + ndst;
-  // IPv4 header: addresses and TTL (the TTL shares a word with the protocol).
-  uint8_t tw[2];
-  std::memcpy(tw, ip + 8, 2);
-  const uint16_t old_tw = raw16(tw);
-  tw[0] = static_cast<uint8_t>(tw[0] - 1);
-  const uint16_t new_tw = raw16(tw);
-  std::memcpy(ip + 8, tw, 2);
+  // IPv4 header: addresses and TTL (the TTL shares a word with the protocol;
+  // the new word is the old one with its TTL byte one less, in a register).
+  const uint16_t old_tw = raw16(ip + 8);
+  const uint8_t new_ttl = static_cast<uint8_t>(ip[8] - 1);
+  ip[8] = new_ttl;
+  const uint16_t new_tw = ttl_word(old_tw, new_ttl);
   put_raw16(ip + 10, csum_apply64(raw16(ip + 10), addr_delta + static_cast<uint16_t>(~old_tw) + new_tw));
 
   const uint32_t old_ports = raw32(l4);
-  uint8_t pb[4];
-  wr16(pb, new_sport);
-  wr16(pb + 2, new_dport);
-  const uint32_t new_ports = raw32(pb);
+  const uint32_t new_ports = raw_ports(new_sport, new_dport);
   put_raw32(l4, new_ports);
   const size_t coff = p.proto == kProtoTcp ? 16 : 6;
   uint16_t c = raw16(l4 + coff);

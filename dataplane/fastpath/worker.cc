@@ -56,8 +56,13 @@ inline bool route(const Shared& sh, uint32_t dst, uint16_t* port, uint32_t* next
 }
 
 inline void tx_enqueue(Worker& w, uint16_t pidx, rte_mbuf* m) {
-  if (w.n_tx[pidx] >= kBurst * 2) flush_tx(w);
-  w.txbuf[pidx][w.n_tx[pidx]++] = m;
+  uint16_t n = w.n_tx[pidx];
+  if (n >= kBurst * 2) [[unlikely]] {
+    flush_tx(w);
+    n = 0;  // flush_tx emptied every port's buffer
+  }
+  w.txbuf[pidx][n] = m;
+  w.n_tx[pidx] = static_cast<uint16_t>(n + 1);
 }
 
 void send_arp_request(Worker& w, uint16_t pidx, uint32_t target) {
@@ -80,7 +85,9 @@ void output_via(Worker& w, rte_mbuf* m, uint16_t pidx, uint32_t nh) {
   NeighState st = sh.neigh.lookup(nh, mac, w.now);
   if (st == NeighState::kReachable) {
     w.nh_ip = nh;
-    std::memcpy(w.nh_mac, mac, 6);
+    w.nh_port = pidx;
+    std::memcpy(w.nh_hdr, mac, 6);
+    std::memcpy(w.nh_hdr + 6, sh.ports[pidx].mac, 6);
     w.nh_valid = true;
   }
   if (st == NeighState::kMissing) {
@@ -105,10 +112,8 @@ inline void output(Worker& w, rte_mbuf* m, uint32_t dst) {
   uint16_t pidx;
   uint32_t nh;
   if (!route(sh, dst, &pidx, &nh)) return drop(w, m, kNoRoute);
-  if (!w.nh_valid || w.nh_ip != nh) return output_via(w, m, pidx, nh);
-  uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
-  std::memcpy(f, w.nh_mac, 6);
-  std::memcpy(f + 6, sh.ports[pidx].mac, 6);
+  if (!w.nh_valid || w.nh_ip != nh || w.nh_port != pidx) return output_via(w, m, pidx, nh);
+  std::memcpy(rte_pktmbuf_mtod(m, uint8_t*), w.nh_hdr, 12);
   tx_enqueue(w, pidx, m);
 }
 
@@ -640,7 +645,8 @@ bool from_client(Worker& w, rte_mbuf* m, const PktInfo& pi) {
   Conn* c = burst_conn(w, pi, &reply);
   const bool syn = p.proto == kProtoTcp && (p.tcp_flags & (kTcpSyn | kTcpAck)) == kTcpSyn;
   const bool alive = c && !reply && dest_alive(w, *c);
-  if (alive && !(syn && tcp_state_closing(c->state))) {
+  // (An established entry is never closing: the common case tests one byte.)
+  if (alive && (c->state == ConnState::kEstablished || !(syn && tcp_state_closing(c->state)))) {
     // An established flow: the entry says where it goes. Its Service is read
     // only to refresh a persistence template.
     track(w, *c, m, p, true);  // a client packet is never consumed
@@ -678,7 +684,10 @@ bool from_client(Worker& w, rte_mbuf* m, const PktInfo& pi) {
   return true;
 }
 
-void from_dest(Worker& w, rte_mbuf* m, const PktInfo& pi) {
+// An endpoint -> client packet. Inline where process_one finds a known
+// flow's reply (no call, no register saves); from_dest is the same out of
+// line for the rarer ways there.
+[[gnu::always_inline]] inline void reply_to_client(Worker& w, rte_mbuf* m, const PktInfo& pi) {
   const Parsed& p = pi.p;
   bool reply = false;
   Conn* c = burst_conn(w, pi, &reply);
@@ -697,6 +706,8 @@ void from_dest(Worker& w, rte_mbuf* m, const PktInfo& pi) {
   if (c->proxy) [[unlikely]] proxy_from_backend(rte_pktmbuf_mtod(m, uint8_t*), p, w.proxy.at(c->proxy));
   output(w, m, c->caddr);
 }
+
+[[gnu::noinline]] void from_dest(Worker& w, rte_mbuf* m, const PktInfo& pi) { reply_to_client(w, m, pi); }
 
 inline bool redirect(Worker& w, rte_mbuf* m, uint32_t owner) {
   if (owner == w.index) return false;
@@ -721,15 +732,17 @@ void process_one(Worker& w, rte_mbuf* m, const PktInfo& pi, bool from_ring) {
   uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
   const size_t len = rte_pktmbuf_data_len(m);
   const Parsed& p = pi.p;  // frame checks and parse_frame: done, drop reason kept
+  // kDrop also for IPv4 to a broadcast/multicast MAC (kNotForUs, burst.cc).
   if (p.kind != FrameKind::kIpv4) return process_other(w, m, p, from_ring);
-  if (f[0] & 1) return drop(w, m, kNotForUs);  // IP to a broadcast/multicast MAC
   if (p.proto == kProtoTcp || p.proto == kProtoUdp) {
     if (pi.conn && pi.reply) {  // a known flow's reply, before any VIP (burst.cc)
       if (p.ttl <= 1) return drop(w, m, kTtlExceeded);
-      const uint32_t owner = sh.forward == Forward::kFnat ? p.dport % sh.n_workers
-                                                          : flow_owner(p.dst, p.dport, sh.n_workers);
-      if (!from_ring && redirect(w, m, owner)) return bump(w.counters.reply_redirects);
-      return from_dest(w, m, pi);
+      if (!from_ring) {  // the owner only when it may be another worker
+        const uint32_t owner = sh.forward == Forward::kFnat ? p.dport % sh.n_workers
+                                                            : flow_owner(p.dst, p.dport, sh.n_workers);
+        if (redirect(w, m, owner)) return bump(w.counters.reply_redirects);
+      }
+      return reply_to_client(w, m, pi);
     }
     if (pi.svc || pi.conn) {  // a VIP or a known flow's client side
       if (p.ttl <= 1) return drop(w, m, kTtlExceeded);
@@ -788,6 +801,9 @@ void process_burst(Worker& w, rte_mbuf** pkts, uint16_t n, bool from_ring) noexc
   // packet whose key changed since look up again (burst_conn).
   w.nh_valid = false;  // a neighbour entry may have changed since the last burst
   w.conns.begin_burst();
+  // Packets that stay on this worker whoever owns them: redirected ones, and
+  // all of them with one worker (worker 0 owns every flow then).
+  const bool own = from_ring || w.sh->n_workers == 1;
   const auto size = [&](uint16_t off) {
     return static_cast<uint16_t>(n - off < int{kBurst} ? n - off : int{kBurst});
   };
@@ -800,7 +816,7 @@ void process_burst(Worker& w, rte_mbuf** pkts, uint16_t n, bool from_ring) noexc
   while (k) {
     const uint16_t next_off = static_cast<uint16_t>(off + k), next_k = size(next_off);
     if (next_k) prepare_burst(w, pkts + next_off, next_k, w.burst[cur ^ 1]);
-    for (uint16_t i = 0; i < k; ++i) process_one(w, pkts[off + i], w.burst[cur][i], from_ring);
+    for (uint16_t i = 0; i < k; ++i) process_one(w, pkts[off + i], w.burst[cur][i], own);
     if (next_k) prefetch_dests(w, w.burst[cur ^ 1], next_k);
     off = next_off;
     k = next_k;
