@@ -241,13 +241,33 @@ void to_peer(Worker& w, rte_mbuf* m, uint32_t peer) {
   drop(w, m, kNoConn);
 }
 
+// Whether a frame with the hand-over ethertype comes from a configured peer:
+// it arrived on the port the peer is reached by, from the MAC the neighbour
+// table holds for the peer (learned by ARP: a station on the segment cannot
+// use 0x88b5 to inject packets into connections here, or to make us look
+// them up, without also taking over a peer's MAC; docs/gateway.md).
+bool from_a_peer(const Worker& w, const rte_mbuf* m) {
+  const Shared& sh = *w.sh;
+  const uint8_t* src = rte_pktmbuf_mtod(m, const uint8_t*) + 6;
+  for (uint32_t i = 0; i < sh.n_handover_peers; ++i) {
+    uint16_t pidx;
+    uint32_t nh;
+    uint8_t mac[6];
+    if (!route(sh, sh.handover_peers[i], &pidx, &nh) || sh.ports[pidx].port_id != m->port) continue;
+    if (sh.neigh.lookup(nh, mac, w.now) != NeighState::kMissing && std::memcmp(mac, src, 6) == 0) return true;
+  }
+  return false;
+}
+
 // A frame a peer handed over (ethertype kEtherTypeHandover): the IPv4 frame
 // again, for the worker that owns its flow. When a connection of it lives
 // here it is counted as matched and queued for serve_peer_frames, which
 // runs it through the usual path after the burst (so that the established
 // path is exactly as without hand-over); else dropped (handover_not_held).
-// Either way it never goes to a peer again.
+// Either way it never goes to a peer again. Only from a peer (checked by
+// the worker that receives it; else handover_not_peer).
 [[gnu::noinline]] void from_peer(Worker& w, rte_mbuf* m, bool from_ring) {
+  if (!from_ring && !from_a_peer(w, m)) return drop(w, m, kHandoverNotPeer);
   uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
   bytes::wr16(f + 12, kEtherTypeIpv4);
   const Parsed p = parse_frame(f, rte_pktmbuf_data_len(m));

@@ -136,6 +136,29 @@ TEST_F(HandoverTest, PeerFrameOfNoConnectionIsDroppedNeverHandedOverAgain) {
   EXPECT_EQ(w().conns.size(), 0u);
 }
 
+// Only a configured peer may hand frames over: a station on the segment (here
+// a backend) that sends 0x88b5 frames of a connection here, or a peer's MAC
+// on the wrong port, is dropped (handover_not_peer) before any lookup.
+TEST_F(HandoverTest, FrameNotFromAPeerIsDropped) {
+  ASSERT_FALSE(open_conn(43250).empty());
+  const Frame ack = build_frame(from_client(43250, kTcpAck));
+  rx(as_peer_frame(ack, kB1Mac), 1);  // a resolved neighbour, but no peer
+  Frame wrong_port = as_peer_frame(ack, kPeer1Mac);
+  std::copy(kPortMac[0].begin(), kPortMac[0].end(), wrong_port.begin());
+  rx(wrong_port, 0);  // a peer's MAC where no peer is
+  rx(as_peer_frame(ack, MacAddr{0x02, 0xee, 0, 0, 0, 0x09}), 1);  // unknown MAC
+  serve();
+  expect_nothing_out("not from a peer");
+  EXPECT_EQ(drops(kHandoverNotPeer), 3u) << drop_summary();
+  EXPECT_EQ(w().counters.handover_matched.load(), 0u);
+  EXPECT_EQ(drops(kHandoverNotHeld), 0u);
+  // The peer itself still gets through.
+  rx(as_peer_frame(ack, kPeer2Mac), 1);
+  serve();
+  EXPECT_EQ(tx(1).size(), 1u) << drop_summary();
+  EXPECT_EQ(w().counters.handover_matched.load(), 1u);
+}
+
 TEST_F(HandoverTest, RateLimitedPerWorker) {
   sh().handover_tau = 1000 * 2;  // 3 at once, then one per 1000 TSC
   for (uint16_t i = 0; i < 5; ++i) rx(build_frame(from_client(static_cast<uint16_t>(43400 + i), kTcpAck)), 0);
