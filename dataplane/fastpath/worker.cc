@@ -838,6 +838,23 @@ void serve_peer_frames(Worker& w) noexcept {
   w.peer_frames_now = false;
 }
 
+// Keeps the peers' MACs known (worker 0, from the poll loop every
+// arp_retry): an ARP request for each peer that has no entry yet (at start:
+// the first handed-over packets find the peer resolved) or whose entry
+// aged past reachable (re-ARP, as to_peer would; claim_request keeps it to
+// one request per arp_retry per address across the workers).
+void resolve_peers(Worker& w) noexcept {
+  Shared& sh = *w.sh;
+  for (uint32_t i = 0; i < sh.n_handover_peers; ++i) {
+    uint16_t pidx;
+    uint32_t nh;
+    uint8_t mac[6];
+    if (!route(sh, sh.handover_peers[i], &pidx, &nh)) continue;
+    if (sh.neigh.lookup(nh, mac, w.now) != NeighState::kReachable && sh.neigh.claim_request(nh, w.now, sh.arp_retry))
+      send_arp_request(w, pidx, nh);
+  }
+}
+
 void flush_tx(Worker& w) noexcept {
   for (uint16_t i = 0; i < w.sh->n_ports; ++i) {
     uint16_t n = w.n_tx[i];

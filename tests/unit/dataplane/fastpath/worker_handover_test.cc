@@ -187,6 +187,40 @@ TEST_F(HandoverTest, UnresolvedPeerGetsArpAndIsNotParked) {
   EXPECT_EQ(w().n_pending, 0u) << "a dead peer must not fill the ARP queue";
 }
 
+// The peers are resolved in advance (worker 0's poll loop, from the start):
+// an ARP request for each peer without an entry, at most one per arp_retry,
+// and again once an entry ages past reachable; none for a reachable one.
+TEST_F(HandoverTest, PeersAreResolvedInAdvance) {
+  const uint32_t kPeer3 = ip4(10, 1, 0, 203), kPeer4 = ip4(10, 1, 0, 204);
+  Shared& s = sh();
+  s.handover_peers[2] = kPeer3;
+  s.handover_peers[3] = kPeer4;
+  s.n_handover_peers = 4;
+  auto arp_targets = [&] {
+    std::vector<uint32_t> t;
+    for (const Frame& o : tx(1))
+      if (get16(&o[12]) == 0x0806 && get16(&o[20]) == 1) t.push_back(get32(&o[38]));
+    std::sort(t.begin(), t.end());
+    return t;
+  };
+  resolve_peers(w());
+  flush_tx(w());
+  EXPECT_EQ(arp_targets(), (std::vector<uint32_t>{kPeer3, kPeer4})) << "before any packet to hand over";
+  resolve_peers(w());
+  flush_tx(w());
+  EXPECT_TRUE(arp_targets().empty()) << "not again within arp_retry";
+  s.neigh.update(kPeer3, MacAddr{0x02, 0xee, 0, 0, 0, 0x03}.data(), w().now);
+  w().now += s.arp_retry;
+  resolve_peers(w());
+  flush_tx(w());
+  EXPECT_EQ(arp_targets(), (std::vector<uint32_t>{kPeer4})) << "the unanswered one again";
+  w().now += 61 * s.tsc_hz;  // the learned entries aged past reachable (60 s)
+  resolve_peers(w());
+  flush_tx(w());
+  EXPECT_EQ(arp_targets(), (std::vector<uint32_t>{kPeer1, kPeer2, kPeer3, kPeer4})) << "re-ARP as entries age";
+  EXPECT_EQ(total_drops(), 0u) << drop_summary();
+}
+
 TEST_F(HandoverTest, WithoutPeersOff) {
   sh().n_handover_peers = 0;
   rx(build_frame(from_client(43600, kTcpAck)), 0);
