@@ -214,7 +214,8 @@ void to_peer(Worker& w, rte_mbuf* m, uint32_t peer) {
 // A TCP packet without SYN of no connection here: to every peer, within the
 // worker's rate (a token bucket: random ACKs cannot be amplified past it).
 // One copy per peer from the worker's pool (the last peer gets the packet
-// itself); a copy the pool cannot give is left out.
+// itself); a copy the pool cannot give is left out and counted
+// (handover_no_mbuf).
 [[gnu::noinline]] void hand_over(Worker& w, rte_mbuf* m) {
   const Shared& sh = *w.sh;
   const uint64_t tat = w.handover_tat > w.now ? w.handover_tat : w.now;
@@ -226,6 +227,7 @@ void to_peer(Worker& w, rte_mbuf* m, uint32_t peer) {
   for (uint32_t i = 0; i < n; ++i) {
     rte_mbuf* c = i + 1 < n ? rte_pktmbuf_copy(m, w.pool, 0, UINT32_MAX) : m;
     if (c) to_peer(w, c, sh.handover_peers[i]);
+    else count_drop(w, kHandoverNoMbuf);
   }
 }
 

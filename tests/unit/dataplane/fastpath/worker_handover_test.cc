@@ -221,6 +221,26 @@ TEST_F(HandoverTest, PeersAreResolvedInAdvance) {
   EXPECT_EQ(total_drops(), 0u) << drop_summary();
 }
 
+// A copy the mbuf pool cannot give is counted (handover_no_mbuf); the last
+// peer still gets the packet itself.
+TEST_F(HandoverTest, CopyWithoutMbufIsCounted) {
+  rte_mempool* empty = rte_pktmbuf_pool_create("dpt_ho_empty", 1, 0, 0, RTE_MBUF_DEFAULT_BUF_SIZE, SOCKET_ID_ANY);
+  ASSERT_NE(empty, nullptr);
+  rte_mbuf* only = rte_pktmbuf_alloc(empty);
+  ASSERT_NE(only, nullptr);
+  rte_mempool* pool = w().pool;
+  w().pool = empty;
+  rx(build_frame(from_client(43700, kTcpAck)), 0);
+  w().pool = pool;
+  const auto out = tx(1);
+  rte_pktmbuf_free(only);
+  rte_mempool_free(empty);
+  ASSERT_EQ(out.size(), 1u) << "the last peer's";
+  EXPECT_TRUE(mac_is(out[0].data(), kPeer2Mac));
+  EXPECT_EQ(w().counters.handovers.load(), 1u);
+  EXPECT_EQ(drops(kHandoverNoMbuf), 1u) << drop_summary();
+}
+
 TEST_F(HandoverTest, WithoutPeersOff) {
   sh().n_handover_peers = 0;
   rx(build_frame(from_client(43600, kTcpAck)), 0);
