@@ -272,8 +272,8 @@ std::string format_stats(const json& doc) {
   std::map<std::string, uint64_t> reasons;
   std::map<std::string, uint64_t> resteers;  // re-steered connections by reason
   uint64_t resteer_gave_up = 0, resteer_pool_full = 0;
-  uint64_t ho[4] = {};  // hand-over: sent, matched, not_held, rate_limited
-  static constexpr const char* kHo[4] = {"sent", "matched", "not_held", "rate_limited"};
+  uint64_t ho[6] = {};  // hand-over: sent, matched, not_held, rate_limited, not_peer, no_mbuf
+  static constexpr const char* kHo[6] = {"sent", "matched", "not_held", "rate_limited", "not_peer", "no_mbuf"};
   for (const auto& w : workers) {
     std::vector<std::string> row{std::to_string(u64(w, "lcore"))};
     for (size_t i = 0; i < std::size(kCols); ++i) {
@@ -294,7 +294,7 @@ std::string format_stats(const json& doc) {
     resteer_pool_full += u64(w, "resteer_pool_full");
     const json& h = field(w, "handover");
     if (h.is_object())
-      for (int i = 0; i < 4; ++i) ho[i] += u64(h, kHo[i]);
+      for (int i = 0; i < 6; ++i) ho[i] += u64(h, kHo[i]);
   }
   if (workers.size() > 1) {
     std::vector<std::string> row{"total"};
@@ -309,9 +309,10 @@ std::string format_stats(const json& doc) {
     for (const auto& [name, n] : resteers) out += " " + name + " " + std::to_string(n);
     out += "; gave up " + std::to_string(resteer_gave_up) + ", pool full " + std::to_string(resteer_pool_full) + "\n";
   }
-  if (ho[0] || ho[1] || ho[2] || ho[3]) {  // full-NAT hand-over between gateways (docs/gateway.md)
+  if (ho[0] || ho[1] || ho[2] || ho[3] || ho[4] || ho[5]) {  // full-NAT hand-over between gateways (docs/gateway.md)
     out += "\nHand-over: sent " + std::to_string(ho[0]) + ", from peers matched " + std::to_string(ho[1]) +
-           ", not held " + std::to_string(ho[2]) + "; rate limited " + std::to_string(ho[3]) + "\n";
+           ", not held " + std::to_string(ho[2]) + "; rate limited " + std::to_string(ho[3]) + ", not from a peer " +
+           std::to_string(ho[4]) + ", no mbuf " + std::to_string(ho[5]) + "\n";
   }
   // Kernel exception path (docs/gateway.md), one line per port that has one.
   for (const auto& p : arr(doc, "ports")) {

@@ -81,7 +81,8 @@ nlohmann::json stats_json(const vipd::dp::Dataplane& dp) {
                        {"resteer_pool_full", w.resteer_pool_full},
                        {"resteer_gave_up", w.resteer_gave_up},
                        {"handover", {{"sent", w.handovers}, {"matched", w.handover_matched},
-                                     {"not_held", w.handover_not_held}, {"rate_limited", w.handover_rate_limited}}},
+                                     {"not_held", w.handover_not_held}, {"rate_limited", w.handover_rate_limited},
+                                     {"not_peer", w.handover_not_peer}, {"no_mbuf", w.handover_no_mbuf}}},
                        {"conn_entries", w.conn_entries},
                        {"conn_capacity", w.conn_capacity},
                        {"drop_reasons", reasons}});

@@ -157,7 +157,8 @@ const std::vector<FamilyInfo> kFamilies = {
     {"vipd_worker_handover_packets_total", "counter", "worker,result",
      "Full-NAT connection hand-over between gateways: packets of no connection here handed over to the peers "
      "(sent), from a peer and forwarded by a connection here (matched), from a peer and dropped (not_held), "
-     "dropped over --handover-pps (rate_limited)."},
+     "dropped over --handover-pps (rate_limited), with the hand-over ethertype but not from a peer (not_peer), "
+     "copies to a peer the mbuf pool could not give (no_mbuf)."},
     {"vipd_conn_table_entries", "gauge", "worker", "Entries in use in the worker's connection table."},
     {"vipd_conn_table_capacity", "gauge", "worker", "Capacity of the worker's connection table."},
     {"vipd_port_rx_packets_total", "counter", "port,device", "Packets received by the port (NIC statistics)."},
@@ -394,6 +395,8 @@ std::vector<MetricFamily> MetricsCollector::Collect() const {
     b.add(kWorkerHandover, {wl[0], {"result", "matched"}}, d(w.handover_matched));
     b.add(kWorkerHandover, {wl[0], {"result", "not_held"}}, d(w.handover_not_held));
     b.add(kWorkerHandover, {wl[0], {"result", "rate_limited"}}, d(w.handover_rate_limited));
+    b.add(kWorkerHandover, {wl[0], {"result", "not_peer"}}, d(w.handover_not_peer));
+    b.add(kWorkerHandover, {wl[0], {"result", "no_mbuf"}}, d(w.handover_no_mbuf));
     b.add(kConnTableEntries, wl, d(w.conn_entries));
     b.add(kConnTableCapacity, wl, d(w.conn_capacity));
   }

@@ -44,7 +44,9 @@ namespace vipd::dp {
   X(kIcmp6BadChecksum, "icmp6_bad_checksum") /* to a port address */     \
   X(kExceptionQueueFull, "exception_queue_full") /* kernel path ring full */ \
   X(kHandoverNotHeld, "handover_not_held")   /* from a peer: not our flow */  \
-  X(kHandoverRateLimited, "handover_rate_limited") /* hand-over over its rate */
+  X(kHandoverRateLimited, "handover_rate_limited") /* hand-over over its rate */ \
+  X(kHandoverNotPeer, "handover_not_peer")   /* 0x88b5 not from a peer's MAC */ \
+  X(kHandoverNoMbuf, "handover_no_mbuf")     /* pool empty: a peer's copy not made */
 
 enum DropReason : uint8_t {
 #define VIPD_X(e, s) e,

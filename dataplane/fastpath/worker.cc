@@ -219,7 +219,8 @@ void to_peer(Worker& w, rte_mbuf* m, uint32_t peer) {
 // A TCP packet without SYN of no connection here: to every peer, within the
 // worker's rate (a token bucket: random ACKs cannot be amplified past it).
 // One copy per peer from the worker's pool (the last peer gets the packet
-// itself); a copy the pool cannot give is left out.
+// itself); a copy the pool cannot give is left out and counted
+// (handover_no_mbuf).
 [[gnu::noinline]] void hand_over(Worker& w, rte_mbuf* m) {
   const Shared& sh = *w.sh;
   const uint64_t tat = w.handover_tat > w.now ? w.handover_tat : w.now;
@@ -231,6 +232,7 @@ void to_peer(Worker& w, rte_mbuf* m, uint32_t peer) {
   for (uint32_t i = 0; i < n; ++i) {
     rte_mbuf* c = i + 1 < n ? rte_pktmbuf_copy(m, w.pool, 0, UINT32_MAX) : m;
     if (c) to_peer(w, c, sh.handover_peers[i]);
+    else count_drop(w, kHandoverNoMbuf);
   }
 }
 
@@ -246,13 +248,33 @@ void to_peer(Worker& w, rte_mbuf* m, uint32_t peer) {
   drop(w, m, kNoConn);
 }
 
+// Whether a frame with the hand-over ethertype comes from a configured peer:
+// it arrived on the port the peer is reached by, from the MAC the neighbour
+// table holds for the peer (learned by ARP: a station on the segment cannot
+// use 0x88b5 to inject packets into connections here, or to make us look
+// them up, without also taking over a peer's MAC; docs/gateway.md).
+bool from_a_peer(const Worker& w, const rte_mbuf* m) {
+  const Shared& sh = *w.sh;
+  const uint8_t* src = rte_pktmbuf_mtod(m, const uint8_t*) + 6;
+  for (uint32_t i = 0; i < sh.n_handover_peers; ++i) {
+    uint16_t pidx;
+    uint32_t nh;
+    uint8_t mac[6];
+    if (!route(sh, sh.handover_peers[i], &pidx, &nh) || sh.ports[pidx].port_id != m->port) continue;
+    if (sh.neigh.lookup(nh, mac, w.now) != NeighState::kMissing && std::memcmp(mac, src, 6) == 0) return true;
+  }
+  return false;
+}
+
 // A frame a peer handed over (ethertype kEtherTypeHandover): the IPv4 frame
 // again, for the worker that owns its flow. When a connection of it lives
 // here it is counted as matched and queued for serve_peer_frames, which
 // runs it through the usual path after the burst (so that the established
 // path is exactly as without hand-over); else dropped (handover_not_held).
-// Either way it never goes to a peer again.
+// Either way it never goes to a peer again. Only from a peer (checked by
+// the worker that receives it; else handover_not_peer).
 [[gnu::noinline]] void from_peer(Worker& w, rte_mbuf* m, bool from_ring) {
+  if (!from_ring && !from_a_peer(w, m)) return drop(w, m, kHandoverNotPeer);
   uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
   bytes::wr16(f + 12, kEtherTypeIpv4);
   const Parsed p = parse_frame(f, rte_pktmbuf_data_len(m));
@@ -832,6 +854,23 @@ void serve_peer_frames(Worker& w) noexcept {
   w.peer_frames_now = true;
   process_burst(w, pkts, n, true);  // owned here: never redirected
   w.peer_frames_now = false;
+}
+
+// Keeps the peers' MACs known (worker 0, from the poll loop every
+// arp_retry): an ARP request for each peer that has no entry yet (at start:
+// the first handed-over packets find the peer resolved) or whose entry
+// aged past reachable (re-ARP, as to_peer would; claim_request keeps it to
+// one request per arp_retry per address across the workers).
+void resolve_peers(Worker& w) noexcept {
+  Shared& sh = *w.sh;
+  for (uint32_t i = 0; i < sh.n_handover_peers; ++i) {
+    uint16_t pidx;
+    uint32_t nh;
+    uint8_t mac[6];
+    if (!route(sh, sh.handover_peers[i], &pidx, &nh)) continue;
+    if (sh.neigh.lookup(nh, mac, w.now) != NeighState::kReachable && sh.neigh.claim_request(nh, w.now, sh.arp_retry))
+      send_arp_request(w, pidx, nh);
+  }
 }
 
 void flush_tx(Worker& w) noexcept {

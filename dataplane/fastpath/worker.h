@@ -213,6 +213,7 @@ struct Worker {
   // matched a connection here, waiting for serve_peer_frames (beyond
   // kPeerFramesMax per poll: redirect_ring_full); set while it runs them.
   uint64_t handover_tat = 0;
+  uint64_t peers_arp_next = 0;  // worker 0: when resolve_peers runs next (TSC)
   uint16_t n_peer_frames = 0;
   bool peer_frames_now = false;
   rte_mbuf* peer_frames[kPeerFramesMax];
@@ -247,6 +248,9 @@ void process_burst(Worker& w, rte_mbuf** pkts, uint16_t n, bool from_ring) noexc
 // connection here (Worker::peer_frames) through the per-packet path. The
 // poll loop calls it after the bursts when there are any.
 void serve_peer_frames(Worker& w) noexcept;
+// Connection hand-over: ARP for the peers that are not (or no longer)
+// reachable. Worker 0's poll loop calls it every arp_retry from the start.
+void resolve_peers(Worker& w) noexcept;
 // Sends what is buffered; retries and expires packets waiting for ARP.
 void flush_tx(Worker& w) noexcept;
 void service_pending(Worker& w) noexcept;

@@ -143,6 +143,10 @@ int worker_main(void* arg) {
       }
     }
     if (w.n_peer_frames) serve_peer_frames(w);  // handed over by a peer gateway
+    if (w.index == 0 && sh.n_handover_peers && w.now >= w.peers_arp_next) {  // their MACs known in advance
+      resolve_peers(w);
+      w.peers_arp_next = w.now + sh.arp_retry;
+    }
     // IPv4 and IPv6 packets waiting for their next hop (ARP, NDP).
     if (w.n_pending || (w.v6 && w.v6->n_pending)) service_pending(w);
     if (w.index == 0 && sh.exc_from_kernel) send_from_kernel(w);

@@ -687,6 +687,8 @@ std::vector<WorkerSnapshot> DpdkDataplane::workers() const {
     s.handover_matched = ld(c.handover_matched);
     s.handover_not_held = ld(c.drops[kHandoverNotHeld]);
     s.handover_rate_limited = ld(c.drops[kHandoverRateLimited]);
+    s.handover_not_peer = ld(c.drops[kHandoverNotPeer]);
+    s.handover_no_mbuf = ld(c.drops[kHandoverNoMbuf]);
     s.conn_entries = w->conns.size();
     s.conn_capacity = w->conns.capacity();
     for (unsigned r = 0; r < kNumDropReasons; ++r) {

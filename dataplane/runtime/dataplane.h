@@ -45,6 +45,7 @@ struct WorkerSnapshot {
   // Connection hand-over (docs/gateway.md): packets handed over to the peers,
   // from a peer and matched here, from a peer and not held here, over the rate.
   uint64_t handovers = 0, handover_matched = 0, handover_not_held = 0, handover_rate_limited = 0;
+  uint64_t handover_not_peer = 0, handover_no_mbuf = 0;
   uint32_t conn_entries = 0, conn_capacity = 0;
   std::vector<std::pair<std::string, uint64_t>> drop_reasons;  // all reasons, fixed order
 };

@@ -136,6 +136,29 @@ TEST_F(HandoverTest, PeerFrameOfNoConnectionIsDroppedNeverHandedOverAgain) {
   EXPECT_EQ(w().conns.size(), 0u);
 }
 
+// Only a configured peer may hand frames over: a station on the segment (here
+// a backend) that sends 0x88b5 frames of a connection here, or a peer's MAC
+// on the wrong port, is dropped (handover_not_peer) before any lookup.
+TEST_F(HandoverTest, FrameNotFromAPeerIsDropped) {
+  ASSERT_FALSE(open_conn(43250).empty());
+  const Frame ack = build_frame(from_client(43250, kTcpAck));
+  rx(as_peer_frame(ack, kB1Mac), 1);  // a resolved neighbour, but no peer
+  Frame wrong_port = as_peer_frame(ack, kPeer1Mac);
+  std::copy(kPortMac[0].begin(), kPortMac[0].end(), wrong_port.begin());
+  rx(wrong_port, 0);  // a peer's MAC where no peer is
+  rx(as_peer_frame(ack, MacAddr{0x02, 0xee, 0, 0, 0, 0x09}), 1);  // unknown MAC
+  serve();
+  expect_nothing_out("not from a peer");
+  EXPECT_EQ(drops(kHandoverNotPeer), 3u) << drop_summary();
+  EXPECT_EQ(w().counters.handover_matched.load(), 0u);
+  EXPECT_EQ(drops(kHandoverNotHeld), 0u);
+  // The peer itself still gets through.
+  rx(as_peer_frame(ack, kPeer2Mac), 1);
+  serve();
+  EXPECT_EQ(tx(1).size(), 1u) << drop_summary();
+  EXPECT_EQ(w().counters.handover_matched.load(), 1u);
+}
+
 TEST_F(HandoverTest, RateLimitedPerWorker) {
   sh().handover_tau = 1000 * 2;  // 3 at once, then one per 1000 TSC
   for (uint16_t i = 0; i < 5; ++i) rx(build_frame(from_client(static_cast<uint16_t>(43400 + i), kTcpAck)), 0);
@@ -162,6 +185,60 @@ TEST_F(HandoverTest, UnresolvedPeerGetsArpAndIsNotParked) {
   EXPECT_EQ(ho, 1);
   EXPECT_EQ(drops(kNeighUnresolved), 1u);
   EXPECT_EQ(w().n_pending, 0u) << "a dead peer must not fill the ARP queue";
+}
+
+// The peers are resolved in advance (worker 0's poll loop, from the start):
+// an ARP request for each peer without an entry, at most one per arp_retry,
+// and again once an entry ages past reachable; none for a reachable one.
+TEST_F(HandoverTest, PeersAreResolvedInAdvance) {
+  const uint32_t kPeer3 = ip4(10, 1, 0, 203), kPeer4 = ip4(10, 1, 0, 204);
+  Shared& s = sh();
+  s.handover_peers[2] = kPeer3;
+  s.handover_peers[3] = kPeer4;
+  s.n_handover_peers = 4;
+  auto arp_targets = [&] {
+    std::vector<uint32_t> t;
+    for (const Frame& o : tx(1))
+      if (get16(&o[12]) == 0x0806 && get16(&o[20]) == 1) t.push_back(get32(&o[38]));
+    std::sort(t.begin(), t.end());
+    return t;
+  };
+  resolve_peers(w());
+  flush_tx(w());
+  EXPECT_EQ(arp_targets(), (std::vector<uint32_t>{kPeer3, kPeer4})) << "before any packet to hand over";
+  resolve_peers(w());
+  flush_tx(w());
+  EXPECT_TRUE(arp_targets().empty()) << "not again within arp_retry";
+  s.neigh.update(kPeer3, MacAddr{0x02, 0xee, 0, 0, 0, 0x03}.data(), w().now);
+  w().now += s.arp_retry;
+  resolve_peers(w());
+  flush_tx(w());
+  EXPECT_EQ(arp_targets(), (std::vector<uint32_t>{kPeer4})) << "the unanswered one again";
+  w().now += 61 * s.tsc_hz;  // the learned entries aged past reachable (60 s)
+  resolve_peers(w());
+  flush_tx(w());
+  EXPECT_EQ(arp_targets(), (std::vector<uint32_t>{kPeer1, kPeer2, kPeer3, kPeer4})) << "re-ARP as entries age";
+  EXPECT_EQ(total_drops(), 0u) << drop_summary();
+}
+
+// A copy the mbuf pool cannot give is counted (handover_no_mbuf); the last
+// peer still gets the packet itself.
+TEST_F(HandoverTest, CopyWithoutMbufIsCounted) {
+  rte_mempool* empty = rte_pktmbuf_pool_create("dpt_ho_empty", 1, 0, 0, RTE_MBUF_DEFAULT_BUF_SIZE, SOCKET_ID_ANY);
+  ASSERT_NE(empty, nullptr);
+  rte_mbuf* only = rte_pktmbuf_alloc(empty);
+  ASSERT_NE(only, nullptr);
+  rte_mempool* pool = w().pool;
+  w().pool = empty;
+  rx(build_frame(from_client(43700, kTcpAck)), 0);
+  w().pool = pool;
+  const auto out = tx(1);
+  rte_pktmbuf_free(only);
+  rte_mempool_free(empty);
+  ASSERT_EQ(out.size(), 1u) << "the last peer's";
+  EXPECT_TRUE(mac_is(out[0].data(), kPeer2Mac));
+  EXPECT_EQ(w().counters.handovers.load(), 1u);
+  EXPECT_EQ(drops(kHandoverNoMbuf), 1u) << drop_summary();
 }
 
 TEST_F(HandoverTest, WithoutPeersOff) {
