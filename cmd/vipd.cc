@@ -100,8 +100,7 @@ nlohmann::json stats_json(const vipd::dp::Dataplane& dp) {
   return {{"workers", workers}, {"ports", ports}, {"neighbors", dp.neighbor_entries()}};
 }
 
-// proxy_protocol: what the dataplane sends ("" in nat mode, which cannot, and
-// for IPv6 services, which fnat sends no header yet).
+// proxy_protocol: what the dataplane sends ("" in nat mode, which cannot).
 nlohmann::json services_json(const vipd::cp::SyncLoop& sync, const vipd::dp::Dataplane& dp,
                              const char* fwd, bool fnat) {
   auto table = sync.table();
@@ -133,7 +132,7 @@ nlohmann::json services_json(const vipd::cp::SyncLoop& sync, const vipd::dp::Dat
                           {"scheduler", vipd::cp::name(svc.scheduler)},
                           {"persistence_timeout_s", svc.persistence_timeout_s},
                           {"when_empty", vipd::cp::name(svc.when_empty)},
-                          {"proxy_protocol", fnat && !key.vip.is_v6() ? vipd::cp::name(svc.proxy_protocol) : ""},
+                          {"proxy_protocol", fnat ? vipd::cp::name(svc.proxy_protocol) : ""},
                           {"stats", stats(total)}, {"backends", backends}});
     }
   }
@@ -153,16 +152,14 @@ nlohmann::json services_json(const vipd::cp::SyncLoop& sync, const vipd::dp::Dat
   };
 }
 
-// dpdk mode's dry-run: the JSON form of the table, and on stderr the warning
-// line the sync would log for the services that get no PROXY protocol header
-// (all of them in nat mode, the IPv6 ones in fnat mode: ProxyProtocolGate).
+// dpdk mode's dry-run: the JSON form of the table, and in nat mode, which
+// cannot send the PROXY protocol header, the warning line the sync would log
+// (ProxyProtocolGate) on stderr.
 vipd::cp::DryRunPrinter dpdk_dry_run_printer(const vipd::config::Options& opt) {
   const bool fnat = opt.forward_method == vipd::config::ForwardMethod::kFnat;
   return [fnat](const vipd::cp::ServiceTable& t, std::ostream& out, std::ostream& err) {
-    const auto scope = fnat ? vipd::cp::ProxyScope::kIpv6 : vipd::cp::ProxyScope::kAll;
-    const std::vector<std::string> names = vipd::cp::proxy_protocol_services(t, scope);
-    if (!names.empty())
-      err << vipd::cp::proxy_protocol_warning(names, fnat ? "dpdk fnat mode" : "dpdk nat mode", scope) << "\n";
+    const std::vector<std::string> names = fnat ? std::vector<std::string>{} : vipd::cp::proxy_protocol_services(t);
+    if (!names.empty()) err << vipd::cp::proxy_protocol_warning(names, "dpdk nat mode") << "\n";
     out << vipd::cp::to_dry_run_json(t) << "\n";
     return true;
   };
@@ -340,13 +337,9 @@ int main(int argc, char** argv) {
   cp::FamilyGate family_gate(dpdk_backend, dc.fnat ? "dpdk fnat mode" : "dpdk nat mode");
   cp::Backend& family_backend =
       dataplane->forwards_ipv6() ? static_cast<cp::Backend&>(dpdk_backend) : static_cast<cp::Backend&>(family_gate);
-  // Only full NAT can insert the PROXY protocol header, and over IPv4 only
-  // (docs/scheduling.md): the gate strips it from the others and warns.
+  // Only full NAT can insert the PROXY protocol header (docs/scheduling.md).
   cp::ProxyProtocolGate nat_gate(family_backend, "dpdk nat mode");
-  cp::ProxyProtocolGate fnat6_gate(family_backend, "dpdk fnat mode", cp::ProxyScope::kIpv6);
-  cp::Backend& fwd_backend = !dc.fnat ? static_cast<cp::Backend&>(nat_gate)
-                             : dataplane->forwards_ipv6() ? static_cast<cp::Backend&>(fnat6_gate)
-                                                          : family_backend;
+  cp::Backend& fwd_backend = dc.fnat ? family_backend : nat_gate;
   // VIP announcement (docs/gateway.md): routes follow each applied table.
   std::unique_ptr<cp::host::RouteAnnouncer> announcer;
   std::unique_ptr<cp::host::AnnouncingBackend> announcing;

@@ -92,9 +92,8 @@ nlohmann::ordered_json explain_json(const ExplainQuery& q, const dp::ExplainResu
     s["scheduler"] = sched;
     s["persistence_timeout_s"] = svc ? svc->persistence_timeout_s : 0;
     s["when_empty"] = name(r.drop_when_empty ? WhenEmpty::kDrop : WhenEmpty::kReject);
-    // The header full NAT sends to the backend ("" when none; nat cannot send
-    // one, nor fnat for IPv6 yet).
-    s["proxy_protocol"] = fnat && svc && !q.dst.is_v6() ? name(svc->proxy_protocol) : "";
+    // The header full NAT sends to the backend ("" when none; nat cannot send one).
+    s["proxy_protocol"] = fnat && svc ? name(svc->proxy_protocol) : "";
     s["backends"] = r.n_dests;
     s["weighted_backends"] = r.n_weighted;
     j["service"] = s;

@@ -760,11 +760,10 @@ const std::vector<Setting>& settings() {
     r.push_back(choice<cp::ProxyProtocol>("proxy-protocol", "VERSION", &Options::default_proxy_protocol,
         model_choices<cp::ProxyProtocol>("none"),
         "PROXY protocol header (none, v1, v2) for TCP services without a vipd.io/proxy-protocol annotation; "
-        "applies to IPv4 TCP services in dpdk fnat mode only",
+        "applies to TCP services in dpdk fnat mode only",
         "PROXY protocol header sent to the backend ahead of the client's bytes, for TCP services without a "
         "`vipd.io/proxy-protocol` annotation. Applies to TCP services in dpdk mode with `--forward-method fnat` "
-        "only, over IPv4 only (IPv6 services get no header yet); the kernel modes and `nat` ignore it with a "
-        "warning, as fnat does for IPv6 services (docs/scheduling.md, \"PROXY protocol\")."));
+        "only; the kernel modes and `nat` ignore it with a warning (docs/scheduling.md, \"PROXY protocol\")."));
     r.push_back(number("mh-table-size", "N", &DataplaneSettings::mh_table_size, 251, 1000003,
         "Maglev (mh) lookup table size per service, a prime",
         "Maglev (`mh`) lookup table size per service; must be a prime (docs/scheduling.md).", prime));

@@ -2,9 +2,7 @@
 // the modes that cannot send the PROXY protocol header (the kernel modes, dpdk
 // nat): services that ask for one (vipd.io/proxy-protocol, --proxy-protocol)
 // are programmed without it, and one warning line names them, logged again
-// only when the set of such services changes (not on every sync). dpdk fnat
-// mode sends the header over IPv4 only: there the gate strips and names the
-// IPv6 services alone (ProxyScope::kIpv6).
+// only when the set of such services changes (not on every sync).
 #pragma once
 
 #include <string>
@@ -15,18 +13,12 @@
 
 namespace vipd::cp {
 
-// The services a mode cannot send the header for: all of them, or only the
-// IPv6 ones (dpdk fnat mode).
-enum class ProxyScope { kAll, kIpv6 };
+// The names ("ns/svc:port") of the services in `t` that ask for a PROXY
+// protocol header, sorted, unique.
+std::vector<std::string> proxy_protocol_services(const ServiceTable& t);
 
-// The names ("ns/svc:port") of the services in `t` (in `scope`) that ask for a
-// PROXY protocol header, sorted, unique.
-std::vector<std::string> proxy_protocol_services(const ServiceTable& t, ProxyScope scope = ProxyScope::kAll);
-
-// The warning line for `names` in `mode` ("ipvs mode", "dpdk nat mode",
-// "dpdk fnat mode" with kIpv6).
-std::string proxy_protocol_warning(const std::vector<std::string>& names, const std::string& mode,
-                                   ProxyScope scope = ProxyScope::kAll);
+// The warning line for `names` in `mode` ("ipvs mode", "dpdk nat mode").
+std::string proxy_protocol_warning(const std::vector<std::string>& names, const std::string& mode);
 
 class ProxyProtocolGate : public Backend {
  public:
@@ -34,8 +26,6 @@ class ProxyProtocolGate : public Backend {
   // log_warn).
   ProxyProtocolGate(Backend& inner, std::string mode);
   ProxyProtocolGate(Backend& inner, std::string mode, void (*warn)(const std::string&));
-  ProxyProtocolGate(Backend& inner, std::string mode, ProxyScope scope);
-  ProxyProtocolGate(Backend& inner, std::string mode, ProxyScope scope, void (*warn)(const std::string&));
 
   const char* name() const override { return inner_.name(); }
   bool apply(const ServiceTable& next, const TableDiff& diff, bool full, std::string* error) override;
@@ -45,7 +35,6 @@ class ProxyProtocolGate : public Backend {
  private:
   Backend& inner_;
   std::string mode_;
-  ProxyScope scope_;
   void (*warn_)(const std::string&);
   std::vector<std::string> warned_;  // the set named by the last warning
   ServiceTable stripped_;            // `next` without PROXY protocol (diff points here)

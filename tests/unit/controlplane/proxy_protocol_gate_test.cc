@@ -79,37 +79,6 @@ TEST(ProxyProtocolGate, StripsTheHeaderAndWarnsOncePerChange) {
   EXPECT_EQ(g_warnings.size(), 3u);
 }
 
-// dpdk fnat mode: IPv4 services keep their header, IPv6 ones lose it and are
-// named (with the reason) in one line.
-TEST(ProxyProtocolGate, Ipv6ScopeStripsAndNamesOnlyIpv6Services) {
-  g_warnings.clear();
-  FakeBackend inner;
-  ProxyProtocolGate gate(inner, "dpdk fnat mode", ProxyScope::kIpv6, &record);
-  const IpAddr vip6 = *IpAddr::parse("fd00:10:96::100");
-  ServiceTable empty, t1;
-  t1.services[{0x0a600001, 80, Protocol::kTcp}] = svc(80, "ns/a4", ProxyProtocol::kV1);
-  VirtualService s6 = svc(80, "ns/a6", ProxyProtocol::kV2);
-  s6.key = ServiceKey{vip6, 80, Protocol::kTcp};
-  t1.services[s6.key] = s6;
-  ASSERT_TRUE(apply(gate, empty, t1));
-  EXPECT_TRUE(inner.diff_ok);
-  ASSERT_EQ(t1.services.begin()->first.vip.is_v6(), false);  // map order: IPv4 first
-  EXPECT_EQ(inner.got, (std::vector<ProxyProtocol>{ProxyProtocol::kV1, ProxyProtocol::kNone}));
-  ASSERT_EQ(g_warnings.size(), 1u);
-  EXPECT_THAT(g_warnings[0], HasSubstr("PROXY protocol ignored for 1 IPv6 service(s) (ns/a6): dpdk fnat mode"));
-  EXPECT_THAT(g_warnings[0], HasSubstr("IPv4 connections only"));
-  EXPECT_EQ(proxy_protocol_services(t1, ProxyScope::kIpv6), std::vector<std::string>{"ns/a6"});
-  EXPECT_EQ(proxy_protocol_services(t1), (std::vector<std::string>{"ns/a4", "ns/a6"}));
-  // Only IPv4 services ask: passed through untouched, no line.
-  g_warnings.clear();
-  ServiceTable t2;
-  t2.services[{0x0a600001, 80, Protocol::kTcp}] = svc(80, "ns/a4", ProxyProtocol::kV2);
-  ASSERT_TRUE(apply(gate, t1, t2));
-  EXPECT_EQ(inner.got, std::vector<ProxyProtocol>{ProxyProtocol::kV2});
-  EXPECT_EQ(inner.removed, 1u);
-  EXPECT_TRUE(g_warnings.empty());
-}
-
 TEST(ProxyProtocolGate, WarningListsAtMostFiveNames) {
   std::vector<std::string> names;
   for (int i = 0; i < 7; ++i) names.push_back("ns/s" + std::to_string(i));
