@@ -153,6 +153,19 @@ nlohmann::json services_json(const vipd::cp::SyncLoop& sync, const vipd::dp::Dat
   };
 }
 
+// dpdk mode's dry-run: the JSON form of the table, and in nat mode, which
+// cannot send the PROXY protocol header, the warning line the sync would log
+// (ProxyProtocolGate) on stderr.
+vipd::cp::DryRunPrinter dpdk_dry_run_printer(const vipd::config::Options& opt) {
+  const bool fnat = opt.forward_method == vipd::config::ForwardMethod::kFnat;
+  return [fnat](const vipd::cp::ServiceTable& t, std::ostream& out, std::ostream& err) {
+    const std::vector<std::string> names = fnat ? std::vector<std::string>{} : vipd::cp::proxy_protocol_services(t);
+    if (!names.empty()) err << vipd::cp::proxy_protocol_warning(names, "dpdk nat mode") << "\n";
+    out << vipd::cp::to_dry_run_json(t) << "\n";
+    return true;
+  };
+}
+
 }  // namespace
 
 // The sync loop's options (the same in every mode).
@@ -253,7 +266,7 @@ int main(int argc, char** argv) {
     // ipvs mode prints the IPVS state (ipvsadm -Ln form), addresses and rules.
     if (opt.mode == config::Mode::kIpvs)
       return cp::dry_run(source, std::cout, std::cerr, 30000, ipvs_dry_run_printer(opt));
-    return cp::dry_run(source, std::cout, std::cerr);
+    return cp::dry_run(source, std::cout, std::cerr, 30000, dpdk_dry_run_printer(opt));
   }
   if (opt.mode == config::Mode::kIptables) {
     // No DPDK, no EAL: the kernel forwards (cmd/vipd_iptables.cc, docs/modes.md).

@@ -5,7 +5,9 @@
 // services that ask for it (Service::proxy_protocol) the worker puts a header
 // with the client's address:port and the VIP:port in front of the client's
 // first byte. TCP in full NAT only: NAT mode keeps the client's address (no
-// header needed) and UDP has no stream to put it in.
+// header needed) and UDP has no stream to put it in. IPv4 (worker.cc) and
+// IPv6 (worker6.cc) alike: the sequence arithmetic and the pool are shared,
+// the header and the frame helpers come in one form per family.
 //
 // Sequence spaces. The backend sees the client's stream with hdr_len extra
 // bytes at its start: client byte k (seq client_isn + 1 + k) is byte hdr_len
@@ -29,6 +31,7 @@
 #include <cstdint>
 #include <string>
 
+#include "dataplane/fastpath/ipv6.h"
 #include "dataplane/fastpath/packet.h"
 #include "model/kinds.h"
 
@@ -39,11 +42,20 @@ namespace vipd::dp {
 constexpr size_t kProxyV1Max = 56;
 constexpr size_t kProxyV2Len = 28;
 constexpr size_t kProxyHdrMax = kProxyV1Max;
+// IPv6: v1 "PROXY TCP6 " with RFC 5952 text addresses (at most 39
+// characters each): at most 104 bytes; v2: 16 + 36 bytes.
+constexpr size_t kProxyV1Max6 = 104;
+constexpr size_t kProxyV2Len6 = 52;
+constexpr size_t kProxyHdrMax6 = kProxyV1Max6;
 
 // Writes the header for a TCP4 connection from src:sport to dst:dport (host
 // order) into `out` (kProxyHdrMax bytes). Returns its length (0 for kNone).
 size_t proxy_header(cp::ProxyProtocol v, uint32_t src, uint16_t sport, uint32_t dst, uint16_t dport,
                     uint8_t* out) noexcept;
+// The same for a TCP6 connection (addresses in network order) into `out`
+// (kProxyHdrMax6 bytes).
+size_t proxy_header6(cp::ProxyProtocol v, const uint8_t src[16], uint16_t sport, const uint8_t dst[16],
+                     uint16_t dport, uint8_t* out) noexcept;
 
 // One connection's state: 8 bytes.
 struct ProxyConn {
@@ -91,7 +103,9 @@ class ProxyPool {
 };
 
 // Frame helpers: `frame` is a TCP segment parsed into `p` (its addresses
-// already rewritten or not: the checksums follow what is in the frame).
+// already rewritten or not: the checksums follow what is in the frame), IPv4
+// (Parsed) or IPv6 (Parsed6: the payload length instead of the total length,
+// no header checksum, the TCP checksum over the IPv6 pseudo header).
 
 // Client -> backend, not a SYN: what to do with this segment.
 enum class ProxyStep : uint8_t { kShift, kInsert };
@@ -101,11 +115,13 @@ inline ProxyStep proxy_client_step(const ProxyConn& pc, uint32_t seq, uint8_t fl
 }
 // Adds `n` to the segment's seq (checksum updated incrementally).
 void tcp_shift_seq(uint8_t* frame, const Parsed& p, uint32_t n) noexcept;
+void tcp_shift_seq(uint8_t* frame, const Parsed6& p, uint32_t n) noexcept;
 // Puts hdr[0..n) in front of the segment's payload: the caller made sure the
 // buffer holds p.l3_off + p.ip_total_len + n bytes. Updates the IPv4 total
 // length and both checksums (the TCP one recomputed, a bad one stays bad).
 // Returns the new frame length.
 size_t tcp_insert_payload(uint8_t* frame, const Parsed& p, const uint8_t* hdr, size_t n) noexcept;
+size_t tcp_insert_payload(uint8_t* frame, const Parsed6& p, const uint8_t* hdr, size_t n) noexcept;
 // A sequence number of the client's as the backend sees it (after the
 // shift) back in the client's own space; one inside the header: ISN + 1.
 uint32_t proxy_seq_to_client(const ProxyConn& pc, uint32_t v) noexcept;
@@ -113,5 +129,6 @@ uint32_t proxy_seq_to_client(const ProxyConn& pc, uint32_t v) noexcept;
 // of a SYN lowered by hdr_len; marks the header acknowledged. Checksum
 // updated incrementally.
 void proxy_from_backend(uint8_t* frame, const Parsed& p, ProxyConn& pc) noexcept;
+void proxy_from_backend(uint8_t* frame, const Parsed6& p, ProxyConn& pc) noexcept;
 
 }  // namespace vipd::dp

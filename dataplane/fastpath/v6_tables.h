@@ -117,6 +117,7 @@ struct alignas(64) Conn6 {
   uint16_t lport, dport;
   uint64_t expires;  // TSC
   uint8_t laddr[16], daddr[16];
+  uint32_t proxy;  // PROXY protocol state in Worker::proxy (proxy_proto.h), 0 = none
 };
 static_assert(sizeof(Conn6) == 128);
 

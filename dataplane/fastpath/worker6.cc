@@ -202,6 +202,8 @@ void track6(Worker& w, Conn6& c, uint8_t flags, bool from_client) {
 }
 
 void release6(Worker& w, Conn6& c) {
+  w.proxy.release(c.proxy);
+  c.proxy = 0;
   DestCounters& dc = w.dest_counters[c.dest_slot];
   if (c.state == ConnState::kEstablished) --dc.active; else --dc.inactive;
   if (w.sh->forward == Forward::kFnat) {
@@ -235,6 +237,37 @@ void send_unreach6(Worker& w, rte_mbuf* m, const Parsed6& p) {
   reply_on_rx_port(w, m, len);
 }
 
+// PROXY protocol (proxy_proto.h) over IPv6, client -> backend after the NAT
+// rewrite: the header in front of the first segment's payload, or the seq
+// shifted (as proxy_to_backend for IPv4). False when the packet was dropped.
+bool proxy_to_backend6(Worker& w, rte_mbuf* m, const Parsed6& p, const Conn6& c) {
+  ProxyConn& pc = w.proxy.at(c.proxy);
+  uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
+  if (p.tcp_flags & kTcpSyn) return true;  // a retransmitted SYN: its seq is the ISN, not shifted
+  const uint32_t seq = bytes::rd32(f + p.l4_off + 4);
+  if (proxy_client_step(pc, seq, p.tcp_flags) == ProxyStep::kShift) {
+    tcp_shift_seq(f, p, pc.hdr_len);
+    return true;
+  }
+  const size_t n = pc.hdr_len;
+  const size_t len = p.l3_off + kIp6Len + size_t{p.payload_len} + n;
+  const int pidx = route6(*w.sh, c.daddr);
+  const size_t mtu = pidx >= 0 ? w.sh->ports[pidx].mtu : 0;
+  if (m->nb_segs != 1 || kIp6Len + p.payload_len + n > mtu ||
+      len > size_t{rte_pktmbuf_data_len(m)} + rte_pktmbuf_tailroom(m)) {
+    drop_pkt(w, m, kProxyHeaderNoRoom);
+    return false;
+  }
+  uint8_t hdr[kProxyHdrMax6];
+  proxy_header6(pc.version, c.caddr, c.cport, c.vaddr, c.vport, hdr);
+  tcp_insert_payload(f, p, hdr, n);
+  m->data_len = static_cast<uint16_t>(len);
+  m->pkt_len = static_cast<uint32_t>(len);
+  bump(pc.sent ? w.counters.proxy_header_retransmits : w.counters.proxy_headers);
+  pc.sent = 1;
+  return true;
+}
+
 void new_flow6(Worker& w, rte_mbuf* m, const Parsed6& p, const Service& svc) {
   Shared& sh = *w.sh;
   Worker6& x = *w.v6;
@@ -264,6 +297,18 @@ void new_flow6(Worker& w, rte_mbuf* m, const Parsed6& p, const Service& svc) {
   }
   const DestRef& d = svc.dests[idx];
   const uint8_t* dip = ext.dest_ip[idx];
+  // PROXY protocol: full NAT, TCP, from the SYN on (as new_flow for IPv4).
+  uint32_t proxy = 0;
+  if (svc.proxy_protocol != cp::ProxyProtocol::kNone && sh.forward == Forward::kFnat && p.proto == kProtoTcp &&
+      syn) [[unlikely]] {
+    proxy = w.proxy.alloc();
+    if (!proxy) return drop_pkt(w, m, kProxyPoolFull);  // the client retries its SYN
+    ProxyConn& pc = w.proxy.at(proxy);
+    uint8_t hdr[kProxyHdrMax6];
+    pc.client_isn = bytes::rd32(rte_pktmbuf_mtod(m, const uint8_t*) + p.l4_off + 4);
+    pc.version = svc.proxy_protocol;
+    pc.hdr_len = static_cast<uint8_t>(proxy_header6(svc.proxy_protocol, p.src, p.sport, p.dst, p.dport, hdr));
+  }
   const uint8_t* laddr = p.src;
   uint16_t lport = p.sport;
   uint8_t lidx = 0;
@@ -281,15 +326,20 @@ void new_flow6(Worker& w, rte_mbuf* m, const Parsed6& p, const Service& svc) {
         got = true;
       }
     }
-    if (!got) return drop_pkt(w, m, kFnatPortsExhausted);
+    if (!got) {
+      w.proxy.release(proxy);
+      return drop_pkt(w, m, kFnatPortsExhausted);
+    }
   }
   Conn6* c = x.conns.insert(make_key6(p.src, p.sport, p.dst, p.dport, p.proto),
                             make_key6(dip, d.port, laddr, lport, p.proto));
   if (!c) {
     if (sh.forward == Forward::kFnat) x.fnat[lidx].ports[x.fnat[lidx].top++] = lport;
+    w.proxy.release(proxy);
     return drop_pkt(w, m, x.conns.last_insert_full() ? kConnTableFull : kConnKeyInUse);
   }
   c->laddr_idx = lidx;
+  c->proxy = proxy;
   c->dest_slot = d.slot;
   c->dest_gen = d.gen;
   c->state = p.proto != kProtoTcp ? ConnState::kUdp
@@ -321,6 +371,9 @@ void from_client6(Worker& w, rte_mbuf* m, const Parsed6& p, const Service& svc) 
     dc.inpkts++;
     dc.inbytes += kIp6Len + p.payload_len;
     rewrite6_l3l4(rte_pktmbuf_mtod(m, uint8_t*), p, c->laddr, c->lport, c->daddr, c->dport);
+    if (c->proxy) [[unlikely]] {
+      if (!proxy_to_backend6(w, m, p, *c)) return;
+    }
     output6(w, m, c->daddr);
     return;
   }
@@ -352,6 +405,7 @@ void from_dest6(Worker& w, rte_mbuf* m, const Parsed6& p) {
   dc.outpkts++;
   dc.outbytes += kIp6Len + p.payload_len;
   rewrite6_l3l4(rte_pktmbuf_mtod(m, uint8_t*), p, c->vaddr, c->vport, c->caddr, c->cport);
+  if (c->proxy) [[unlikely]] proxy_from_backend(rte_pktmbuf_mtod(m, uint8_t*), p, w.proxy.at(c->proxy));
   output6(w, m, c->caddr);
 }
 
@@ -490,6 +544,13 @@ DropReason translate6(Worker& w, uint8_t* f, const Parsed6& p, const Quote6& q, 
   bytes::wr16(il4, r.isport);
   bytes::wr16(il4 + 2, r.idport);
   delta += uint64_t{~old_ports} + bytes::raw32(il4);
+  // PROXY protocol: a quoted client segment carries the seq shifted by the
+  // header; the client gets its own back (as translate_icmp_error for IPv4).
+  if (q.to_client && c->proxy && q.proto == kProtoTcp && q.l4_quoted >= 8) [[unlikely]] {
+    const uint32_t old_seq = bytes::raw32(il4 + 4);
+    bytes::wr32(il4 + 4, proxy_seq_to_client(w.proxy.at(c->proxy), bytes::rd32(il4 + 4)));
+    delta += uint64_t{~old_seq} + bytes::raw32(il4 + 4);
+  }
   // The quoted L4 checksum, where the quote holds it.
   const size_t coff = q.proto == kProtoTcp ? 16 : 6;
   if (q.l4_quoted >= coff + 2) {

@@ -318,6 +318,16 @@ TEST(Explain, Ipv6NewConnectionIsScheduled) {
   }
 }
 
+TEST(Explain, Ipv6ServiceShowsProxyProtocolInFullNat) {
+  // dpdk fnat sends the PROXY protocol header over IPv6 too (worker6.cc).
+  ServiceTable t = ipv6_table();
+  for (auto& [key, svc] : t.services) svc.proxy_protocol = ProxyProtocol::kV1;
+  const dp::ExplainResult r = service_result();
+  EXPECT_EQ(explain_json(q6(), r, &t, true)["service"]["name"], "default/db6:http");
+  EXPECT_EQ(explain_json(q6(), r, &t, true)["service"]["proxy_protocol"], "v1");
+  EXPECT_EQ(explain_json(q6(), r, &t, false)["service"]["proxy_protocol"], "");
+}
+
 TEST(Explain, Ipv6ExistingConnectionFullNat) {
   const ServiceTable t = ipv6_table();
   dp::ExplainResult r = service_result();

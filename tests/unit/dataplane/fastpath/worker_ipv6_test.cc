@@ -15,6 +15,7 @@
 #endif
 
 #include "dataplane/fastpath/ipv6.h"
+#include "dataplane/fastpath/proxy_proto.h"
 #include "tests/unit/dataplane/fastpath/ipv6_test_util.h"
 #include "tests/unit/dataplane/fastpath/worker_test_fixture.h"
 
@@ -945,6 +946,285 @@ TEST_P(WorkerIpv6FwdTest, DISABLED_InstructionsPerPacket) {
 
 INSTANTIATE_TEST_SUITE_P(Modes, WorkerIpv6FwdTest, ::testing::Values(Forward::kFnat, Forward::kNat),
                          [](const auto& info) { return info.param == Forward::kFnat ? "fnat" : "nat"; });
+
+
+// The PROXY protocol over IPv6 (proxy_proto.h, worker6.cc), as ProxyTest
+// (proxy_test.cc) for IPv4: header bytes, where the header goes, seq / ack /
+// SACK shift, MSS room; every frame's checksum checked from scratch.
+std::string header6_of(cp::ProxyProtocol v, const Addr6& s, uint16_t sp, const Addr6& d, uint16_t dp) {
+  uint8_t b[kProxyHdrMax6];
+  const size_t n = proxy_header6(v, s.data(), sp, d.data(), dp, b);
+  return std::string(reinterpret_cast<const char*>(b), n);
+}
+
+TEST(ProxyHeader6, V1ExactBytesRfc5952) {
+  using cp::ProxyProtocol;
+  EXPECT_EQ(header6_of(ProxyProtocol::kV1, kClient6, 40000, kVip6, 8080),
+            "PROXY TCP6 fd00:10::10 fd00:10:96::100 40000 8080\r\n");
+  // The longest zero run is compressed (the first of equal ones), a single
+  // zero group is not; no leading zeros, lowercase.
+  EXPECT_EQ(header6_of(ProxyProtocol::kV1, a6({0x2001, 0xdb8, 0, 0, 1, 0, 0, 1}), 1,
+                       a6({0x2001, 0xdb8, 0, 1, 1, 1, 1, 1}), 2),
+            "PROXY TCP6 2001:db8::1:0:0:1 2001:db8:0:1:1:1:1:1 1 2\r\n");
+  EXPECT_EQ(header6_of(ProxyProtocol::kV1, a6({0, 0, 0, 0, 0, 0, 0, 0}), 0, a6({1, 0, 0, 0, 0, 0, 0, 0}), 0),
+            "PROXY TCP6 :: 1:: 0 0\r\n");
+  EXPECT_EQ(header6_of(ProxyProtocol::kV1, a6({1, 0, 0, 2, 0, 0, 0, 3}), 0, a6({0, 0, 0, 0, 0, 0, 0, 0xABCD}), 0),
+            "PROXY TCP6 1:0:0:2::3 ::abcd 0 0\r\n");
+  const Addr6 f = a6({0xffff, 0xffff, 0xffff, 0xffff, 0xffff, 0xffff, 0xffff, 0xffff});
+  const std::string longest = header6_of(ProxyProtocol::kV1, f, 65535, f, 65535);
+  EXPECT_EQ(longest.size(), kProxyV1Max6);
+  EXPECT_EQ(header6_of(ProxyProtocol::kNone, kClient6, 1, kVip6, 2), "");
+}
+
+TEST(ProxyHeader6, V2ExactBytes) {
+  const std::string h = header6_of(cp::ProxyProtocol::kV2, kClient6, 40000, kVip6, 8080);
+  ASSERT_EQ(h.size(), kProxyV2Len6);
+  std::vector<uint8_t> want = {0x0d, 0x0a, 0x0d, 0x0a, 0x00, 0x0d, 0x0a, 0x51, 0x55, 0x49, 0x54, 0x0a,
+                               0x21, 0x21, 0x00, 0x24};
+  want.insert(want.end(), kClient6.begin(), kClient6.end());
+  want.insert(want.end(), kVip6.begin(), kVip6.end());
+  want.insert(want.end(), {0x9c, 0x40, 0x1f, 0x90});
+  EXPECT_EQ(std::vector<uint8_t>(h.begin(), h.end()), want);
+}
+
+class Proxy6Test : public WorkerIpv6FwdTest {
+ protected:
+  void SetUp() override {
+    WorkerIpv6FwdTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    cp::ServiceTable next = table_;
+    auto v1 = vsvc(ip6(kVip6), kPortV1, Protocol::kTcp, {rs(ip6(kB16), 80)});
+    v1.proxy_protocol = cp::ProxyProtocol::kV1;
+    auto v2 = vsvc(ip6(kVip6), kPortV2, Protocol::kTcp, {rs(ip6(kB16), 80)});
+    v2.proxy_protocol = cp::ProxyProtocol::kV2;
+    put(next, v1);
+    put(next, v2);
+    put(next, vsvc(ip6(kVip6), kPortPlain, Protocol::kTcp, {rs(ip6(kB16), 80)}));
+    const cp::TableDiff d = cp::TableDiff::compute(table_, next);
+    std::string err;
+    ASSERT_TRUE(pub_->apply(next, d, false, &err)) << err;
+    table_ = next;
+  }
+  static Bytes seg(uint16_t sp, uint16_t dp, uint8_t flags, uint32_t seq, uint32_t ack,
+                   const std::vector<uint8_t>& opts, const std::string& data) {
+    Bytes t(20 + opts.size(), 0);
+    t[0] = static_cast<uint8_t>(sp >> 8), t[1] = static_cast<uint8_t>(sp);
+    t[2] = static_cast<uint8_t>(dp >> 8), t[3] = static_cast<uint8_t>(dp);
+    put32(&t[4], seq);
+    put32(&t[8], ack);
+    t[12] = static_cast<uint8_t>((t.size() / 4) << 4);
+    t[13] = flags;
+    t[14] = 0xff, t[15] = 0xff;
+    std::copy(opts.begin(), opts.end(), t.begin() + 20);
+    t.insert(t.end(), data.begin(), data.end());
+    return t;
+  }
+  Frame to_backend(uint16_t vport, uint8_t flags, uint32_t seq, const std::string& data, const char* what) {
+    Frame6 s;
+    s.dmac = kPortMac[0];
+    s.smac = kClientMac;
+    s.src = kClient6;
+    s.dst = kVip6;
+    s.next = kProtoTcp;
+    s.l4 = seg(kCport, vport, flags, seq, flags & kTcpAck ? kBackendIsn + 1 : 0, {}, data);
+    Bytes f = build6(s);
+    fix_cksum6(f, 54, kProtoTcp, 16);
+    const Frame o = one_out(f, 0, 1);
+    if (!o.empty()) {
+      const Parsed6 p = expect_valid6(o, what);
+      EXPECT_EQ(addr_at(p.src), kLocal6) << what;
+      lport_ = p.sport;
+    }
+    return o;
+  }
+  Frame to_client(uint8_t flags, uint32_t ack, const std::vector<uint8_t>& opts, const std::string& data,
+                  const char* what) {
+    Frame6 s;
+    s.dmac = kPortMac[1];
+    s.smac = kB1Mac;
+    s.src = kB16;
+    s.dst = kLocal6;
+    s.next = kProtoTcp;
+    s.l4 = seg(80, lport_, flags, flags & kTcpSyn ? kBackendIsn : kBackendIsn + 1, ack, opts, data);
+    Bytes f = build6(s);
+    fix_cksum6(f, 54, kProtoTcp, 16);
+    const Frame o = one_out(f, 1, 0);
+    if (!o.empty()) expect_valid6(o, what);
+    return o;
+  }
+  static const uint8_t* tcp_of(const Frame& f) {
+    Parsed6 p;
+    EXPECT_TRUE(parse_ipv6(f.data(), f.size(), &p));
+    return f.data() + p.l4_off;
+  }
+  static uint32_t seq_of(const Frame& f) { return get32(tcp_of(f) + 4); }
+  static uint32_t ack_of(const Frame& f) { return get32(tcp_of(f) + 8); }
+  static uint16_t plen_of(const Frame& f) { return get16(f.data() + 18); }
+  static std::string payload(const Frame& f) {
+    Parsed6 p;
+    EXPECT_TRUE(parse_ipv6(f.data(), f.size(), &p));
+    const uint8_t* l4 = f.data() + p.l4_off;
+    const size_t doff = (l4[12] >> 4) * 4u;
+    return std::string(reinterpret_cast<const char*>(l4 + doff), p.l4_len - doff);
+  }
+  static uint16_t mss_of(const Frame& f) {
+    const uint8_t* l4 = tcp_of(f);
+    const size_t doff = (l4[12] >> 4) * 4u;
+    for (size_t i = 20; i + 4 <= doff; ++i)
+      if (l4[i] == 2 && l4[i + 1] == 4) return get16(l4 + i + 2);
+    return 0;
+  }
+  // SYN, then the SYN-ACK (MSS 1440) the client gets.
+  Frame open(uint16_t vport, uint32_t isn) {
+    const Frame syn = to_backend(vport, kTcpSyn, isn, "", "SYN");
+    if (syn.empty()) return {};
+    EXPECT_EQ(seq_of(syn), isn) << "the SYN keeps its seq";
+    return to_client(kTcpSyn | kTcpAck, isn + 1, {2, 4, 0x05, 0xa0}, "", "SYN-ACK");
+  }
+  std::string hdr(cp::ProxyProtocol v) {
+    return header6_of(v, kClient6, kCport, kVip6, v == cp::ProxyProtocol::kV1 ? kPortV1 : kPortV2);
+  }
+  static constexpr uint16_t kPortV1 = 8443, kPortV2 = 8444, kPortPlain = 8445, kCport = 40000;
+  static constexpr uint32_t kBackendIsn = 7000;
+  uint16_t lport_ = 0;
+};
+
+TEST_P(Proxy6Test, FirstDataSegmentCarriesHeaderThenShifts) {
+  const uint32_t isn = 100000;
+  const std::string h = hdr(cp::ProxyProtocol::kV1);
+  const uint32_t n = static_cast<uint32_t>(h.size());
+  const Frame sa = open(kPortV1, isn);
+  ASSERT_FALSE(sa.empty());
+  EXPECT_EQ(ack_of(sa), isn + 1);
+  EXPECT_EQ(mss_of(sa), 1440 - n) << "MSS lowered by the header length";
+  const Frame d1 = to_backend(kPortV1, kTcpAck | kTcpPsh, isn + 1, "hello", "first data");
+  ASSERT_FALSE(d1.empty());
+  EXPECT_EQ(seq_of(d1), isn + 1);
+  EXPECT_EQ(payload(d1), h + "hello");
+  EXPECT_EQ(plen_of(d1), 20u + n + 5u) << "IPv6 payload length";
+  EXPECT_EQ(d1.size(), 14u + 40u + 20u + n + 5u);
+  EXPECT_EQ(w().counters.proxy_headers.load(), 1u);
+  const Frame a = to_client(kTcpAck, isn + 1 + n + 5, {}, "", "backend ack");
+  ASSERT_FALSE(a.empty());
+  EXPECT_EQ(ack_of(a), isn + 1 + 5);
+  const Frame d2 = to_backend(kPortV1, kTcpAck | kTcpPsh, isn + 6, "world", "second data");
+  ASSERT_FALSE(d2.empty());
+  EXPECT_EQ(seq_of(d2), isn + 6 + n);
+  EXPECT_EQ(payload(d2), "world");
+  const Frame r = to_backend(kPortV1, kTcpAck | kTcpPsh, isn + 1, "hello", "late retransmission");
+  ASSERT_FALSE(r.empty());
+  EXPECT_EQ(seq_of(r), isn + 1 + n);
+  EXPECT_EQ(payload(r), "hello");
+  EXPECT_EQ(w().counters.proxy_headers.load(), 1u);
+  EXPECT_EQ(w().counters.proxy_header_retransmits.load(), 0u);
+  EXPECT_EQ(total_drops(), 0u) << drop_summary();
+}
+
+TEST_P(Proxy6Test, PureAckCarriesHeaderForServerFirstBackend) {
+  const uint32_t isn = 5;
+  const std::string h = hdr(cp::ProxyProtocol::kV2);
+  const uint32_t n = static_cast<uint32_t>(h.size());
+  ASSERT_FALSE(open(kPortV2, isn).empty());
+  const Frame ack = to_backend(kPortV2, kTcpAck, isn + 1, "", "handshake ACK");
+  ASSERT_FALSE(ack.empty());
+  EXPECT_EQ(seq_of(ack), isn + 1);
+  EXPECT_EQ(payload(ack), h) << "the pure ACK became the header";
+  Frame b = to_client(kTcpAck | kTcpPsh, isn + 1, {}, "220 hi", "server banner");
+  ASSERT_FALSE(b.empty());
+  EXPECT_EQ(ack_of(b), isn + 1);
+  EXPECT_EQ(payload(b), "220 hi");
+  b = to_client(kTcpAck, isn + 1 + n / 2, {}, "", "header half acked");
+  ASSERT_FALSE(b.empty());
+  EXPECT_EQ(ack_of(b), isn + 1);
+  const Frame again = to_backend(kPortV2, kTcpAck, isn + 1, "", "ACK of the banner");
+  ASSERT_FALSE(again.empty());
+  EXPECT_EQ(payload(again), h);
+  EXPECT_EQ(w().counters.proxy_headers.load(), 1u);
+  EXPECT_EQ(w().counters.proxy_header_retransmits.load(), 1u);
+  b = to_client(kTcpAck, isn + 1 + n, {}, "", "header acked");
+  ASSERT_FALSE(b.empty());
+  EXPECT_EQ(ack_of(b), isn + 1);
+  const Frame d = to_backend(kPortV2, kTcpAck | kTcpPsh, isn + 1, "EHLO", "first data after header acked");
+  ASSERT_FALSE(d.empty());
+  EXPECT_EQ(seq_of(d), isn + 1 + n);
+  EXPECT_EQ(payload(d), "EHLO");
+}
+
+TEST_P(Proxy6Test, RetransmittedFirstSegmentCarriesSameHeader) {
+  const uint32_t isn = 77;
+  ASSERT_FALSE(open(kPortV1, isn).empty());
+  const Frame a = to_backend(kPortV1, kTcpAck | kTcpPsh, isn + 1, "GET /", "first");
+  const Frame b = to_backend(kPortV1, kTcpAck | kTcpPsh, isn + 1, "GET /", "retransmission");
+  ASSERT_FALSE(a.empty());
+  ASSERT_FALSE(b.empty());
+  EXPECT_EQ(a, b) << "byte for byte the same segment";
+  EXPECT_EQ(payload(b), hdr(cp::ProxyProtocol::kV1) + "GET /");
+  EXPECT_EQ(w().counters.proxy_headers.load(), 1u);
+  EXPECT_EQ(w().counters.proxy_header_retransmits.load(), 1u);
+}
+
+TEST_P(Proxy6Test, SeqAckSackShiftAtWraparound) {
+  const uint32_t isn = 0xfffffff0u;
+  const uint32_t n = static_cast<uint32_t>(kProxyV2Len6);
+  ASSERT_FALSE(open(kPortV2, isn).empty());
+  const Frame d1 = to_backend(kPortV2, kTcpAck | kTcpPsh, isn + 1, "0123456789", "first");
+  ASSERT_FALSE(d1.empty());
+  EXPECT_EQ(payload(d1).size(), n + 10);
+  const Frame d2 = to_backend(kPortV2, kTcpAck | kTcpPsh, isn + 11, "abcdefghij", "second");
+  ASSERT_FALSE(d2.empty());
+  EXPECT_EQ(seq_of(d2), isn + 11 + n);
+  EXPECT_LT(seq_of(d2), 0x100u) << "wrapped";
+  const uint32_t l = isn + 1 + n + 20, r = isn + 1 + n + 30;
+  std::vector<uint8_t> sack = {1, 1, 5, 10, 0, 0, 0, 0, 0, 0, 0, 0};
+  put32(&sack[4], l);
+  put32(&sack[8], r);
+  const Frame a = to_client(kTcpAck, isn + 1 + n + 10, sack, "", "ack + SACK");
+  ASSERT_FALSE(a.empty());
+  EXPECT_EQ(ack_of(a), isn + 1 + 10);
+  const uint8_t* opt = tcp_of(a) + 20;
+  EXPECT_EQ(opt[2], 5);
+  EXPECT_EQ(get32(opt + 4), isn + 1 + 20);
+  EXPECT_EQ(get32(opt + 8), isn + 1 + 30);
+}
+
+// An ICMPv6 error from the backend's side quoting a shifted client segment:
+// the client gets its own seq back (its TCP checks it).
+TEST_P(Proxy6Test, IcmpErrorQuoteGetsClientSeq) {
+  const uint32_t isn = 3000;
+  const uint32_t n = static_cast<uint32_t>(hdr(cp::ProxyProtocol::kV1).size());
+  ASSERT_FALSE(open(kPortV1, isn).empty());
+  ASSERT_FALSE(to_backend(kPortV1, kTcpAck | kTcpPsh, isn + 1, "abc", "first").empty());
+  ASSERT_FALSE(to_client(kTcpAck, isn + 1 + n + 3, {}, "", "ack").empty());
+  const Frame d = to_backend(kPortV1, kTcpAck | kTcpPsh, isn + 4, "def", "second");
+  ASSERT_FALSE(d.empty());
+  ASSERT_EQ(seq_of(d), isn + 4 + n);
+  const Bytes err = icmp6_err(kB1Mac, kPortMac[1], kB16, kLocal6, kIcmp6DestUnreach, 4, 0, l3_of(d));
+  const Frame back = one_out(err, 1, 0);
+  ASSERT_FALSE(back.empty()) << drop_summary();
+  Parsed6 p;
+  ASSERT_TRUE(parse_ipv6(back.data(), back.size(), &p));
+  EXPECT_EQ(addr_at(p.dst), kClient6);
+  const Bytes icmp(back.begin() + p.l4_off, back.end());
+  EXPECT_TRUE(cksum6_matches(addr_at(p.src), addr_at(p.dst), kProtoIcmp6, icmp, 2));
+  const uint8_t* quoted_tcp = back.data() + p.l4_off + 8 + 40;
+  EXPECT_EQ(get16(quoted_tcp), kCport);
+  EXPECT_EQ(get32(quoted_tcp + 4), isn + 4) << "the client's own seq";
+}
+
+// A service without the header, over IPv6 in fnat: untouched (MSS too).
+TEST_P(Proxy6Test, ServiceWithoutProxyUnchanged) {
+  const Frame sa = open(kPortPlain, 1000);
+  ASSERT_FALSE(sa.empty());
+  EXPECT_EQ(mss_of(sa), 1440);
+  const Frame d = to_backend(kPortPlain, kTcpAck | kTcpPsh, 1001, "x", "data");
+  ASSERT_FALSE(d.empty());
+  EXPECT_EQ(seq_of(d), 1001u);
+  EXPECT_EQ(payload(d), "x");
+  EXPECT_EQ(w().counters.proxy_headers.load(), 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fnat, Proxy6Test, ::testing::Values(Forward::kFnat),
+                         [](const auto&) { return std::string("fnat"); });
 
 }  // namespace
 }  // namespace vipd::dp
