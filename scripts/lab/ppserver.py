@@ -2,6 +2,7 @@
 """PROXY protocol lab helpers (tests/integration/proxyproto_test.sh). Standard library only.
 
   ppserver.py http --listen IP:PORT
+      (every IP:PORT here may also be [IPv6]:PORT)
       HTTP backend behind nginx / HAProxy: GET /big?n=N answers blob(N);
       POST /up answers the sha256 (hex) of the request body.
   ppserver.py raw --listen IP:PORT [--listen ...] --pidfile F
@@ -36,13 +37,22 @@ def blob(n):
 
 def addr(s):
     host, _, port = s.rpartition(":")
-    return host, int(port)
+    return host.strip("[]"), int(port)
+
+
+def family(host):
+    return socket.AF_INET6 if ":" in host else socket.AF_INET
 
 
 def header(version, src, sport, dst, dport):
+    six = family(src) == socket.AF_INET6
     if version == "v1":
-        return ("PROXY TCP4 %s %s %d %d\r\n" % (src, dst, sport, dport)).encode()
+        return ("PROXY TCP%d %s %s %d %d\r\n" % (6 if six else 4, src, dst, sport, dport)).encode()
     if version == "v2":
+        if six:
+            return (V2_SIG + bytes([0x21, 0x21]) + struct.pack("!H", 36) +
+                    socket.inet_pton(socket.AF_INET6, src) + socket.inet_pton(socket.AF_INET6, dst) +
+                    struct.pack("!HH", sport, dport))
         return (V2_SIG + bytes([0x21, 0x11]) + struct.pack("!H", 12) + socket.inet_aton(src) +
                 socket.inet_aton(dst) + struct.pack("!HH", sport, dport))
     return b""
@@ -84,6 +94,10 @@ class ThreadingHttp(socketserver.ThreadingMixIn, http.server.HTTPServer):
     allow_reuse_address = True
 
 
+class ThreadingHttp6(ThreadingHttp):
+    address_family = socket.AF_INET6
+
+
 def serve_raw_conn(c):
     try:
         c.settimeout(60)
@@ -105,9 +119,10 @@ def serve_raw_conn(c):
 def serve_raw(listens, pidfile):
     socks = []
     for a in listens:
-        s = socket.socket()
+        host, port = addr(a)
+        s = socket.socket(family(host))
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        s.bind(addr(a))
+        s.bind((host, port))
         s.listen(64)
         socks.append(s)
 
@@ -128,11 +143,11 @@ def raw_client(target, nbytes, expect, timeout):
     vip, vport = addr(target)
     payload = blob(nbytes)
     r = {"ok": False, "bytes": nbytes, "expect": expect}
-    s = socket.socket()
+    s = socket.socket(family(vip))
     s.settimeout(timeout)
     try:
         s.connect((vip, vport))
-        src, sport = s.getsockname()
+        src, sport = s.getsockname()[:2]
         greeting = b""
         while not greeting.endswith(b"\r\n") and len(greeting) < 64:
             d = s.recv(64 - len(greeting))
@@ -159,7 +174,7 @@ def raw_client(target, nbytes, expect, timeout):
     r["got_len"] = len(got)
     r["want_len"] = len(want)
     r["first"] = bytes(got[:64]).decode("ascii", "backslashreplace")
-    r["v1_headers"] = got.count(b"PROXY TCP4 ")
+    r["v1_headers"] = got.count(b"PROXY TCP")
     r["v2_headers"] = got.count(V2_SIG)
     if bytes(got) == want:
         r["ok"] = True
@@ -188,7 +203,8 @@ def main():
     b.add_argument("n", type=int)
     a = ap.parse_args()
     if a.cmd == "http":
-        srv = ThreadingHttp(addr(a.listen), Http)
+        host, port = addr(a.listen)
+        srv = (ThreadingHttp6 if family(host) == socket.AF_INET6 else ThreadingHttp)((host, port), Http)
         if a.pidfile:
             with open(a.pidfile, "w") as f:
                 f.write("%d\n" % os.getpid())

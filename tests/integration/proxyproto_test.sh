@@ -12,6 +12,14 @@
 #         annotation, 10.96.0.114): the bytes it got come back to the client,
 #         which checks there is exactly one header and then its own bytes
 #   the demo service db (10.96.0.100:8080, no annotation) as before.
+# IPv6 in the same lab (LAB_IPV6=1; vipd gets `--port-ipv6` and the full-NAT
+# local address fd00:244::ff:1, `--fnat-local-addrs6`): pp6-v1 [fd00:96::110]:80
+# (v1) to a second nginx server block on [fd00:244::1:15]:8091, pp6-v2
+# [fd00:96::111]:80 (v2) to a second HAProxy frontend on [fd00:244::2:88]:8092,
+# pp6-raw1 / pp6-raw2 [fd00:96::112] / [fd00:96::113] (v1 / v2) to the raw echo
+# server on [fd00:244::3:12]:8093 / 8094. The v6- checks: nginx and HAProxy log
+# the client's IPv6 address fd00:10::2 (read from `PROXY TCP6` / the AF_INET6 v2
+# header), 8 MiB both ways byte-exact, and exactly one header on the raw server.
 # Transfers of 8 MiB both ways are compared by sha256, also with 2 % random loss
 # (iptables statistic) on the pods' links in both directions, and with reordering
 # there: this host has no netem qdisc, so scripts/lab/reorder_relay.py (AF_PACKET,
@@ -28,7 +36,9 @@ CHECKS=(vipd-starts table-shows-proxy-protocol vipctl-list-shows-proxy-protocol
         v1-client-address v2-client-address v1-download v1-upload v2-download v2-upload
         raw-v1-header-once raw-v2-header-once raw-server-first-no-client-bytes plain-no-header
         plain-service-unchanged loss-v1-transfer loss-v2-transfer loss-header-once
-        reorder-transfer reorder-header-once vipd-alive)
+        reorder-transfer reorder-header-once
+        v6-v1-client-address v6-v2-client-address v6-v1-transfer v6-v2-transfer
+        v6-raw-v1-header-once v6-raw-v2-header-once vipd-alive)
 SKIP_HINT="run as root with network namespaces, nginx and haproxy (scripts/bootstrap.sh)"
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 require_netns bridge
@@ -40,6 +50,7 @@ HAPROXY=$(command -v haproxy || echo /usr/sbin/haproxy)
 command -v curl >/dev/null 2>&1 || skip_all "curl is not installed"
 
 export LAB_PREFIX="vpp$$-"
+export LAB_IPV6=1
 P=$LAB_PREFIX
 TMP=$(mktemp -d /tmp/vipd-proxyproto.XXXXXX)
 CONF=config/demo/vipd.conf
@@ -48,6 +59,9 @@ PP="$PYTHON scripts/lab/ppserver.py"
 POD1=10.244.1.15
 POD2=10.244.2.88
 POD3=10.244.3.12
+POD1_6=fd00:244::1:15
+POD2_6=fd00:244::2:88
+POD3_6=fd00:244::3:12
 lib_traps
 
 # ---- lab, manifests, backends ----------------------------------------------------
@@ -76,11 +90,32 @@ svc pp-v2 10.96.0.111 v2 "$POD2" 8082
 svc pp-raw1 10.96.0.112 v1 "$POD3" 8083
 svc pp-raw2 10.96.0.113 v2 "$POD3" 8084
 svc pp-plain 10.96.0.114 "" "$POD3" 8085
+svc6() {  # name vip annotation target-ip target-port (IPv6)
+  cat >"$TMP/manifests/$1.yaml" <<EOF
+apiVersion: v1
+kind: Service
+metadata: {name: $1, namespace: default, annotations: {vipd.io/proxy-protocol: $3}}
+spec: {clusterIP: "$2", clusterIPs: ["$2"], ipFamilies: [IPv6], ipFamilyPolicy: SingleStack,
+       ports: [{name: http, port: 80, protocol: TCP}]}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: $1-1, namespace: default, labels: {kubernetes.io/service-name: $1}}
+addressType: IPv6
+ports: [{name: http, port: $5, protocol: TCP}]
+endpoints: [{addresses: ["$4"], conditions: {ready: true}}]
+EOF
+}
+svc6 pp6-v1 fd00:96::110 v1 "$POD1_6" 8091
+svc6 pp6-v2 fd00:96::111 v2 "$POD2_6" 8092
+svc6 pp6-raw1 fd00:96::112 v1 "$POD3_6" 8093
+svc6 pp6-raw2 fd00:96::113 v2 "$POD3_6" 8094
 
 inpod() { local n=$1; shift; ip netns exec "${P}pod$n" "$@"; }
 inpod 1 $PP http --listen 127.0.0.1:9000 </dev/null >>"$TMP/http1.log" 2>&1 &
 inpod 2 $PP http --listen 127.0.0.1:9000 </dev/null >>"$TMP/http2.log" 2>&1 &
 inpod 3 $PP raw --listen "$POD3:8083" --listen "$POD3:8084" --listen "$POD3:8085" \
+  --listen "[$POD3_6]:8093" --listen "[$POD3_6]:8094" \
   --pidfile "$TMP/raw.pid" </dev/null >>"$TMP/raw.log" 2>&1 &
 cat >"$TMP/nginx/nginx.conf" <<EOF
 daemon off;
@@ -102,6 +137,11 @@ http {
     access_log $TMP/nginx/access.log pp;
     location / { proxy_pass http://127.0.0.1:9000; }
   }
+  server {
+    listen [$POD1_6]:8091 proxy_protocol;
+    access_log $TMP/nginx/access6.log pp;
+    location / { proxy_pass http://127.0.0.1:9000; }
+  }
 }
 EOF
 inpod 1 "$NGINX" -c "$TMP/nginx/nginx.conf" -e "$TMP/nginx/error.log" </dev/null >>"$TMP/nginx/out.log" 2>&1 &
@@ -118,6 +158,10 @@ frontend fe
   bind $POD2:8082 accept-proxy
   log-format "client=%ci:%cp status=%ST"
   default_backend be
+frontend fe6
+  bind ipv6@$POD2_6:8092 accept-proxy
+  log-format "client6=%ci:%cp status=%ST"
+  default_backend be
 backend be
   server s1 127.0.0.1:9000
 EOF
@@ -126,6 +170,7 @@ inpod 2 "$HAPROXY" -db -f "$TMP/haproxy.cfg" </dev/null >>"$TMP/haproxy.log" 2>&
 ip netns exec "${P}lb" "$VIPD" --config "$CONF" --forward-method fnat \
   --manifests-dir "$TMP/manifests" --admin-socket "$TMP/admin.sock" \
   "--eal-args=$(sed -n 's/^[[:space:]]*eal-args[[:space:]]*=[[:space:]]*//p' "$CONF" | tail -n 1) --file-prefix ${P}vipd" \
+  --port-ipv6 "fd00:10::1/64 via fe80::2,fd00:244::1" --fnat-local-addrs6 fd00:244::ff:1 \
   </dev/null >"$TMP/vipd.log" 2>&1 &
 VIPD_PID=$!
 if wait_generation 1 300; then
@@ -139,11 +184,14 @@ for _ in $(seq 1 50); do
   inpod 1 bash -c "exec 3<>/dev/tcp/127.0.0.1/9000" 2>/dev/null &&
     inpod 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/9000" 2>/dev/null &&
     inpod 1 bash -c "exec 3<>/dev/tcp/$POD1/8081" 2>/dev/null &&
-    inpod 2 bash -c "exec 3<>/dev/tcp/$POD2/8082" 2>/dev/null && [ -s "$TMP/raw.pid" ] && break
+    inpod 2 bash -c "exec 3<>/dev/tcp/$POD2/8082" 2>/dev/null &&
+    inpod 1 bash -c "exec 3<>/dev/tcp/$POD1_6/8091" 2>/dev/null &&
+    inpod 2 bash -c "exec 3<>/dev/tcp/$POD2_6/8092" 2>/dev/null && [ -s "$TMP/raw.pid" ] && break
   sleep 0.1
 done
 sleep 0.3
 : >"$TMP/nginx/access.log"   # the readiness probes above sent no header
+: >"$TMP/nginx/access6.log"
 : >"$TMP/haproxy.log"
 
 # ---- what the control plane says -----------------------------------------------
@@ -154,7 +202,8 @@ try:
 except Exception as e:
     print("no table: %s" % e); sys.exit()
 want = {"default/pp-v1:http": "v1", "default/pp-v2:http": "v2", "default/pp-plain:http": "",
-        "default/db:http": "", "default/db:dns": ""}
+        "default/db:http": "", "default/db:dns": "",
+        "default/pp6-v1:http": "v1", "default/pp6-v2:http": "v2"}
 bad = ["%s: %r (want %r)" % (k, svcs.get(k, {}).get("proxy_protocol", "<absent>"), v)
        for k, v in want.items() if svcs.get(k, {}).get("proxy_protocol", "<absent>") != v]
 print("; ".join(bad))
@@ -175,12 +224,12 @@ $PP blob "$SIZE" >"$TMP/blob"
 WANT=$(sha256sum <"$TMP/blob" | cut -d' ' -f1)
 download() {  # vip -> "" or a failure detail
   local got
-  got=$(ip netns exec "${P}client" curl -sS -m 90 "http://$1/big?n=$SIZE" 2>"$TMP/curl.err" | sha256sum | cut -d' ' -f1)
+  got=$(ip netns exec "${P}client" curl -gsS -m 90 "http://$1/big?n=$SIZE" 2>"$TMP/curl.err" | sha256sum | cut -d' ' -f1)
   [ "$got" = "$WANT" ] || echo "sha256 $got, want $WANT ($(head -c 200 "$TMP/curl.err"))"
 }
 upload() {
   local got
-  got=$(ip netns exec "${P}client" curl -sS -m 90 -H 'Content-Type: application/octet-stream' \
+  got=$(ip netns exec "${P}client" curl -gsS -m 90 -H 'Content-Type: application/octet-stream' \
         --data-binary @"$TMP/blob" "http://$1/up" 2>"$TMP/curl.err")
   [ "$got" = "$WANT" ] || echo "backend saw sha256 '$got', want $WANT ($(head -c 200 "$TMP/curl.err"))"
 }
@@ -223,6 +272,25 @@ check raw-server-first-no-client-bytes "$d"
 check plain-no-header "$(raw 10.96.0.114 none 100000)"
 r=$(client http http://10.96.0.100:8080/ --count 40 --timeout 2 --max-time 20)
 check plain-service-unchanged "$(judge "$r" 'r["failed"] == 0 and r["ok"] == 40')"
+
+# ---- IPv6: PROXY TCP6 / AF_INET6 headers ------------------------------------------
+check v6-v1-transfer "$(download '[fd00:96::110]')$(upload '[fd00:96::110]')"
+check v6-v2-transfer "$(download '[fd00:96::111]')$(upload '[fd00:96::111]')"
+addresses6() {  # log key: every "KEY=" line names the client fd00:10::2
+  local f=$1 k=$2 n bad
+  n=$(grep -ac "$k=" "$f" 2>/dev/null)
+  bad=$(grep -a "$k=" "$f" | grep -v "$k=fd00:10::2:[0-9]" | head -n 2 | tr -d '\0')
+  if [ "${n:-0}" -lt 2 ]; then echo "$n request(s) logged, want >= 2: $(tail -n 3 "$f" | tr -d '\0' | tr '\n' ' ')"
+  elif [ -n "$bad" ]; then echo "logged a client other than fd00:10::2: $bad"; fi
+}
+note "nginx (IPv6): $(head -n 1 "$TMP/nginx/access6.log")"
+note "haproxy (IPv6): $(grep -a 'client6=' "$TMP/haproxy.log" | tr -d '\0' | head -n 1)"
+d=$(addresses6 "$TMP/nginx/access6.log" client)
+[ -z "$d" ] && grep -aq 'remote=fd00:10::2 ' "$TMP/nginx/access6.log" && d="the TCP peer itself was the client: no full NAT?"
+check v6-v1-client-address "$d"
+check v6-v2-client-address "$(addresses6 "$TMP/haproxy.log" client6)"
+check v6-raw-v1-header-once "$(raw '[fd00:96::112]' v1 1000000)"
+check v6-raw-v2-header-once "$(raw '[fd00:96::113]' v2 1000000)"
 
 # ---- packet loss on the pods' links ------------------------------------------------
 loss_on() {
