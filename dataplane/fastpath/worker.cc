@@ -273,7 +273,11 @@ bool from_a_peer(const Worker& w, const rte_mbuf* m) {
 // path is exactly as without hand-over); else dropped (handover_not_held).
 // Either way it never goes to a peer again. Only from a peer (checked by
 // the worker that receives it; else handover_not_peer).
-[[gnu::noinline]] void from_peer(Worker& w, rte_mbuf* m, bool from_ring) {
+// `own` is process_burst's: true for a frame redirected here and for every
+// frame with one worker. Only a frame that came through the ring was checked
+// already (by the worker that received it), so the peer check keys on that.
+[[gnu::noinline]] void from_peer(Worker& w, rte_mbuf* m, bool own) {
+  const bool from_ring = own && w.sh->n_workers > 1;
   if (!from_ring && !from_a_peer(w, m)) return drop(w, m, kHandoverNotPeer);
   uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
   bytes::wr16(f + 12, kEtherTypeIpv4);
@@ -282,7 +286,7 @@ bool from_a_peer(const Worker& w, const rte_mbuf* m) {
   if (p.kind != FrameKind::kIpv4 || p.proto != kProtoTcp) return drop(w, m, kHandoverNotHeld);
   if (p.ttl <= 1) return drop(w, m, kTtlExceeded);
   const uint32_t owner = flow_owner(p.src, p.sport, w.sh->n_workers);
-  if (!from_ring && owner != w.index) {
+  if (!own && owner != w.index) {
     bytes::wr16(f + 12, kEtherTypeHandover);  // still from a peer there
     redirect_to(w, m, owner);
     return;
@@ -749,6 +753,8 @@ bool redirect_to(Worker& w, rte_mbuf* m, uint32_t owner) noexcept { return redir
 namespace {
 
 // The per-packet stage: `pi` holds what prepare_burst (burst.cc) found.
+// `from_ring` is process_burst's `own`: no redirect is needed (the frame came
+// through the ring, or there is one worker); from_peer tells the two apart.
 void process_one(Worker& w, rte_mbuf* m, const PktInfo& pi, bool from_ring) {
   Shared& sh = *w.sh;
   uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
