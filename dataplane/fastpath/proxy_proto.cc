@@ -234,7 +234,7 @@ size_t proxy_header(cp::ProxyProtocol v, uint32_t src, uint16_t sport, uint32_t 
   return static_cast<size_t>(o - out);
 }
 
-size_t proxy_header6(cp::ProxyProtocol v, const uint8_t src[16], uint16_t sport, const uint8_t dst[16],
+size_t proxy_header(cp::ProxyProtocol v, const uint8_t src[16], uint16_t sport, const uint8_t dst[16],
                      uint16_t dport, uint8_t* out) noexcept {
   if (v == cp::ProxyProtocol::kV2) {
     uint8_t* o = put_v2_start(out, 0x21, 36);  // AF_INET6, STREAM

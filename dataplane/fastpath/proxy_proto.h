@@ -54,7 +54,7 @@ size_t proxy_header(cp::ProxyProtocol v, uint32_t src, uint16_t sport, uint32_t 
                     uint8_t* out) noexcept;
 // The same for a TCP6 connection (addresses in network order) into `out`
 // (kProxyHdrMax6 bytes).
-size_t proxy_header6(cp::ProxyProtocol v, const uint8_t src[16], uint16_t sport, const uint8_t dst[16],
+size_t proxy_header(cp::ProxyProtocol v, const uint8_t src[16], uint16_t sport, const uint8_t dst[16],
                      uint16_t dport, uint8_t* out) noexcept;
 
 // One connection's state: 8 bytes.

@@ -440,36 +440,13 @@ int32_t from_template(Worker& w, const Service& svc, const TemplateKey& key, Tem
   return -1;
 }
 
-// PROXY protocol (proxy_proto.h), client -> backend after the NAT rewrite:
-// the header in front of the first segment's payload, or the seq shifted.
-// False when the packet was dropped (no room for the header).
+// PROXY protocol, client -> backend (worker_internal.h), IPv4.
 bool proxy_to_backend(Worker& w, rte_mbuf* m, const Parsed& p, const Conn& c) {
-  ProxyConn& pc = w.proxy.at(c.proxy);
-  uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
-  if (p.tcp_flags & kTcpSyn) return true;  // a retransmitted SYN: its seq is the ISN, not shifted
-  const uint32_t seq = bytes::rd32(f + p.l4_off + 4);
-  if (proxy_client_step(pc, seq, p.tcp_flags) == ProxyStep::kShift) {
-    tcp_shift_seq(f, p, pc.hdr_len);
-    return true;
-  }
-  uint16_t pidx = 0;
-  uint32_t nh;
-  const size_t n = pc.hdr_len;
-  const size_t len = p.l3_off + size_t{p.ip_total_len} + n;
-  const size_t mtu = route(*w.sh, c.daddr, &pidx, &nh) ? w.sh->ports[pidx].mtu : 0;
-  if (m->nb_segs != 1 || p.ip_total_len + n > mtu ||
-      len > size_t{rte_pktmbuf_data_len(m)} + rte_pktmbuf_tailroom(m)) {
-    drop(w, m, kProxyHeaderNoRoom);
-    return false;
-  }
-  uint8_t hdr[kProxyHdrMax];
-  proxy_header(pc.version, c.caddr, c.cport, c.vaddr, c.vport, hdr);
-  tcp_insert_payload(f, p, hdr, n);
-  m->data_len = static_cast<uint16_t>(len);
-  m->pkt_len = static_cast<uint32_t>(len);
-  bump(pc.sent ? w.counters.proxy_header_retransmits : w.counters.proxy_headers);
-  pc.sent = 1;
-  return true;
+  return proxy_to_backend(w, m, p, c, p.ip_total_len, [&w, &c] {
+    uint16_t pidx = 0;
+    uint32_t nh;
+    return route(*w.sh, c.daddr, &pidx, &nh) ? w.sh->ports[pidx].mtu : uint16_t{0};
+  });
 }
 
 // A new full-NAT TCP connection of a service with the PROXY protocol: its

@@ -237,35 +237,12 @@ void send_unreach6(Worker& w, rte_mbuf* m, const Parsed6& p) {
   reply_on_rx_port(w, m, len);
 }
 
-// PROXY protocol (proxy_proto.h) over IPv6, client -> backend after the NAT
-// rewrite: the header in front of the first segment's payload, or the seq
-// shifted (as proxy_to_backend for IPv4). False when the packet was dropped.
+// PROXY protocol, client -> backend (worker_internal.h), IPv6.
 bool proxy_to_backend6(Worker& w, rte_mbuf* m, const Parsed6& p, const Conn6& c) {
-  ProxyConn& pc = w.proxy.at(c.proxy);
-  uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
-  if (p.tcp_flags & kTcpSyn) return true;  // a retransmitted SYN: its seq is the ISN, not shifted
-  const uint32_t seq = bytes::rd32(f + p.l4_off + 4);
-  if (proxy_client_step(pc, seq, p.tcp_flags) == ProxyStep::kShift) {
-    tcp_shift_seq(f, p, pc.hdr_len);
-    return true;
-  }
-  const size_t n = pc.hdr_len;
-  const size_t len = p.l3_off + kIp6Len + size_t{p.payload_len} + n;
-  const int pidx = route6(*w.sh, c.daddr);
-  const size_t mtu = pidx >= 0 ? w.sh->ports[pidx].mtu : 0;
-  if (m->nb_segs != 1 || kIp6Len + p.payload_len + n > mtu ||
-      len > size_t{rte_pktmbuf_data_len(m)} + rte_pktmbuf_tailroom(m)) {
-    drop_pkt(w, m, kProxyHeaderNoRoom);
-    return false;
-  }
-  uint8_t hdr[kProxyHdrMax6];
-  proxy_header6(pc.version, c.caddr, c.cport, c.vaddr, c.vport, hdr);
-  tcp_insert_payload(f, p, hdr, n);
-  m->data_len = static_cast<uint16_t>(len);
-  m->pkt_len = static_cast<uint32_t>(len);
-  bump(pc.sent ? w.counters.proxy_header_retransmits : w.counters.proxy_headers);
-  pc.sent = 1;
-  return true;
+  return proxy_to_backend(w, m, p, c, kIp6Len + size_t{p.payload_len}, [&w, &c] {
+    const int pidx = route6(*w.sh, c.daddr);
+    return pidx >= 0 ? w.sh->ports[pidx].mtu : uint16_t{0};
+  });
 }
 
 void new_flow6(Worker& w, rte_mbuf* m, const Parsed6& p, const Service& svc) {
@@ -307,7 +284,7 @@ void new_flow6(Worker& w, rte_mbuf* m, const Parsed6& p, const Service& svc) {
     uint8_t hdr[kProxyHdrMax6];
     pc.client_isn = bytes::rd32(rte_pktmbuf_mtod(m, const uint8_t*) + p.l4_off + 4);
     pc.version = svc.proxy_protocol;
-    pc.hdr_len = static_cast<uint8_t>(proxy_header6(svc.proxy_protocol, p.src, p.sport, p.dst, p.dport, hdr));
+    pc.hdr_len = static_cast<uint8_t>(proxy_header(svc.proxy_protocol, p.src, p.sport, p.dst, p.dport, hdr));
   }
   const uint8_t* laddr = p.src;
   uint16_t lport = p.sport;

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "dataplane/fastpath/bytes.h"
 #include "dataplane/fastpath/worker.h"
 
 namespace vipd::dp {
@@ -101,5 +102,38 @@ void explain_service(Worker& w, const Service& svc, const SchedCtx& ctx, const T
                      ExplainAnswer& a) noexcept;
 // worker6.cc: an IPv6 query (q.v6).
 void explain6(Worker& w, const ExplainQuery& q, ExplainAnswer& a) noexcept;
+
+// PROXY protocol (proxy_proto.h), client -> backend after the NAT rewrite,
+// for worker.cc's Parsed/Conn and worker6.cc's Parsed6/Conn6: the header in
+// front of the first segment's payload, or the seq shifted. `ip_len`: the
+// IP packet's length; `backend_mtu()`: the MTU of the port that reaches the
+// backend (0 without a route), asked only when the header goes in. False
+// when the packet was dropped (no room for the header).
+template <class ParsedT, class ConnT, class MtuFn>
+bool proxy_to_backend(Worker& w, rte_mbuf* m, const ParsedT& p, const ConnT& c, size_t ip_len, MtuFn backend_mtu) {
+  ProxyConn& pc = w.proxy.at(c.proxy);
+  uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
+  if (p.tcp_flags & kTcpSyn) return true;  // a retransmitted SYN: its seq is the ISN, not shifted
+  const uint32_t seq = bytes::rd32(f + p.l4_off + 4);
+  if (proxy_client_step(pc, seq, p.tcp_flags) == ProxyStep::kShift) {
+    tcp_shift_seq(f, p, pc.hdr_len);
+    return true;
+  }
+  const size_t n = pc.hdr_len;
+  const size_t len = p.l3_off + ip_len + n;
+  if (m->nb_segs != 1 || ip_len + n > size_t{backend_mtu()} ||
+      len > size_t{rte_pktmbuf_data_len(m)} + rte_pktmbuf_tailroom(m)) {
+    drop_pkt(w, m, kProxyHeaderNoRoom);
+    return false;
+  }
+  uint8_t hdr[kProxyHdrMax > kProxyHdrMax6 ? kProxyHdrMax : kProxyHdrMax6];
+  proxy_header(pc.version, c.caddr, c.cport, c.vaddr, c.vport, hdr);
+  tcp_insert_payload(f, p, hdr, n);
+  m->data_len = static_cast<uint16_t>(len);
+  m->pkt_len = static_cast<uint32_t>(len);
+  bump(pc.sent ? w.counters.proxy_header_retransmits : w.counters.proxy_headers);
+  pc.sent = 1;
+  return true;
+}
 
 }  // namespace vipd::dp

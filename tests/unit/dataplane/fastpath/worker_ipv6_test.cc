@@ -953,7 +953,7 @@ INSTANTIATE_TEST_SUITE_P(Modes, WorkerIpv6FwdTest, ::testing::Values(Forward::kF
 // SACK shift, MSS room; every frame's checksum checked from scratch.
 std::string header6_of(cp::ProxyProtocol v, const Addr6& s, uint16_t sp, const Addr6& d, uint16_t dp) {
   uint8_t b[kProxyHdrMax6];
-  const size_t n = proxy_header6(v, s.data(), sp, d.data(), dp, b);
+  const size_t n = proxy_header(v, s.data(), sp, d.data(), dp, b);
   return std::string(reinterpret_cast<const char*>(b), n);
 }
 
