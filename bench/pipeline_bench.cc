@@ -110,19 +110,26 @@ class Bench {
   Bench(BenchDataplane& d, uint32_t services, uint8_t proto, bool v6 = false)
       : d_(d), services_(services), proto_(proto), v6_(v6) {}
 
-  // Writes one frame addressed to our port's MAC.
-  void write_frame(rte_mbuf* m, const Flow& f, uint8_t flags) {
-    if (v6_) return write_frame6(m, f, flags);
+  // Resets `m` to one zeroed frame of `len` bytes with its Ethernet header
+  // (from the peer to our port's MAC, `ethertype`); returns the frame.
+  uint8_t* start_frame(rte_mbuf* m, uint16_t len, uint16_t ethertype) {
     rte_pktmbuf_reset(m);
     m->port = d_.port_id;
-    m->data_len = kFrameLen;
-    m->pkt_len = kFrameLen;
+    m->data_len = len;
+    m->pkt_len = len;
     uint8_t* p = rte_pktmbuf_mtod(m, uint8_t*);
-    std::memset(p, 0, kFrameLen);
+    std::memset(p, 0, len);
     auto* eth = reinterpret_cast<rte_ether_hdr*>(p);
     std::memcpy(eth->dst_addr.addr_bytes, d_.sh.ports[0].mac, 6);
     std::memcpy(eth->src_addr.addr_bytes, kPeerMac, 6);
-    eth->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4);
+    eth->ether_type = rte_cpu_to_be_16(ethertype);
+    return p;
+  }
+
+  // Writes one frame addressed to our port's MAC.
+  void write_frame(rte_mbuf* m, const Flow& f, uint8_t flags) {
+    if (v6_) return write_frame6(m, f, flags);
+    uint8_t* p = start_frame(m, kFrameLen, RTE_ETHER_TYPE_IPV4);
     auto* ip = reinterpret_cast<rte_ipv4_hdr*>(p + sizeof(rte_ether_hdr));
     const uint16_t ip_len = kFrameLen - sizeof(rte_ether_hdr);
     ip->version_ihl = 0x45;
@@ -166,16 +173,7 @@ class Bench {
 
   // The same frame in IPv6 (--family 6).
   void write_frame6(rte_mbuf* m, const Flow& f, uint8_t flags) {
-    rte_pktmbuf_reset(m);
-    m->port = d_.port_id;
-    m->data_len = kFrameLen6;
-    m->pkt_len = kFrameLen6;
-    uint8_t* p = rte_pktmbuf_mtod(m, uint8_t*);
-    std::memset(p, 0, kFrameLen6);
-    auto* eth = reinterpret_cast<rte_ether_hdr*>(p);
-    std::memcpy(eth->dst_addr.addr_bytes, d_.sh.ports[0].mac, 6);
-    std::memcpy(eth->src_addr.addr_bytes, kPeerMac, 6);
-    eth->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV6);
+    uint8_t* p = start_frame(m, kFrameLen6, RTE_ETHER_TYPE_IPV6);
     auto* ip = reinterpret_cast<rte_ipv6_hdr*>(p + sizeof(rte_ether_hdr));
     const uint16_t l4_len = kFrameLen6 - sizeof(rte_ether_hdr) - sizeof(rte_ipv6_hdr);
     ip->vtc_flow = rte_cpu_to_be_32(6u << 28);
