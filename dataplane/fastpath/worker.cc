@@ -240,8 +240,8 @@ void to_peer(Worker& w, rte_mbuf* m, uint32_t peer) {
 // peers (TCP without SYN), else dropped. A frame from a peer being
 // re-injected (serve_peer_frames) whose connection went in between is
 // never handed over again.
-[[gnu::noinline]] void no_conn(Worker& w, rte_mbuf* m, const Parsed& p) {
-  if (w.sh->n_handover_peers && !(p.tcp_flags & kTcpSyn)) {
+[[gnu::noinline]] void no_conn(Worker& w, rte_mbuf* m, uint8_t tcp_flags) {
+  if (w.sh->n_handover_peers && !(tcp_flags & kTcpSyn)) {
     if (w.peer_frames_now) return drop(w, m, kHandoverNotHeld);
     return hand_over(w, m);
   }
@@ -266,13 +266,15 @@ bool from_a_peer(const Worker& w, const rte_mbuf* m) {
   return false;
 }
 
-// A frame a peer handed over (ethertype kEtherTypeHandover): the IPv4 frame
-// again, for the worker that owns its flow. When a connection of it lives
-// here it is counted as matched and queued for serve_peer_frames, which
-// runs it through the usual path after the burst (so that the established
-// path is exactly as without hand-over); else dropped (handover_not_held).
-// Either way it never goes to a peer again. Only from a peer (checked by
-// the worker that receives it; else handover_not_peer).
+// A frame a peer handed over (ethertype kEtherTypeHandover): the IPv4 or
+// IPv6 frame again (the version nibble of the IP header tells which; IPv6:
+// from_peer6), for the worker that owns its flow. When a connection of it
+// lives here it is counted as matched and queued for serve_peer_frames,
+// which runs it through the usual path after the burst (so that the
+// established path is exactly as without hand-over); else dropped
+// (handover_not_held). Either way it never goes to a peer again
+// (take_peer_frame). Only from a peer (checked by the worker that receives
+// it; else handover_not_peer).
 // `own` is process_burst's: true for a frame redirected here and for every
 // frame with one worker. Only a frame that came through the ring was checked
 // already (by the worker that received it), so the peer check keys on that.
@@ -280,24 +282,18 @@ bool from_a_peer(const Worker& w, const rte_mbuf* m) {
   const bool from_ring = own && w.sh->n_workers > 1;
   if (!from_ring && !from_a_peer(w, m)) return drop(w, m, kHandoverNotPeer);
   uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
+  if (rte_pktmbuf_data_len(m) > kEthLen && (f[kEthLen] >> 4) == 6) return from_peer6(w, m, own);
   bytes::wr16(f + 12, kEtherTypeIpv4);
   const Parsed p = parse_frame(f, rte_pktmbuf_data_len(m));
   if (p.kind == FrameKind::kDrop) return drop(w, m, p.drop);
   if (p.kind != FrameKind::kIpv4 || p.proto != kProtoTcp) return drop(w, m, kHandoverNotHeld);
   if (p.ttl <= 1) return drop(w, m, kTtlExceeded);
-  const uint32_t owner = flow_owner(p.src, p.sport, w.sh->n_workers);
-  if (!own && owner != w.index) {
-    bytes::wr16(f + 12, kEtherTypeHandover);  // still from a peer there
-    redirect_to(w, m, owner);
-    return;
-  }
-  bool reply = false;
-  const FlowKey k = make_key(p.src, p.sport, p.dst, p.dport, p.proto);
-  const Conn* c = w.conns.lookup(k, conn_hash(k), &reply);
-  if (!c || reply || !dest_alive(w, *c)) return drop(w, m, kHandoverNotHeld);
-  if (w.n_peer_frames >= kPeerFramesMax) return drop(w, m, kRedirectRingFull);
-  bump(w.counters.handover_matched);
-  w.peer_frames[w.n_peer_frames++] = m;
+  take_peer_frame(w, m, own, flow_owner(p.src, p.sport, w.sh->n_workers), [&w, &p] {
+    bool reply = false;
+    const FlowKey k = make_key(p.src, p.sport, p.dst, p.dport, p.proto);
+    const Conn* c = w.conns.lookup(k, conn_hash(k), &reply);
+    return c && !reply && dest_alive(w, *c);
+  });
 }
 
 // Frames other than IPv4: drops found by the first stages, ARP, IPv6, and
@@ -402,6 +398,7 @@ void reply_on_rx_port(Worker& w, rte_mbuf* m, size_t len) noexcept { reply_same_
 int port_of(const Shared& sh, uint16_t port_id) noexcept { return port_index(sh, port_id); }
 uint64_t conn_timeout(const Shared& sh, ConnState s) noexcept { return timeout_for(sh, s); }
 void local_to_kernel(Worker& w, rte_mbuf* m, DropReason off) noexcept { to_kernel(w, m, off); }
+void no_conn_pkt(Worker& w, rte_mbuf* m, uint8_t tcp_flags) noexcept { no_conn(w, m, tcp_flags); }
 
 namespace {
 
@@ -554,7 +551,7 @@ void new_flow(Worker& w, rte_mbuf* m, const Parsed& p, const Service& svc, uint3
   // the connection is picked up; other schedulers cannot know and drop it.
   // With hand-over peers (full NAT) it goes to them instead (no_conn).
   if (!syn && (svc.sched != Sched::kMh || (p.tcp_flags & (kTcpRst | kTcpSyn)) || sh.n_handover_peers))
-    return no_conn(w, m, p);
+    return no_conn(w, m, p.tcp_flags);
   // loadBalancerSourceRanges: like kube-proxy's firewall chain, checked when a
   // flow starts (the nat table sees only first packets there too).
   if (svc.n_ranges && !source_allowed(svc, p.src)) return drop(w, m, kSourceNotAllowed);

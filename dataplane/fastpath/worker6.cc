@@ -250,7 +250,10 @@ void new_flow6(Worker& w, rte_mbuf* m, const Parsed6& p, const Service& svc) {
   Worker6& x = *w.v6;
   const Service6Ext& ext = service6_ext(svc);
   const bool syn = p.proto != kProtoTcp || (p.tcp_flags & (kTcpSyn | kTcpAck | kTcpRst | kTcpFin)) == kTcpSyn;
-  if (!syn && (svc.sched != Sched::kMh || (p.tcp_flags & (kTcpRst | kTcpSyn)))) return drop_pkt(w, m, kNoConn);
+  // Mid-flow without an entry: mh picks it up, unless hand-over peers (full
+  // NAT) may hold it (no_conn_pkt), as for IPv4.
+  if (!syn && (svc.sched != Sched::kMh || (p.tcp_flags & (kTcpRst | kTcpSyn)) || sh.n_handover_peers))
+    return no_conn_pkt(w, m, p.tcp_flags);
   if (ext.n_ranges && !source_allowed6(ext, p.src)) return drop_pkt(w, m, kSourceNotAllowed);
   int32_t idx = -1;
   Template* tmpl = nullptr;
@@ -597,6 +600,23 @@ void handle_ipv6(Worker& w, rte_mbuf* m, bool from_ring) noexcept {
   if (w.sh->v6 && p.proto == kProtoIcmp6 && (is_vip6(*w.sh->v6, p.dst) || local6_index(*w.sh->v6, p.dst) >= 0))
     return ipv6_local_icmp(w, m, f, p);  // ping a VIP or local address, as for IPv4
   drop_pkt(w, m, kIpv6NoService);
+}
+
+// worker_internal.h: an IPv6 frame a peer gateway handed over (hand-over,
+// worker.cc from_peer). Held when a connection of it lives here in the
+// client's direction (it goes on through from_client6 after the burst).
+void from_peer6(Worker& w, rte_mbuf* m, bool own) noexcept {
+  uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
+  bytes::wr16(f + 12, kEtherTypeIpv6Frame);
+  Parsed6 p;
+  if (!parse_ipv6(f, rte_pktmbuf_data_len(m), &p)) return drop_pkt(w, m, p.drop);
+  if (!w.sh->v6 || !w.v6 || p.proto != kProtoTcp) return drop_pkt(w, m, kHandoverNotHeld);
+  if (p.hop_limit <= 1) return drop_pkt(w, m, kTtlExceeded);
+  take_peer_frame(w, m, own, flow_owner(fold6(p.src), p.sport, w.sh->n_workers), [&w, &p] {
+    bool reply = false;
+    const Conn6* c = w.v6->conns.lookup(make_key6(p.src, p.sport, p.dst, p.dport, p.proto), &reply);
+    return c && !reply && dest6_alive(w, *c);
+  });
 }
 
 void service_pending6(Worker& w) noexcept {

@@ -72,6 +72,36 @@ uint64_t conn_timeout(const Shared& sh, ConnState s) noexcept;
 void local_to_kernel(Worker& w, rte_mbuf* m, DropReason off) noexcept;
 bool redirect_to(Worker& w, rte_mbuf* m, uint32_t owner) noexcept;
 
+// Connection hand-over between full-NAT gateways (worker.cc,
+// docs/gateway.md "Hand-over"), shared by both families. no_conn_pkt: a
+// packet of no connection that a new flow may not start (TCP without SYN):
+// handed over to the peers when there are any (a frame from a peer being
+// re-injected: handover_not_held), else dropped (no_connection).
+// from_peer6 (worker6.cc): a frame a peer handed over whose payload is an
+// IPv6 packet (the version nibble; from_peer checked that it comes from a
+// peer): ethertype restored, parsed, then take_peer_frame.
+void no_conn_pkt(Worker& w, rte_mbuf* m, uint8_t tcp_flags) noexcept;
+void from_peer6(Worker& w, rte_mbuf* m, bool own) noexcept;
+
+// The end of from_peer for either family, its frame parsed as TCP with hop
+// limit left and its own ethertype back: to the worker that owns its flow
+// (`owner`), marked kEtherTypeHandover again (still from a peer there),
+// unless `own`; there, when held() (a connection of it lives here, in the
+// client's direction, its destination alive) counted as matched and queued
+// for serve_peer_frames, else dropped (handover_not_held).
+template <class HeldFn>
+void take_peer_frame(Worker& w, rte_mbuf* m, bool own, uint32_t owner, HeldFn held) {
+  if (!own && owner != w.index) {
+    bytes::wr16(rte_pktmbuf_mtod(m, uint8_t*) + 12, kEtherTypeHandover);
+    redirect_to(w, m, owner);
+    return;
+  }
+  if (!held()) return drop_pkt(w, m, kHandoverNotHeld);
+  if (w.n_peer_frames >= kPeerFramesMax) return drop_pkt(w, m, kRedirectRingFull);
+  bump(w.counters.handover_matched);
+  w.peer_frames[w.n_peer_frames++] = m;
+}
+
 // worker6.cc: an IPv6 frame (parse_frame saw only its ethertype): NDP and
 // echo for the ports' own addresses, and IPv6 VIP forwarding when Shared::v6
 // is set. The parked IPv6 packets (next hop being resolved): sent, retried

@@ -8,16 +8,12 @@
 #include <algorithm>
 #include <vector>
 
-#include "tests/unit/dataplane/fastpath/worker_test_fixture.h"
+#include "tests/unit/dataplane/fastpath/handover_test_util.h"
 
 namespace vipd::dp {
 namespace {
 
 using namespace test;
-
-// Two peers on port 1's subnet (the backends' side, as in the ECMP lab).
-const uint32_t kPeer1 = ip4(10, 1, 0, 201), kPeer2 = ip4(10, 1, 0, 202);
-const MacAddr kPeer1Mac{0x02, 0xee, 0, 0, 0, 0x01}, kPeer2Mac{0x02, 0xee, 0, 0, 0, 0x02};
 
 class HandoverTest : public WorkerTest {
  protected:
@@ -26,22 +22,7 @@ class HandoverTest : public WorkerTest {
     if (HasFatalFailure() || IsSkipped()) return;
     build(Forward::kFnat);
     if (HasFatalFailure()) return;
-    Shared& s = sh();
-    s.handover_peers[0] = kPeer1;
-    s.handover_peers[1] = kPeer2;
-    s.n_handover_peers = 2;
-    s.handover_interval = 1000;   // TSC per packet
-    s.handover_tau = 1000 * 99;   // 100 at once
-    s.neigh.update(kPeer1, kPeer1Mac.data(), kT0);
-    s.neigh.update(kPeer2, kPeer2Mac.data(), kT0);
-  }
-  // `f` as a peer hands it over: from the peer's MAC to port 1's, ethertype 0x88b5.
-  Frame as_peer_frame(Frame f, const MacAddr& peer_mac) {
-    std::copy(kPortMac[1].begin(), kPortMac[1].end(), f.begin());
-    std::copy(peer_mac.begin(), peer_mac.end(), f.begin() + 6);
-    f[12] = 0x88;
-    f[13] = 0xb5;
-    return f;
+    set_handover_peers(sh());
   }
   // Opens a connection (SYN, SYN-ACK) and returns the forwarded SYN.
   Frame open_conn(uint16_t cport) {
@@ -52,29 +33,15 @@ class HandoverTest : public WorkerTest {
     tx(0);
     return out;
   }
-  void serve() {
-    if (w().n_peer_frames) serve_peer_frames(w());
-    flush_tx(w());
-  }
+  void serve() { serve_handed_over(w()); }
 };
 
 TEST_F(HandoverTest, AckOfNoConnectionGoesToEveryPeerUnchanged) {
   const Frame in = build_frame(from_client(43000, kTcpAck));
   rx(in, 0);
-  const auto out = tx(1);
   EXPECT_EQ(tx(0).size(), 0u);
-  ASSERT_EQ(out.size(), 2u) << drop_summary();
-  std::vector<MacAddr> dsts;
-  for (const Frame& o : out) {
-    ASSERT_EQ(o.size(), in.size());
-    dsts.push_back(MacAddr{o[0], o[1], o[2], o[3], o[4], o[5]});
-    EXPECT_TRUE(mac_is(o.data() + 6, kPortMac[1])) << "from the port the peers are on";
-    EXPECT_EQ(get16(&o[12]), 0x88b5) << "the hand-over ethertype";
-    EXPECT_TRUE(std::equal(o.begin() + 14, o.end(), in.begin() + 14)) << "IP packet unchanged (TTL too)";
-  }
-  std::sort(dsts.begin(), dsts.end());
-  EXPECT_EQ(dsts, (std::vector<MacAddr>{kPeer1Mac, kPeer2Mac}));
-  EXPECT_EQ(w().counters.handovers.load(), 1u);
+  expect_handed_over(w(), tx(1), in);
+  if (HasFatalFailure()) return;
   EXPECT_EQ(w().conns.size(), 0u) << "no connection made here";
   EXPECT_EQ(total_drops(), 0u) << drop_summary();
   // FIN and RST of no connection too; not SYN+ACK nor SYN+FIN (they carry SYN).

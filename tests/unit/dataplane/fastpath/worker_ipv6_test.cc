@@ -16,6 +16,7 @@
 
 #include "dataplane/fastpath/ipv6.h"
 #include "dataplane/fastpath/proxy_proto.h"
+#include "tests/unit/dataplane/fastpath/handover_test_util.h"
 #include "tests/unit/dataplane/fastpath/ipv6_test_util.h"
 #include "tests/unit/dataplane/fastpath/worker_test_fixture.h"
 
@@ -946,6 +947,183 @@ TEST_P(WorkerIpv6FwdTest, DISABLED_InstructionsPerPacket) {
 
 INSTANTIATE_TEST_SUITE_P(Modes, WorkerIpv6FwdTest, ::testing::Values(Forward::kFnat, Forward::kNat),
                          [](const auto& info) { return info.param == Forward::kFnat ? "fnat" : "nat"; });
+
+// Connection hand-over of IPv6 full-NAT flows (docs/gateway.md, "Hand-over"),
+// as HandoverTest (worker_handover_test.cc) for IPv4: the same peers (known
+// by their IPv4 addresses, MACs by ARP), ethertype 0x88b5 on the copy, the
+// IPv6 packet unchanged; the receiver tells IPv6 by the version nibble.
+class Handover6Test : public WorkerIpv6FwdTest {
+ protected:
+  void SetUp() override {
+    WorkerIpv6FwdTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    set_handover_peers(sh());
+  }
+  // Opens a connection (SYN, SYN-ACK) through worker `wi` and returns the forwarded SYN.
+  Frame open6(uint16_t cport, unsigned wi = 0) {
+    rx(client_pkt(kProtoTcp, cport, 8080), 0, wi);
+    const auto out = tx(1);
+    EXPECT_EQ(out.size(), 1u) << drop_summary(wi);
+    if (out.size() != 1) return Frame{};
+    Parsed6 p;
+    EXPECT_TRUE(parse_ipv6(out[0].data(), out[0].size(), &p));
+    const Addr6 b = addr_at(p.dst);
+    rx(backend_pkt(kProtoTcp, b, b == kB16 ? kB1Mac : kB2Mac, 80, addr_at(p.src), p.sport), 1, wi);
+    EXPECT_EQ(tx(0).size(), 1u) << drop_summary(wi);
+    return out[0];
+  }
+  Bytes ack6(uint16_t cport) { return client_pkt(kProtoTcp, cport, 8080, kTcpAck, kVip6, 10); }
+};
+
+TEST_P(Handover6Test, AckOfNoConnectionGoesToEveryPeerUnchanged) {
+  const Bytes in = ack6(44000);
+  rx(in, 0);
+  expect_handed_over(w(), tx(1), in);
+  if (HasFatalFailure()) return;
+  EXPECT_EQ(w6_[0]->conns.size() + tx(0).size() + total_drops(), 0u) << "no connection, nothing else out; "
+                                                                      << drop_summary();
+  // FIN and RST too; not SYN+ACK nor SYN+FIN (they carry SYN).
+  rx(client_pkt(kProtoTcp, 44001, 8080, kTcpFin | kTcpAck), 0);
+  rx(client_pkt(kProtoTcp, 44002, 8080, kTcpRst), 0);
+  EXPECT_EQ(tx(1).size(), 4u);
+  rx(client_pkt(kProtoTcp, 44003, 8080, kTcpSyn | kTcpAck), 0);
+  rx(client_pkt(kProtoTcp, 44004, 8080, kTcpSyn | kTcpFin), 0);
+  expect_nothing_out("SYN-carrying non-starts");
+  EXPECT_EQ(drops(kNoConn), 2u);
+  EXPECT_EQ(w().counters.handovers.load(), 3u);
+}
+
+TEST_P(Handover6Test, SynAndUdpAreNotHandedOver) {
+  const Frame syn = one_out(client_pkt(kProtoTcp, 44100, 8080), 0, 1);
+  ASSERT_FALSE(syn.empty());
+  EXPECT_EQ(addr_at(expect_valid6(syn, "SYN").src), kLocal6) << "a SYN starts a connection here";
+  const Frame udp = one_out(client_pkt(kProtoUdp, 44101, 5353), 0, 1);
+  ASSERT_FALSE(udp.empty());
+  EXPECT_EQ(addr_at(expect_valid6(udp, "UDP").src), kLocal6) << "UDP without an entry starts a flow here";
+  EXPECT_EQ(w().counters.handovers.load(), 0u);
+  EXPECT_EQ(w6_[0]->conns.size(), 2u);
+  EXPECT_EQ(total_drops(), 0u) << drop_summary();
+}
+
+TEST_P(Handover6Test, PeerFrameOfAConnectionHereIsForwardedAfterTheBurst) {
+  const Frame syn = open6(44200);
+  ASSERT_FALSE(syn.empty());
+  const Parsed6 s = expect_valid6(syn, "SYN");
+  rx(as_peer_frame(ack6(44200), kPeer1Mac), 1);
+  expect_nothing_out("queued for serve_peer_frames");
+  EXPECT_EQ(w().counters.handover_matched.load(), 1u);
+  serve_handed_over(w());
+  const auto out = tx(1);
+  ASSERT_EQ(out.size(), 1u) << drop_summary();
+  const Parsed6 p = expect_valid6(out[0], "forwarded peer frame");
+  EXPECT_EQ(get16(&out[0][12]), 0x86dd);
+  EXPECT_TRUE(mac_is(out[0].data(), addr_at(p.dst) == kB16 ? kB1Mac : kB2Mac));
+  EXPECT_EQ(addr_at(p.src), kLocal6);
+  EXPECT_EQ(p.sport, s.sport) << "the connection's own local port";
+  EXPECT_EQ(addr_at(p.dst), addr_at(s.dst));
+  EXPECT_EQ(p.hop_limit, 63);
+  EXPECT_EQ(w().counters.handovers.load(), 0u);
+  EXPECT_EQ(total_drops(), 0u) << drop_summary();
+}
+
+TEST_P(Handover6Test, PeerFrameOfNoConnectionIsDroppedNeverHandedOverAgain) {
+  rx(as_peer_frame(ack6(44300), kPeer2Mac), 1);
+  serve_handed_over(w());
+  expect_nothing_out("not held here");
+  EXPECT_EQ(drops(kHandoverNotHeld), 1u);
+  // A peer's SYN (none sends one) or UDP starts nothing either.
+  rx(as_peer_frame(client_pkt(kProtoTcp, 44301, 8080), kPeer2Mac), 1);
+  rx(as_peer_frame(client_pkt(kProtoUdp, 44302, 5353), kPeer2Mac), 1);
+  serve_handed_over(w());
+  expect_nothing_out("a peer's SYN or UDP");
+  EXPECT_EQ(drops(kHandoverNotHeld), 3u);
+  // Held but for the other direction (a backend's packet): not the client's.
+  const Parsed6 s = expect_valid6(open6(44303), "SYN");
+  rx(as_peer_frame(backend_pkt(kProtoTcp, addr_at(s.dst), kB1Mac, 80, kLocal6, s.sport, kTcpAck), kPeer2Mac), 1);
+  serve_handed_over(w());
+  expect_nothing_out("the reply direction");
+  EXPECT_EQ(drops(kHandoverNotHeld), 4u) << drop_summary();
+  EXPECT_EQ(w().counters.handovers.load(), 0u);
+  EXPECT_EQ(w().counters.handover_matched.load(), 0u);
+  EXPECT_EQ(w6_[0]->conns.size(), 1u);
+}
+
+// A frame from a peer whose connection went between the burst and
+// serve_peer_frames is dropped as not held, never handed over again.
+TEST_P(Handover6Test, ConnectionGoneBeforeServeIsNotHandedOverAgain) {
+  ASSERT_FALSE(open6(44350).empty());
+  rx(as_peer_frame(ack6(44350), kPeer1Mac), 1);
+  EXPECT_EQ(w().counters.handover_matched.load(), 1u);
+  bool reply = false;
+  Conn6* c = w6_[0]->conns.lookup(make_key6(kClient6.data(), 44350, kVip6.data(), 8080, kProtoTcp), &reply);
+  ASSERT_NE(c, nullptr);
+  w6_[0]->conns.remove(c);  // as an expiry between the burst and serve_peer_frames
+  serve_handed_over(w());
+  expect_nothing_out("gone");
+  EXPECT_EQ(drops(kHandoverNotHeld), 1u) << drop_summary();
+  EXPECT_EQ(w().counters.handovers.load(), 0u);
+}
+
+TEST_P(Handover6Test, FrameNotFromAPeerIsDropped) {
+  ASSERT_FALSE(open6(44250).empty());
+  const Bytes ack = ack6(44250);
+  rx(as_peer_frame(ack, kB1Mac), 1);  // a resolved neighbour, but no peer
+  Frame wrong_port = as_peer_frame(ack, kPeer1Mac);
+  std::copy(kPortMac[0].begin(), kPortMac[0].end(), wrong_port.begin());
+  rx(wrong_port, 0);  // a peer's MAC where no peer is
+  rx(as_peer_frame(ack, MacAddr{0x02, 0xee, 0, 0, 0, 0x09}), 1);  // unknown MAC
+  serve_handed_over(w());
+  expect_nothing_out("not from a peer");
+  EXPECT_EQ(drops(kHandoverNotPeer), 3u) << drop_summary();
+  EXPECT_EQ(w().counters.handover_matched.load(), 0u);
+  rx(as_peer_frame(ack, kPeer2Mac), 1);
+  serve_handed_over(w());
+  EXPECT_EQ(tx(1).size(), 1u) << drop_summary();
+  EXPECT_EQ(w().counters.handover_matched.load(), 1u);
+}
+
+// One bucket per worker for both families.
+TEST_P(Handover6Test, RateLimitedPerWorker) {
+  sh().handover_tau = 1000 * 2;  // 3 at once, then one per 1000 TSC
+  for (uint16_t i = 0; i < 5; ++i) rx(ack6(static_cast<uint16_t>(44400 + i)), 0);
+  EXPECT_EQ(tx(1).size(), 6u) << "3 packets, 2 copies each";
+  EXPECT_EQ(w().counters.handovers.load(), 3u);
+  EXPECT_EQ(drops(kHandoverRateLimited), 2u);
+  rx(build_frame(from_client(44410, kTcpAck)), 0);
+  EXPECT_EQ(drops(kHandoverRateLimited), 3u) << "an IPv4 packet draws on the same bucket";
+  w().now += 1000;
+  rx(ack6(44411), 0);
+  rx(ack6(44412), 0);
+  EXPECT_EQ(w().counters.handovers.load(), 4u);
+  EXPECT_EQ(drops(kHandoverRateLimited), 4u);
+  EXPECT_EQ(tx(1).size(), 2u);
+}
+
+// Two workers: a peer's frame that reaches the worker that does not own its
+// flow goes through the ring, still marked, and is held by the owner.
+TEST_P(Handover6Test, TwoWorkersRedirectPeerFramesToTheOwner) {
+  setup(GetParam(), 2);
+  if (HasFatalFailure()) return;
+  set_handover_peers(sh());
+  serve_rings_ = true;
+  for (uint16_t cport = 44500; cport < 44504; ++cport) {
+    const unsigned owner = flow_owner(fold6(kClient6.data()), cport, 2);
+    ASSERT_FALSE(open6(cport, owner).empty());
+    rx(as_peer_frame(ack6(cport), kPeer1Mac), 1, 1 - owner);
+    EXPECT_EQ(w(owner).counters.handover_matched.load(), cport - 44500 + 1u);
+    serve_handed_over(w(owner));
+    EXPECT_EQ(tx(1).size(), 1u) << drop_summary(0) << " /" << drop_summary(1);
+  }
+  // Not held anywhere: dropped by the owner, after the peer check on the receiver.
+  rx(as_peer_frame(ack6(44510), kPeer1Mac), 1, 0);
+  rx(as_peer_frame(ack6(44511), kPeer1Mac), 1, 1);
+  expect_nothing_out("not held");
+  EXPECT_EQ(drops(kHandoverNotHeld, 0) + drops(kHandoverNotHeld, 1), 2u);
+  EXPECT_EQ(drops_of_all_workers(), 2u) << drop_summary(0) << " /" << drop_summary(1);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fnat, Handover6Test, ::testing::Values(Forward::kFnat),
+                         [](const auto&) { return std::string("fnat"); });
 
 
 // The PROXY protocol over IPv6 (proxy_proto.h, worker6.cc), as ProxyTest
