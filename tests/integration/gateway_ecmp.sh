@@ -7,9 +7,12 @@
 #
 #   ${P}client  eth0 10.1.0.2/24 and 10.1.0.10-41 (mh hashes the client address),
 #               route 10.96.0.0/12 via 10.1.0.1
+#               (IPv6: eth0 fd00:1::2/64, route fd00:96::/112 via fd00:1::1)
 #     | veth
 #   ${P}rt      c0 10.1.0.1/24; bridge br0 10.0.0.2/24 with g1 g2 g3 (veths to the
 #               gateways); ip_forward 1, fib_multipath_hash_policy 1 (L4 hash);
+#               IPv6: c0 fd00:1::1/64, br0 fd00:10::2/64, forwarding, L4 hash,
+#               fd00:96::100/128 by a static route over the 3 gateways;
 #               the router's daemon: FRR (zebra, bgpd with maximum-paths, bfdd)
 #               when installed, else BIRD 2 (kernel protocol with merge paths);
 #               AS 64513; BFD 200 ms x 5 with every gateway (100 ms x 3 flapped
@@ -18,7 +21,9 @@
 #   ${P}gwN     (N = 1..3) vipd dpdk, nat, scheduler mh, one worker (idle sleep),
 #               ports c0 10.0.0.1N/24 via 10.0.0.2 and p0 10.244.0.1N/16
 #               (af_packet), --exception-path tap --announce-table 100
-#               --tcp-timeout 5 (60 in full NAT); BIRD 2 on vipd-0 (AS 64512, BFD, exports table 100);
+#               --tcp-timeout 5 (60 in full NAT); full NAT also IPv6: --port-ipv6
+#               'fd00:10::1N/64 via fd00:10::2,fd00:244::1N/64' --fnat-local-addrs6
+#               fd00:244::ff:1N; BIRD 2 on vipd-0 (AS 64512, BFD, exports table 100);
 #               gw3 runs FRR instead (zebra ip import-table 100, bgpd redistribute
 #               table 100, bfdd) when FRR runs the router
 #     | p0 -> ${P}sw's bridge (g1 g2 g3 beside pod1..pod4)
@@ -53,6 +58,15 @@
 #                            load: no keep-alive connection broken, no request
 #                            failed, gw2/gw3 handed packets over and gw1 matched
 #                            them (the hand-over path was used)
+#   fnat6-drain-clean        the same over IPv6 (LAB_IPV6=1; the router carries
+#                            db6 fd00:96::100 by a static ECMP route to the
+#                            gateways' c0 fd00:10::1N, BGP carries IPv4 only):
+#                            24 keep-alive connections to [fd00:96::100]:8080
+#                            (full NAT, local address fd00:244::ff:1N each), then
+#                            the router's route loses gw1 (as the drain's
+#                            withdrawal does for IPv4): no connection broken or
+#                            failed, gw2/gw3 handed packets over and gw1 matched
+#                            them (IPv6 hand-over; the peers stay IPv4 addresses)
 #   fnat-kill9-measured      then (gw1 back), kill -9 of gw2 under the same load:
 #                            the router drops gw2; reported: how many of the 24
 #                            keep-alive connections break (those gw2 carried cannot
@@ -63,7 +77,7 @@ set -uo pipefail
 NAME="gateway_test(ecmp)"
 CHECKS=(gateways-start bgp-established router-ecmp-nexthops no-endpoints-not-announced
         flows-spread mh-same-backend drain-no-broken kill9-failover-window
-        kill9-established-survive gateway-join-no-broken fnat-drain-clean fnat-kill9-measured)
+        kill9-established-survive gateway-join-no-broken fnat-drain-clean fnat6-drain-clean fnat-kill9-measured)
 SKIP_HINT="run as root with /dev/net/tun, iptables and BIRD 2 (apt-get install bird2; frr for the FRR router)"
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 require_bird2
@@ -83,6 +97,8 @@ fi
 declare -A GW_DAEMON=([1]=bird [2]=bird [3]=bird)
 [ "$ROUTER" = frr ] && [ "${VIPD_ECMP_GW_FRR:-1}" != 0 ] && GW_DAEMON[3]=frr
 export LAB_PREFIX="ve$$-"
+# IPv6 for fnat6-drain-clean: the pods get their IPv6 addresses (scripts/lab.sh).
+export LAB_IPV6=${VIPD_ECMP_IPV6:-1}
 P=$LAB_PREFIX
 TMP=$(mktemp -d /tmp/vipd-ecmp.XXXXXX)
 GWS=(1 2 3)
@@ -126,7 +142,8 @@ topo() {
   # lab.sh's client <-> lb and lb <-> switch links go; ${P}lb stays unused.
   ip -n "${P}lb" link del c0 && ip -n "${P}lb" link del p0 || return 1
   ip netns add "${P}rt" || return 1
-  inns "${P}rt" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1 \
+  inns "${P}rt" sysctl -qw net.ipv6.conf.all.disable_ipv6=$((1 - LAB_IPV6)) \
+    net.ipv6.conf.default.disable_ipv6=$((1 - LAB_IPV6)) \
     net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.default.rp_filter=0 \
     net.ipv4.ip_forward=1 net.ipv4.fib_multipath_hash_policy=1 >/dev/null || return 1
   ip -n "${P}rt" link set lo up
@@ -135,9 +152,20 @@ topo() {
   ip -n "${P}client" addr add 10.1.0.2/24 dev eth0 && ip -n "${P}client" link set eth0 up &&
     ip -n "${P}client" route add 10.96.0.0/12 via 10.1.0.1 dev eth0 || return 1
   for n in $(seq 10 41); do ip -n "${P}client" addr add "10.1.0.$n/24" dev eth0 || return 1; done
+  if [ "$LAB_IPV6" = 1 ]; then   # quiet and immediate: no DAD, RA or RS (as scripts/lab.sh)
+    inns "${P}rt" sysctl -qw net.ipv6.conf.all.accept_dad=0 net.ipv6.conf.default.accept_dad=0 \
+      net.ipv6.conf.all.accept_ra=0 net.ipv6.conf.default.accept_ra=0 \
+      net.ipv6.conf.all.router_solicitations=0 net.ipv6.conf.default.router_solicitations=0 \
+      net.ipv6.conf.all.forwarding=1 net.ipv6.fib_multipath_hash_policy=1 >/dev/null || return 1
+    ip -n "${P}client" addr add fd00:1::2/64 dev eth0 nodad &&
+      ip -n "${P}client" -6 route add fd00:96::/112 via fd00:1::1 dev eth0 || return 1
+  fi
   ip -n "${P}rt" addr add 10.1.0.1/24 dev c0 && ip -n "${P}rt" link set c0 up || return 1
   ip -n "${P}rt" link add name br0 type bridge stp_state 0 forward_delay 0 &&
     ip -n "${P}rt" addr add 10.0.0.2/24 dev br0 && ip -n "${P}rt" link set br0 up || return 1
+  if [ "$LAB_IPV6" = 1 ]; then
+    ip -n "${P}rt" addr add fd00:1::1/64 dev c0 nodad && ip -n "${P}rt" addr add fd00:10::2/64 dev br0 nodad || return 1
+  fi
   for g in "${GWS[@]}"; do
     ns=${P}gw$g
     ip netns add "$ns" || return 1
@@ -173,12 +201,15 @@ mkdir -p "$TMP/manifests"
 cp config/demo/manifests/*.yaml "$TMP/manifests/"
 
 FWD=nat
+V6=0   # full NAT: 1 when the IPv6 Service is there (fnat6-drain-clean)
 GW_TCP_TIMEOUT=5   # full NAT: 60 (see there)
 start_gw() {
   local g=$1 fnat=()
   # Full NAT: each gateway's local address, and the others as hand-over peers.
   [ "$FWD" = fnat ] && fnat=(--fnat-local-addrs "10.244.255.1$g"
                              --handover-peers "$(for x in "${GWS[@]}"; do [ "$x" != "$g" ] && echo "10.244.0.1$x"; done | paste -sd,)")
+  [ "$FWD" = fnat ] && [ "$V6" = 1 ] && fnat+=(--port-ipv6 "fd00:10::1$g/64 via fd00:10::2,fd00:244::1$g/64"
+                                               --fnat-local-addrs6 "fd00:244::ff:1$g")
   ip netns exec "${P}gw$g" "$VIPD" --mode dpdk --forward-method "$FWD" "${fnat[@]}" --scheduler mh \
     --port "net_af_packet0,iface=c0 10.0.0.1$g/24 via 10.0.0.2" \
     --port "net_af_packet1,iface=p0 10.244.0.1$g/16" \
@@ -466,20 +497,23 @@ else
 fi
 
 # ---- load helpers ---------------------------------------------------------------------------
-# start_load TAG CONNS REQ_TIMEOUT: keep-alive connections and a new-connection loop in
-# the background until $TMP/TAG.stop exists; stop_load TAG waits for both results.
+# start_load TAG CONNS REQ_TIMEOUT [TARGET]: keep-alive connections and a new-connection
+# loop (IPv4 only: flowprobe.py) to TARGET (default 10.96.0.100:8080) in the background
+# until $TMP/TAG.stop exists; stop_load TAG waits for both results.
 # KA_TIMEOUT: the keep-alive requests' timeout. The client serves its connections in turn,
 # so each stuck one holds up the others that long.
 KA_TIMEOUT=5
 start_load() {
-  local tag=$1
+  local tag=$1 target=${4:-10.96.0.100:8080}
   rm -f "$TMP/$tag.stop" "$TMP/$tag.mark"
-  client keepalive 10.96.0.100:8080 --conns "$2" --interval 0.05 --timeout "$KA_TIMEOUT" --max-time 90 \
+  client keepalive "$target" --conns "$2" --interval 0.05 --timeout "$KA_TIMEOUT" --max-time 90 \
     --stop "$TMP/$tag.stop" --mark "$TMP/$tag.mark" --until-after-mark 2 >"$TMP/$tag.ka" 2>&1 &
-  LOAD_PIDS+=($!); KA_PID=$!
-  ip netns exec "${P}client" "$PYTHON" scripts/lab/flowprobe.py load 10.96.0.100:8080 \
-    --stop "$TMP/$tag.stop" --timeout "$3" --interval 0.01 --max-time 90 >"$TMP/$tag.load" 2>&1 &
-  LOAD_PIDS+=($!); NL_PID=$!
+  LOAD_PIDS+=($!); KA_PID=$! NL_PID=
+  if [[ $target != \[* ]]; then
+    ip netns exec "${P}client" "$PYTHON" scripts/lab/flowprobe.py load "$target" \
+      --stop "$TMP/$tag.stop" --timeout "$3" --interval 0.01 --max-time 90 >"$TMP/$tag.load" 2>&1 &
+    LOAD_PIDS+=($!); NL_PID=$!
+  fi
   for _ in $(seq 1 50); do grep -q '^open' "$TMP/$tag.ka" 2>/dev/null && break; sleep 0.1; done
 }
 # The keep-alive client stops once every connection has 2 answers after the mark.
@@ -488,12 +522,12 @@ stop_load() {
   touch "$TMP/$tag.mark"
   for _ in $(seq 1 150); do kill -0 "$KA_PID" 2>/dev/null || break; sleep 0.1; done
   touch "$TMP/$tag.stop"
-  wait "$KA_PID" "$NL_PID" 2>/dev/null
+  wait "$KA_PID" ${NL_PID:+"$NL_PID"} 2>/dev/null
   LOAD_PIDS=()
   KA=$(grep '^{' "$TMP/$tag.ka" | tail -n 1 | "$PYTHON" -c 'import json,sys
 try: d=json.load(sys.stdin); d.pop("per_conn", None); print(json.dumps(d))
 except ValueError: print("{}")')
-  NL=$(grep '^{' "$TMP/$tag.load" | tail -n 1)
+  NL=$(grep '^{' "$TMP/$tag.load" 2>/dev/null | tail -n 1)
   [ -n "$NL" ] || NL='{}'
 }
 active_conns() { gwctl "$1" list --json 2>/dev/null | "$PYTHON" -c '
@@ -585,6 +619,15 @@ fi
 # ---- full NAT: what drain and kill -9 of a gateway break ------------------------------------
 for g in "${GWS[@]}"; do stop_pid "${GW_PID[$g]}"; GW_PID[$g]=; done
 FWD=fnat
+# IPv6 (fnat6-drain-clean): db6 fd00:96::100 over the pods' IPv6 addresses, by the router's
+# static ECMP route (BGP here carries IPv4 only).
+if [ "$LAB_IPV6" != 1 ]; then
+  skip fnat6-drain-clean "VIPD_ECMP_IPV6=0: the lab has no IPv6"
+elif ! why=$(kernel_v6_manifests); then
+  skip fnat6-drain-clean "$why"
+else
+  V6=1
+fi
 # The kill -9 below leaves the keep-alive client stuck on each of gw2's connections (their
 # packets are handed over and held nowhere: no RST) for KA_TIMEOUT in turn; the others must
 # not idle out of the gateways' tables meanwhile (--tcp-timeout 5 would).
@@ -626,6 +669,33 @@ fi
 gwctl 1 undrain >/dev/null 2>&1
 ms=$(wait_nh 10.96.0.100 "1 2 3" "$(now_ms)" 5000)
 note "undrain gw1: back at the router after $ms ms"
+
+# ---- full NAT over IPv6: the router's route loses gw1, its flows handed over -----------------
+rt6() {   # the router's route to db6 over gateways N...
+  ip -n "${P}rt" -6 route replace fd00:96::100/128 $(for g in "$@"; do echo "nexthop via fd00:10::1$g dev br0"; done)
+}
+if [ "$V6" = 1 ]; then
+  rt6 1 2 3 || note "could not add the router's IPv6 route"
+  sent0=$(( $(handover 2 sent) + $(handover 3 sent) )) matched0=$(handover 1 matched)
+  nh0=$(( $(handover 2 not_held) + $(handover 3 not_held) ))
+  start_load fdrain6 24 2 "[fd00:96::100]:8080"
+  sleep 1
+  on1=$(active_conns 1)
+  rt6 2 3; rc=$?
+  sleep 2
+  stop_load fdrain6
+  rt6 1 2 3
+  sent=$(( $(handover 2 sent) + $(handover 3 sent) - sent0 ))
+  matched=$(( $(handover 1 matched) - matched0 ))
+  nh=$(( $(handover 2 not_held) + $(handover 3 not_held) - nh0 ))
+  note "full NAT, IPv6: gw1's next hop removed at the router (gw1 then carried $on1 active connections, both families); hand-over: gw2+gw3 sent $sent, gw1 matched $matched, gw2+gw3 not held $nh; keep-alive $KA"
+  if [ "$rc" = 0 ] && [ "$(jf "$KA" broken_conns)" = 0 ] && [ "$(jf "$KA" failed)" = 0 ] &&
+     [ "$(jf "$KA" conns)" = 24 ] && [ "$sent" -gt 0 ] && [ "$matched" -gt 0 ]; then
+    pass fnat6-drain-clean
+  else
+    fail fnat6-drain-clean "want the route changed (rc $rc), nothing broken or failed and hand-over used (sent $sent, matched $matched): keep-alive $KA"
+  fi
+fi
 KA_TIMEOUT=0.6   # gw2 carries 7-13: at most ~8 s stuck in all, under the pods' 10 s idle limit
 start_load fnat 24 0.5
 sleep 1.5
