@@ -943,7 +943,10 @@ def render(d, plots):
     version = m.get("describe") or m.get("commit_short") or m.get("commit", "?")[:7]
     matrix = ", ".join(f"{n_human(r['services'])} / {n_human(r['flows'])}" for r in d.matrix)
     fields = {
-        "version": version, "measured": m.get("date", "?"), "results": rel(d.res_dir),
+        "version": version, "results": rel(d.res_dir),
+        "measured": m.get("date", "?") + ("; section 5 (instructions per packet) counted at commit " + ", ".join(
+            sorted({f"`{r.get('commit', '?')}`" for r in d.cg_added})) + ", "
+            + max(r.get("measured", "?") for r in d.cg_added) if d.cg_added else ""),
         "platform": platform(d), "provenance": provenance(d), "matrix": matrix,
         "rounds": f", each {d.n_runs} times" if d.n_runs > 1 else "",
         "headline": headline(d), "targets": targets(d), "pipeline": pipeline(d, plots), "memfloor": memfloor(d),
