@@ -37,6 +37,15 @@
 // Under valgrind --tool=callgrind --collect-atstart=no, collection is
 // toggled around the timed polls only and one dump is written per phase
 // (CALLGRIND_DUMP_STATS_AT("phase")), so instructions/packet come out exact.
+//
+// The worker's clock (w.now, which connection timeouts, the paced sweep and
+// the neighbour caches read): timed runs read the TSC at each poll, as
+// worker_main does (--clock tsc). Under valgrind the default is --clock
+// virtual: the bench drives w.now itself, kVirtualPollNs per poll, so what
+// the measured phases execute never depends on how fast the machine runs
+// them (with the TSC, a 1M-flow fill that takes longer than the 60 s
+// SYN_RECV timeout under valgrind lets the paced sweep expire the first
+// flows before the handshakes and the measured phases reach them).
 #include <rte_cycles.h>
 #include <rte_ethdev.h>
 #include <rte_ip.h>
@@ -83,6 +92,11 @@ constexpr uint16_t kFlowsPerIp = 60000;   // client ports 1024.. per client addr
 
 enum class Poll { kPipeline, kIo, kL3fwd };
 
+// --clock virtual: the time one poll of kRxBurst packets takes, about what
+// the timed runs measure (100 ns a packet), so the paced sweep keeps the
+// pace it has there.
+constexpr uint64_t kVirtualPollNs = 100 * dp::kRxBurst;
+
 // --family 6: fd00::/64 with the IPv4 address of the same role in the low
 // 32 bits (network order).
 std::array<uint8_t, 16> v6_of(uint32_t ip4) {
@@ -107,8 +121,15 @@ struct Flow {
 
 class Bench {
  public:
-  Bench(BenchDataplane& d, uint32_t services, uint8_t proto, bool v6 = false)
-      : d_(d), services_(services), proto_(proto), v6_(v6) {}
+  Bench(BenchDataplane& d, uint32_t services, uint8_t proto, bool v6, bool virtual_clock)
+      : d_(d), services_(services), proto_(proto), v6_(v6), virtual_clock_(virtual_clock),
+        poll_ticks_(d.sh.tsc_hz * kVirtualPollNs / 1000000000) {
+    // The virtual clock starts from the TSC (the neighbour entries were
+    // stamped with it) and lives in w.now, which every Bench on this worker
+    // shares; it only moves forward.
+    dp::Worker& w = *d_.w;
+    if (virtual_clock_ && w.now < rte_rdtsc()) w.now = rte_rdtsc();
+  }
 
   // Resets `m` to one zeroed frame of `len` bytes with its Ethernet header
   // (from the peer to our port's MAC, `ethertype`); returns the frame.
@@ -199,12 +220,20 @@ class Bench {
   uint64_t sweep_visits = 0;  // connection entries the paced sweep visited
 
   // One poll of worker_main (dataplane/fastpath/worker.cc), port 0 / queue 0,
-  // no redirect ring (one worker).
+  // no redirect ring (one worker). kVirtualClock: w.now is the bench's
+  // clock, advanced by poll_ticks_ in the uncounted part of each poll; the
+  // poll still reads the TSC (into tsc_sink_), so that it executes the same
+  // instructions with either clock.
+  template <bool kVirtualClock>
   inline void poll_once() {
     dp::Worker& w = *d_.w;
     dp::Shared& sh = d_.sh;
     rte_mbuf* pkts[dp::kRxBurst];
-    w.now = rte_rdtsc();
+    if constexpr (kVirtualClock) {
+      tsc_sink_ = rte_rdtsc();
+    } else {
+      w.now = rte_rdtsc();
+    }
     uint16_t n = rte_eth_rx_burst(sh.ports[0].port_id, 0, pkts, dp::kRxBurst);
     if (n) {
       dp::bump(w.counters.rx, n);
@@ -217,6 +246,7 @@ class Bench {
     // time runs tens of times slower) it is left out of the count, and the
     // timed runs report how many entries it visited per packet.
     if (RUNNING_ON_VALGRIND) CALLGRIND_TOGGLE_COLLECT;
+    if constexpr (kVirtualClock) w.now += poll_ticks_;
     sweep_visits += dp::sweep_conns_paced(w);
     if (RUNNING_ON_VALGRIND) CALLGRIND_TOGGLE_COLLECT;
     w.tmpls.sweep(w.now, 16);
@@ -296,8 +326,10 @@ class Bench {
       for (unsigned k = 0; k < kPolls; ++k) poll_io();
     } else if (mode == Poll::kL3fwd) {
       for (unsigned k = 0; k < kPolls; ++k) poll_l3fwd();
+    } else if (!virtual_clock_) {
+      for (unsigned k = 0; k < kPolls; ++k) poll_once<false>();
     } else {
-      for (unsigned k = 0; k < kPolls; ++k) poll_once();
+      for (unsigned k = 0; k < kPolls; ++k) poll_once<true>();
     }
     const uint64_t t1 = rte_rdtsc();
     if (RUNNING_ON_VALGRIND) CALLGRIND_TOGGLE_COLLECT;
@@ -321,12 +353,16 @@ class Bench {
   }
 
   // Expires every connection in SYN_RECV (the new-connection rounds' flows;
-  // established flows have 900 s left) — untimed.
+  // established flows have 900 s left) — untimed: a full sweep `after_s`
+  // ahead of the clock, which then goes back (with the TSC, the next poll
+  // reads it again; the virtual clock is set back where it was).
   void expire_new_flows(uint64_t after_s = 100) {
     dp::Worker& w = *d_.w;
-    w.now = rte_rdtsc() + after_s * d_.sh.tsc_hz;
+    const uint64_t now = virtual_clock_ ? w.now : rte_rdtsc();
+    w.now = now + after_s * d_.sh.tsc_hz;
     dp::sweep_conns(w, w.conns.slots());
     if (w.v6) dp::sweep_conns6(w, w.v6->conns.capacity());
+    if (virtual_clock_) w.now = now;
   }
 
   uint32_t rng_pick(uint32_t n) { return rng_.below(n); }
@@ -336,6 +372,9 @@ class Bench {
   uint32_t services_;
   uint8_t proto_;
   bool v6_;
+  bool virtual_clock_;
+  uint64_t poll_ticks_;  // --clock virtual: TSC ticks one poll advances w.now
+  uint64_t tsc_sink_ = 0;  // --clock virtual: where each poll's TSC read goes
   std::vector<rte_mbuf*> spare_;
 };
 
@@ -403,6 +442,12 @@ int run_pipeline(const Args& a) {
   const bool v6 = family == 6;
   const std::string phases = a.str("phases", v6 ? "fill,est,reply,newconn,baseline" : "fill,est,reply,newconn,baseline,l3fwd");
   auto want = [&](const char* p) { return phases.find(p) != std::string::npos; };
+  const std::string clock_s = a.str("clock", RUNNING_ON_VALGRIND ? "virtual" : "tsc");
+  if (clock_s != "tsc" && clock_s != "virtual") {
+    fprintf(stderr, "vipd_bench: --clock is tsc or virtual\n");
+    return 2;
+  }
+  const bool virtual_clock = clock_s == "virtual";
 
   EalOptions eo;
   eo.hugepages = a.flag("hugepages") || a.flag("huge-dir");
@@ -510,7 +555,7 @@ int run_pipeline(const Args& a) {
   rte_rcu_qsbr_thread_register(d.sh.qsbr, 0);
   rte_rcu_qsbr_thread_online(d.sh.qsbr, 0);
 
-  Bench b(d, services, proto, v6);
+  Bench b(d, services, proto, v6, virtual_clock);
   const double ns_per_cycle = 1e9 / static_cast<double>(tsc_hz());
   const uint8_t first_flags = proto == dp::kProtoTcp ? dp::kTcpSyn : 0;
   const uint8_t est_flags = proto == dp::kProtoTcp ? (dp::kTcpAck | dp::kTcpPsh) : 0;
@@ -520,6 +565,7 @@ int run_pipeline(const Args& a) {
   j.integer("backends", backends).str("proto", proto_s).str("fwd", cp::name(fwd));
   j.integer("reps", reps).integer("packets_per_rep", static_cast<int64_t>(packets));
   j.integer("hugepages", eo.hugepages ? 1 : 0).integer("valgrind", RUNNING_ON_VALGRIND ? 1 : 0);
+  j.str("clock", clock_s);
   j.num("tsc_hz", static_cast<double>(tsc_hz()));
   j.num("publish_ms", publish_ms);
   j.integer("mem_mb", eo.mem_mb).integer("prefaulted_bytes", static_cast<int64_t>(prefaulted));
@@ -532,7 +578,7 @@ int run_pipeline(const Args& a) {
   const uint32_t room = std::min<uint32_t>(d.w->conns.capacity() - flows, fnat_room);
   const uint32_t round = std::max<uint32_t>(kChunk, std::min<uint32_t>(room, 65536) / kChunk * kChunk - kChunk);
   if (!a.flag("no-warmup")) {
-    Bench wb(d, services, proto, v6);
+    Bench wb(d, services, proto, v6, virtual_clock);
     const uint8_t first = proto == dp::kProtoTcp ? dp::kTcpSyn : 0;
     for (int pass = 0; pass < 2; ++pass) {
       uint32_t g = 0;

@@ -6,6 +6,8 @@
 //                       [--no-warmup] [--hugepages | --huge-dir DIR] [--mem MB]
 //                       [--resteer-attempts N]  (0: re-steering off; default: the daemon's)
 //                       [--rss-queues N]  (fnat: RSS steering of local ports as for worker 0 of N queues; default off)
+//                       [--clock tsc|virtual]  (w.now: the TSC at each poll, or the bench's clock,
+//                                               100 ns a packet; default: virtual under valgrind)
 //   vipd_bench cp [--services N] [--endpoints N] [--changes N]
 //                 [--worker running|offline] [--hugepages] [--mem MB]
 //   vipd_bench sync [--services N] [--endpoints N] [--changes N] [--baseline-changes N]

@@ -14,6 +14,8 @@
 # the change against them)
 # and regenerates docs/benchmarks.md and docs/img/*.svg from them
 # (scripts/bench/report.py, gnuplot), unless --no-doc.
+# Section 5 (callgrind) alone, on the current commit, without the timed
+# sections: scripts/bench/callgrind_rows.sh.
 #   --hugepages  reserve 2 MiB hugepages (on top of what is reserved, on a
 #                private hugetlbfs mount, restored on exit) instead of --no-huge
 #   --huge-variant  run everything on --no-huge pages, and the largest
@@ -49,7 +51,7 @@ while [ $# -gt 0 ]; do
     --no-doc) DOC=0 ;;
     --out) OUT=$2; shift ;;
     --rounds) ROUNDS=$2; shift ;;
-    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
     *) echo "bench.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift

@@ -72,6 +72,8 @@ row = {"bench": "pipeline", "services": services, "flows": flows}
 family = int(res.get("family", 4))
 if family != 4:
     row["family"] = family
+if res.get("clock"):
+    row["clock"] = res["clock"]  # the worker's clock: "virtual" under valgrind
 suffix = "" if family == 4 else f"_v{family}"
 for f, phase, ir in dumps(d):
     pk = res.get(phase + "_packets") or 0

@@ -137,15 +137,37 @@ class Data:
         # IPv6 (vipd_bench pipeline --family 6): this run's rows, else the
         # latest per case of bench/results/added/callgrind_ipv6.jsonl (each
         # with the IPv4 row measured on the same tree beside it).
+        # (Also where this run has IPv6 rows, when they were measured after it.)
         self.cg6 = [r for r in cg_all if r.get("bench") != "cp" and r.get("family") == 6]
         self.cg6_added = False
-        if not self.cg6:
-            latest = {}
-            for r in jsonl("callgrind_ipv6.jsonl", os.path.join(KEPT, "added")):
+        latest = {}
+        for r in jsonl("callgrind_ipv6.jsonl", os.path.join(KEPT, "added")):
+            if not self.cg6 or (r.get("measured") or "")[:16] >= (m.get("date") or "")[:16]:
                 latest[(r["services"], r["flows"])] = r
+        if latest:
             self.cg6 = sorted(latest.values(), key=lambda r: (r["flows"], r["services"]))
-            self.cg6_added = bool(self.cg6)
+            self.cg6_added = True
         self.cg_cp = sorted([r for r in cg_all if r.get("bench") == "cp"], key=lambda r: r["services"])
+        # Section 5 refreshed on its own (scripts/bench/callgrind_rows.sh): the
+        # latest row per case of bench/results/added/callgrind.jsonl takes the
+        # place of this run's when it was measured after this run. The run's
+        # own rows stay for the sections that show this run (section 1).
+        self.cg_run_by = {(r["services"], r["flows"]): r for r in self.cg}
+        run_date = (m.get("date") or "")[:16]
+        latest = {}
+        for r in jsonl("callgrind.jsonl", os.path.join(KEPT, "added")):
+            if (r.get("measured") or "")[:16] >= run_date and r.get("family", 4) == 4:
+                latest[(r.get("bench"), r["services"], r.get("flows"))] = r
+        self.cg_added = [r for k, r in latest.items() if k[0] != "cp"]
+        if self.cg_added:
+            by = dict(self.cg_run_by)
+            by.update({(r["services"], r["flows"]): r for r in self.cg_added})
+            self.cg = list(by.values())
+        cp_added = [r for k, r in latest.items() if k[0] == "cp"]
+        if cp_added:
+            by = {r["services"]: r for r in self.cg_cp}
+            by.update({r["services"]: r for r in cp_added})
+            self.cg_cp = sorted(by.values(), key=lambda r: r["services"])
         self.cg_by = {(r["services"], r["flows"]): r for r in self.cg}
         self.matrix = sorted([r for r in self.pipe if self.tcp_fnat(r)], key=lambda r: (r["flows"], r["services"]))
         self.by = {(r["services"], r["flows"]): r for r in self.matrix}
@@ -289,6 +311,14 @@ def provenance(d):
     out = [f"- Run: `{m['command']}` ({m['mode']} mode, {m.get('wall_s', '?')} s), results in "
            f"`{rel(d.res_dir)}/`" + (f"; the tree had uncommitted changes in {', '.join('`' + f + '`' for f in dp)}"
                                      if dp else "") + "."]
+    src = cg_source(d)
+    if src:
+        out.append(f"- Section 5 (instructions per packet, callgrind) and the instruction counts that *Reading* and "
+                   f"*Scaling across cores* quote: {src}. Section 1's instruction column is the full run's.")
+    if d.cg6_added:
+        c6 = sorted({r.get("commit", "?") for r in d.cg6})
+        out.append(f"- Section 5's IPv6 rows: commit{'s' if len(c6) > 1 else ''} "
+                   f"{', '.join('`' + c + '`' for c in c6)} (`bench/results/added/callgrind_ipv6.jsonl`).")
     if d.ipt_added or d.ker_added:
         out.append("- nftables rows of section 3 (not part of that run): `bench/results/added/ipt.jsonl` and "
                    "`kernel.jsonl`, each line with the command that produced it and its load.")
@@ -438,7 +468,7 @@ def baselines(d):
         r, added = l3fwd_row(d, k)
         if not r:
             continue
-        c = r if added else d.cg_by.get(k, {})
+        c = r if added else d.cg_run_by.get(k, {})
         ir = lambda p: c.get(f"{p}_ir_per_pkt")  # noqa: E731
         rows.append([n_human(k[0]), n_human(k[1]), fmt(r.get("est_ns")), fmt(r.get("baseline_ns"), 2),
                      fmt(r.get("l3fwd_ns"), 2), pct(ratio(r)), pct(ratio(r, "l3fwd_ns")),
@@ -650,21 +680,50 @@ def callgrind6(d):
     return "\n".join(out)
 
 
+def cg_source(d):
+    """Where section 5's IPv4 rows come from, in words (None: this run alone)."""
+    if not d.cg_added:
+        return None
+    m = d.machine
+    commits = sorted({r.get("commit", "?") for r in d.cg_added})
+    dates = sorted(r.get("measured", "?") for r in d.cg_added)
+    dirty = sorted({f for r in d.cg_added for f in r.get("dirty", [])})
+    scripts = sorted({r.get("script", "").split(" ")[0] for r in d.cg_added if r.get("script")})
+    return (f"commit{'s' if len(commits) > 1 else ''} {', '.join('`' + c + '`' for c in commits)} "
+            f"({dates[0]}{' to ' + dates[-1] if dates[-1] != dates[0] else ''}; "
+            + (", ".join(f"`{x}`" for x in scripts) or "`scripts/bench/callgrind_rows.sh`")
+            + ", rows in `bench/results/added/callgrind.jsonl`"
+            + (f"; uncommitted changes in {', '.join('`' + f + '`' for f in dirty)}" if dirty else "")
+            + f"), not the full run of the other sections (commit `{m.get('commit_short', '?')}`, "
+            f"{m.get('date', '?')})")
+
+
 def callgrind(d):
     if not d.cg:
         return "Not measured in this run (valgrind missing or the run failed)."
     out = []
+    src = cg_source(d)
+    if src:
+        n_run = sum(1 for r in d.cg if r not in d.cg_added)
+        out += [f"**Counted at {src}**" + (f"; rows marked ² are that run's" if n_run else "")
+                + ". The last column is the full run's count of the same case, for comparison.", ""]
     sw = [r for r in d.matrix if r.get("est_sweep_per_pkt") is not None and r["services"] in (1, 100000)]
     if sw:
-        out += ["Sweep visits per established packet in the timed runs: " + "; ".join(
+        out += ["Sweep visits per established packet in the timed runs (section 1): " + "; ".join(
             f"{r['est_sweep_per_pkt']:.2f} at {n_human(r['services'])} / {n_human(r['flows'])} "
             f"({n_human(r['conn_capacity'])} entries)" for r in sw) + ".", ""]
     hdr = ["services / flows", "established", "reply", "new connection", "fill", "I/O baseline", "l3fwd baseline"]
-    if d.prev_cg:
+    prev = None
+    if src:
+        prev = d.cg_run_by
+        hdr.append(f"full run (`{d.machine.get('commit_short', '?')}`): established / new")
+    elif d.prev_cg:
+        prev = d.prev_cg
         hdr.append("previous run: established / new")
     rows = []
     for r in d.cg:
-        row = [f"{n_human(r['services'])} / {n_human(r['flows'])}", fmt(r.get("est_ir_per_pkt")),
+        mark = "²" if src and r not in d.cg_added else ""
+        row = [f"{n_human(r['services'])} / {n_human(r['flows'])}{mark}", fmt(r.get("est_ir_per_pkt")),
                fmt(r.get("reply_ir_per_pkt")), fmt(r.get("newconn_ir_per_pkt")), fmt(r.get("fill_ir_per_pkt")),
                fmt(r.get("baseline_ir_per_pkt"))]
         if r.get("l3fwd_ir_per_pkt"):
@@ -672,8 +731,8 @@ def callgrind(d):
         else:
             a = d.l3fwd_added.get((r["services"], r["flows"]), {})
             row.append(fmt(a["l3fwd_ir_per_pkt"]) + "¹" if a.get("l3fwd_ir_per_pkt") else "—")
-        if d.prev_cg:
-            pr = d.prev_cg.get((r["services"], r["flows"]), {})
+        if prev is not None:
+            pr = prev.get((r["services"], r["flows"]), {})
             row.append(f"{fmt(pr.get('est_ir_per_pkt'))} / {fmt(pr.get('newconn_ir_per_pkt'))}" if pr else "—")
         rows.append(row)
     out.append(table(hdr, rows))
@@ -681,16 +740,21 @@ def callgrind(d):
         out += ["", "¹ From `bench/results/added/l3fwd.jsonl` (section 1, *Baselines*), not this run."]
     last = d.cg[-1]
     for phase in ("est", "newconn"):
+        lines = (last.get(phase + "_profile") or [])[:15]
         p = os.path.join(d.res_dir, f"callgrind_{phase}_{last['services']}_{last['flows']}.txt")
-        if os.path.exists(p):
+        if not lines and last not in d.cg_added and os.path.exists(p):
             with open(p) as f:
                 lines = f.read().splitlines()[:15]
+        if lines:
             out += ["", f"Where the instructions go, *{phase}* ({n_human(last['services'])} services / "
                     f"{n_human(last['flows'])} flows), self instructions per packet:", "", "```", *lines, "```"]
     out += ["", callgrind6(d)]
     if d.cg_cp:
+        cpc = sorted({r.get("commit") for r in d.cg_cp if r.get("commit")})
         out += ["", "Control plane, instructions per call (20 changes, 10 endpoints per service): the per-change "
-                "diff and comparison grow with the number of services, the publish does not.", "",
+                "diff and comparison grow with the number of services, the publish does not"
+                + (f" (commit {', '.join('`' + c + '`' for c in cpc)}, `bench/results/added/callgrind.jsonl`)"
+                   if cpc else "") + ".", "",
                 table(["services", "initial diff", "initial publish", "per service", "change: same_content",
                        "change: diff", "change: publish"],
                       [[n_human(r["services"]), fmt(r.get("initial_compute_ir")), fmt(r.get("initial_apply_ir")),
@@ -801,6 +865,63 @@ def reading(d):
     return "\n".join(f"{i}. {a}" for i, a in enumerate(items, 1)) or "Nothing measured."
 
 
+def cg_since(d):
+    """Section 5's counts against the full run's, when section 5 was refreshed after it."""
+    if not d.cg_added:
+        return ""
+    parts = []
+    for k in ((1, 1000), (100000, 1000000)):
+        new, old = d.cg_by.get(k), d.cg_run_by.get(k)
+        if new in d.cg_added and old:
+            dl = [old.get(p + "_ir_per_pkt", 0) - new.get(p + "_ir_per_pkt", 0) for p in ("est", "reply", "newconn")]
+            parts.append((k, dl))
+    if not parts:
+        return ""
+    (k0, d0), rest = parts[0], parts[1:]
+    txt = (f"Against the full run of the other sections (commit `{d.machine.get('commit_short', '?')}`), the IPv4 "
+           f"path counted here executes {d0[0]:.0f} fewer instructions per established packet, {d0[1]:.0f} per "
+           f"full-NAT reply and {d0[2]:.0f} per new connection at {n_human(k0[0])} / {n_human(k0[1])}")
+    for k, dl in rest:
+        txt += f" ({dl[0]:.0f}, {dl[1]:.0f} and {dl[2]:.0f} at {n_human(k[0])} / {n_human(k[1])})"
+    return txt + "; *Measured changes* lists the changes one by one."
+
+
+def model_one(d):
+    """The scaling model's one-core paragraph, from section 5's counts and section 1's times."""
+    c1, r1 = d.cg_by.get((1, 1000)), d.cg_run_by.get((1, 1000))
+    one, big = d.one, d.big
+    head = ("**One core.** A worker spends on a packet about `t = I / (IPC x f) + L x t_miss`: *I* instructions "
+            "(section 5")
+    floor = ("and *L* cache lines it must wait for, each costing *t_miss* minus whatever the burst pipeline "
+             "overlaps (section 1's memory floor: about 4 random lines per established packet at 100k services / "
+             "1M flows).")
+    if not (c1 and r1 and one and big and one.get("est_ns") and big.get("est_ns") and d.matrix):
+        return head + "), " + floor
+    nc = [r["newconn_ir_per_pkt"] for r in d.cg if r.get("newconn_ir_per_pkt")]
+    reply_ns = [r["reply_ns"] for r in d.matrix if r.get("reply_ns")]
+    nc_m = [r["newconn_mpps"] for r in d.matrix if r.get("newconn_mpps")]
+    ipc = r1["est_ir_per_pkt"] / one["est_ns"]
+    txt = (head + (f", commit `{d.cg_added[0].get('commit', '?')}`" if d.cg_added else "")
+           + f": about {c1['est_ir_per_pkt']:.0f} for an established packet, {c1['reply_ir_per_pkt']:.0f} for a "
+           f"reply, {min(nc):,.0f} to {max(nc):,.0f} for a new connection), " + floor
+           + f" With all in cache (1 service / 1k flows) the instruction term alone gives section 1's "
+           f"~{one['est_ns']:.0f} ns for {r1['est_ir_per_pkt']:.0f} instructions, about {ipc:.1f} instructions per "
+           f"ns on this machine; at {n_human(big['services'])} / {n_human(big['flows'])} the same instructions take "
+           f"~{big['est_ns']:.0f} ns, the rest being misses. Mpps per core is `1000 / t[ns]`: about "
+           f"{1000 / one['est_ns']:.0f} in cache down to about {1000 / big['est_ns']:.1f} at "
+           f"{n_human(big['services'])} / {n_human(big['flows'])} for established packets"
+           + (f", {1000 / max(reply_ns):.0f} to {1000 / min(reply_ns):.0f} for replies" if reply_ns else "")
+           + (f", {min(nc_m):.1f} to {max(nc_m):.1f} for new connections" if nc_m else "") + ".")
+    if d.cg_added and r1["est_ir_per_pkt"] != c1["est_ir_per_pkt"]:
+        t_new = one["est_ns"] - (r1["est_ir_per_pkt"] - c1["est_ir_per_pkt"]) / ipc
+        txt += (f" Those times are the full run's (commit `{d.machine.get('commit_short', '?')}`, "
+                f"{r1['est_ir_per_pkt']:.0f} instructions per established packet); with section 5's "
+                f"{c1['est_ir_per_pkt']:.0f} at the same rate the in-cache packet would take about {t_new:.0f} ns "
+                f"({1000 / t_new:.0f} Mpps), and the misses at {n_human(big['services'])} / "
+                f"{n_human(big['flows'])} do not shrink with the instructions: measure before relying on it.")
+    return txt
+
+
 def published(d):
     big, one = d.big, d.one
     if not (big and one):
@@ -822,7 +943,10 @@ def render(d, plots):
     version = m.get("describe") or m.get("commit_short") or m.get("commit", "?")[:7]
     matrix = ", ".join(f"{n_human(r['services'])} / {n_human(r['flows'])}" for r in d.matrix)
     fields = {
-        "version": version, "measured": m.get("date", "?"), "results": rel(d.res_dir),
+        "version": version, "results": rel(d.res_dir),
+        "measured": m.get("date", "?") + ("; section 5 (instructions per packet) counted at commit " + ", ".join(
+            sorted({f"`{r.get('commit', '?')}`" for r in d.cg_added})) + ", "
+            + max(r.get("measured", "?") for r in d.cg_added) if d.cg_added else ""),
         "platform": platform(d), "provenance": provenance(d), "matrix": matrix,
         "rounds": f", each {d.n_runs} times" if d.n_runs > 1 else "",
         "headline": headline(d), "targets": targets(d), "pipeline": pipeline(d, plots), "memfloor": memfloor(d),
@@ -830,7 +954,7 @@ def render(d, plots):
         "cp": control_plane(d, plots), "sync": sync(d), "decode": decode(d),
         "ipt": report_kernel.ipt_section(d.ipt, table, fmt, n_human),
         "kernel": report_kernel.conn_section(d.ker, table, fmt, n_human),
-        "memory": memory(d), "callgrind": callgrind(d), "changes": changes(d), "not_kept": not_kept(d),
+        "memory": memory(d), "callgrind": callgrind(d), "cg_since": cg_since(d), "model_one": model_one(d), "changes": changes(d), "not_kept": not_kept(d),
         "observations": observations(d), "reading": reading(d), "command": m["command"], "published": published(d),
     }
     with open(TEMPLATE) as f:

@@ -31,6 +31,11 @@
 #                  of IPv4 and of IPv6 (--family 6),
 #                  I/O-only < l3fwd baseline < established (skipped, loudly, without valgrind: scripts/bootstrap.sh
 #                  installs it)
+#   callgrind-rows scripts/bench/callgrind_rows.sh (section 5 alone) at tiny
+#                  sizes into a temporary directory: an IPv4, an IPv6 (with
+#                  its IPv4 row) and a control-plane row, each stamped with the
+#                  commit, the date and the command, counted on the bench's
+#                  virtual clock, with the est and newconn profiles
 #   report         report.py renders every section from these results, and
 #                  the two pipeline plots when gnuplot is installed
 #   report-bad-input  report.py refuses a directory without results with one
@@ -50,7 +55,7 @@ if [ $REPORT_ONLY = 1 ]; then
   CHECKS=(report-committed report-bad-input)
 else
   CHECKS=(report-committed build suite-runs pipeline memfloor control-plane control-plane-sync control-plane-decode
-          memory callgrind report report-bad-input)
+          memory callgrind callgrind-rows report report-bad-input)
 fi
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -203,8 +208,33 @@ for r in pk:
     want(r.get("baseline_ir_per_pkt", 0) < r.get("l3fwd_ir_per_pkt", 0) < r.get("est_ir_per_pkt", 0),
          "not I/O-only < l3fwd < established: %s / %s / %s instructions" % (r.get("baseline_ir_per_pkt"), r.get("l3fwd_ir_per_pkt"), r.get("est_ir_per_pkt")))
 '
+  # Section 5 alone (scripts/bench/callgrind_rows.sh), tiny, into $TMP.
+  if BENCH_BUILD_DIR=$B scripts/bench/callgrind_rows.sh --no-build --rows "1:1000:4 1:1000:6" --cp 200 \
+       --packets 2000 --newconn-packets 1000 --out "$TMP/cgrows" >"$TMP/cgrows.log" 2>&1; then
+    OUT_RUN=$OUT OUT=$TMP/cgrows
+    cat "$OUT/callgrind_ipv6.jsonl" >>"$OUT/callgrind.jsonl" 2>/dev/null
+    check callgrind-rows callgrind.jsonl '
+pk = [r for r in rows if r.get("bench") == "pipeline" and r.get("family", 4) == 4]
+pk6 = [r for r in rows if r.get("bench") == "pipeline" and r.get("family") == 6]
+cp = [r for r in rows if r.get("bench") == "cp"]
+want(len(pk) == 1 and len(pk6) == 1 and len(cp) == 1, "%d IPv4, %d IPv6, %d cp rows" % (len(pk), len(pk6), len(cp)))
+for r in rows:
+    want(r.get("commit") and r.get("measured") and "vipd_bench" in r.get("command", ""), "no stamp: %s" % r)
+for r in pk + pk6:
+    want(r.get("clock") == "virtual", "clock %s under valgrind" % r.get("clock"))
+    want(0 < (r.get("est_ir_per_pkt") or 0) < 1e6 and r.get("est_profile") and r.get("newconn_profile"),
+         "est %s, profiles %s / %s" % (r.get("est_ir_per_pkt"), bool(r.get("est_profile")), bool(r.get("newconn_profile"))))
+for r in pk6:
+    want((r.get("ipv4") or {}).get("est_ir_per_pkt") == pk[0].get("est_ir_per_pkt") if pk else False, "IPv6 row without its IPv4 row")
+'
+    OUT=$OUT_RUN
+  else
+    tail -n 5 "$TMP/cgrows.log" | sed 's/^/    | /'
+    fail callgrind-rows "scripts/bench/callgrind_rows.sh failed"
+  fi
 else
   skip callgrind "valgrind not installed (scripts/bootstrap.sh installs it)"
+  skip callgrind-rows "valgrind not installed (scripts/bootstrap.sh installs it)"
 fi
 
 # ---- the report ----
