@@ -22,13 +22,7 @@ ExplainAnswer ask(Worker& w, const ExplainQuery& q) {
 }
 
 ExplainQuery query4(uint8_t proto, uint32_t src, uint16_t sport, uint32_t dst, uint16_t dport) {
-  ExplainQuery q{};
-  q.proto = proto;
-  q.src = src;
-  q.sport = sport;
-  q.dst = dst;
-  q.dport = dport;
-  return q;
+  return ExplainQuery{proto, 0, src, dst, sport, dport, {}, {}};
 }
 
 // A UDP flow to kVip:5353 (one backend, kB1) from a client that another

@@ -810,7 +810,7 @@ TEST_P(WorkerIpv6FwdTest, TwoWorkersRedirectToTheOwner) {
 
 // The explain mailbox (vipctl explain) for an IPv6 flow, asked as
 // DpdkDataplane::explain asks it.
-ExplainAnswer ask6(Worker& w, uint8_t proto, const Addr6& src, uint16_t sport, const Addr6& dst, uint16_t dport) {
+ExplainQuery query6(uint8_t proto, const Addr6& src, uint16_t sport, const Addr6& dst, uint16_t dport) {
   ExplainQuery q{};
   q.proto = proto;
   q.v6 = 1;
@@ -818,7 +818,10 @@ ExplainAnswer ask6(Worker& w, uint8_t proto, const Addr6& src, uint16_t sport, c
   q.dport = dport;
   std::copy(src.begin(), src.end(), q.src6);
   std::copy(dst.begin(), dst.end(), q.dst6);
-  w.mailbox.q = q;
+  return q;
+}
+ExplainAnswer ask6(Worker& w, uint8_t proto, const Addr6& src, uint16_t sport, const Addr6& dst, uint16_t dport) {
+  w.mailbox.q = query6(proto, src, sport, dst, dport);
   w.mailbox.req.store(w.mailbox.req.load() + 1);
   serve_mailbox(w);
   EXPECT_EQ(w.mailbox.done.load(), w.mailbox.req.load()) << "answered";
@@ -918,23 +921,13 @@ TEST_P(WorkerIpv6FwdTest, ExplainAsksTheOwnerOfEitherDirection) {
   EXPECT_EQ(addr_at(p.src), fnat() ? kLocal6 : kClient6);
   EXPECT_EQ(w6_[owner]->conns.size(), 1u);
   EXPECT_EQ(w6_[1 - owner]->conns.size(), 0u);
-  auto query = [](const Addr6& src, uint16_t sport, const Addr6& dst, uint16_t dport) {
-    ExplainQuery q{};
-    q.proto = kProtoUdp;
-    q.v6 = 1;
-    q.sport = sport;
-    q.dport = dport;
-    std::copy(src.begin(), src.end(), q.src6);
-    std::copy(dst.begin(), dst.end(), q.dst6);
-    return q;
-  };
-  const ExplainQuery fq = query(kClient6, 41000, kVip6, 5353);
+  const ExplainQuery fq = query6(kProtoUdp, kClient6, 41000, kVip6, 5353);
   EXPECT_EQ(explain_owner(sh(), fq), owner) << "client direction: the client's worker";
   ExplainAnswer a = ask6(w(explain_owner(sh(), fq)), kProtoUdp, kClient6, 41000, kVip6, 5353);
   EXPECT_TRUE(a.service_found);
   EXPECT_TRUE(a.conn_found);
   EXPECT_FALSE(a.conn_reply);
-  const ExplainQuery rq = query(kB16, 53, addr_at(p.src), p.sport);
+  const ExplainQuery rq = query6(kProtoUdp, kB16, 53, addr_at(p.src), p.sport);
   const uint32_t rowner = explain_owner(sh(), rq);
   EXPECT_EQ(rowner, fnat() ? p.sport % 2u : owner) << "reply direction: the reply's owner";
   a = ask6(w(rowner), kProtoUdp, kB16, 53, addr_at(p.src), p.sport);
