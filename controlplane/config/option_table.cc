@@ -6,9 +6,10 @@
 #include "controlplane/config/port_spec.h"
 
 namespace vipd::config::rows {
-namespace {
 
-using namespace values;
+using namespace values;  // the value parsers the rows call
+
+namespace {
 
 constexpr const char* kAddrList = "`A,B,...`";
 
