@@ -4,7 +4,7 @@
 // parses the options into this struct, the dataplane's configuration
 // (dataplane/runtime/dataplane.h, DataplaneConfig) is built on it, and the
 // benchmarks take their defaults from it. Ranges and help texts are in the
-// option table (controlplane/config/options.cc).
+// option table (controlplane/config/option_table.cc).
 #pragma once
 
 #include <cstdint>

@@ -78,7 +78,7 @@ struct Options {
   DataplaneSettings dataplane;
 };
 
-// One row of the option table (controlplane/config/options.cc), as the
+// One row of the option table (controlplane/config/option_table.cc), as the
 // documentation and the tests see it. --help, docs/configuration.md's option
 // table and the range checks all come from these rows.
 struct SettingDoc {

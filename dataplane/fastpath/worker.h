@@ -262,6 +262,11 @@ void resteer_timers(Worker& w, uint32_t budget) noexcept;
 void send_from_kernel(Worker& w) noexcept;
 // Answers a pending explain query, if any.
 void serve_mailbox(Worker& w) noexcept;
+// The worker whose mailbox answers an explain query: the one that owns the
+// flow in the query's direction, as process_one / forward6 pick it (a reply
+// in nat mode: the worker of its destination, the client). Control thread;
+// reads Shared's VIP address tables (lock-free readers).
+uint32_t explain_owner(const Shared& sh, const ExplainQuery& q) noexcept;
 // Visits up to `budget` of the connection table's entries (ConnTable::
 // slots(), one per connection of capacity) and expires what is due.
 void sweep_conns(Worker& w, uint32_t budget) noexcept;

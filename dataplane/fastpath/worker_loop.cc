@@ -7,6 +7,8 @@
 #include <rte_rcu_qsbr.h>
 #include <rte_ring.h>
 
+#include <cstring>
+
 #include "dataplane/fastpath/worker.h"
 #include "dataplane/fastpath/worker_internal.h"
 
@@ -72,6 +74,33 @@ void serve_mailbox(Worker& w) noexcept {
   else explain4(w, q, a);
   mb.a = a;
   mb.done.store(req, std::memory_order_release);
+}
+
+uint32_t explain_owner(const Shared& sh, const ExplainQuery& q) noexcept {
+  const uint32_t n = sh.n_workers;
+  const bool fnat = sh.forward == Forward::kFnat;
+  if (!q.v6) {
+    // process_one: full-NAT replies (to a local address) by local port; in
+    // nat mode a packet to neither a port nor a VIP address (a reply routed
+    // through vipd) by its destination, the client; the rest by its source.
+    if (fnat && local_addr_index(sh, q.dst) >= 0) return q.dport % n;
+    if (!fnat && !is_port_ip(sh, q.dst) && !is_vip_addr(sh, q.dst)) return flow_owner(q.dst, q.dport, n);
+    return flow_owner(q.src, q.sport, n);
+  }
+  // forward6: the same choice over the IPv6 tables (none: the client side).
+  const Shared6* v6 = sh.v6;
+  if (!v6) return flow_owner(fold6(q.src6), q.sport, n);
+  bool to_local = false, to_port = false;
+  for (uint32_t i = 0; i < v6->n_local_addrs; ++i)
+    to_local = to_local || std::memcmp(v6->local_addrs[i], q.dst6, 16) == 0;
+  for (uint16_t i = 0; i < sh.n_ports; ++i)
+    to_port = to_port || (sh.ports[i].has_ip6 && std::memcmp(sh.ports[i].ip6, q.dst6, 16) == 0);
+  Addr6Key k;
+  std::memcpy(k.a, q.dst6, 16);
+  const bool to_vip = rte_hash_lookup(v6->vip_addrs, &k) >= 0;
+  if (fnat && to_local) return q.dport % n;
+  if (!fnat && !to_port && !to_vip) return flow_owner(fold6(q.dst6), q.dport, n);
+  return flow_owner(fold6(q.src6), q.sport, n);
 }
 
 void sweep_conns(Worker& w, uint32_t budget) noexcept {

@@ -782,15 +782,8 @@ ExplainResult DpdkDataplane::explain(uint8_t proto, const cp::IpAddr& src, uint1
   ExplainQuery q{proto, v6, src.v4(), dst.v4(), sport, dport, {}, {}};
   std::memcpy(q.src6, src.v6_bytes().data(), 16);
   std::memcpy(q.dst6, dst.v6_bytes().data(), 16);
-  // The owner of the flow: the client side decides (see worker.cc, worker6.cc).
-  // A query in the reply direction is answered by whichever worker would own
-  // the reply.
-  uint32_t owner = flow_owner(v6 ? fold6(q.src6) : q.src, sport, sh_.n_workers);
-  bool to_local = !v6 && local_addr_index(sh_, q.dst) >= 0;
-  for (uint32_t i = 0; v6 && sh_.v6 && i < sh_.v6->n_local_addrs; ++i)
-    to_local = to_local || std::memcmp(sh_.v6->local_addrs[i], q.dst6, 16) == 0;
-  if (to_local) owner = dport % sh_.n_workers;
-  Worker& w = *workers_[owner];
+  // The worker that owns the flow in the query's direction answers.
+  Worker& w = *workers_[explain_owner(sh_, q)];
   r.worker_lcore = w.lcore;
   std::lock_guard<std::mutex> g(explain_mu_);
   Mailbox& mb = w.mailbox;

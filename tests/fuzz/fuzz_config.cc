@@ -73,7 +73,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (o->dataplane.worker_lcores.empty()) fail("no worker lcores");
     for (const auto& p : o->ports)
       if (p.prefix_len < 1 || p.prefix_len > 32 || p.device.empty()) fail("port out of range: " + p.device);
-    // Every whole number within its row's range (controlplane/config/options.cc).
+    // Every whole number within its row's range (controlplane/config/option_table.cc).
     static const auto rows = vipd::config::setting_docs();
     for (const auto& s : rows) {
       if (s.kind != vipd::config::SettingDoc::Kind::kNumber) continue;

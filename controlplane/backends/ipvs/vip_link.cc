@@ -36,32 +36,13 @@ int nle_to_errno(int nle) {
   }
 }
 
-NetlinkVipInterface::~NetlinkVipInterface() {
-  if (sock_) nl_socket_free(sock_);
-}
-
-int NetlinkVipInterface::connect() {
-  if (sock_) return 0;
-  sock_ = nl_socket_alloc();
-  if (!sock_) return kErrSocket;
-  if (nl_connect(sock_, NETLINK_ROUTE) < 0) {
-    nl_socket_free(sock_);
-    sock_ = nullptr;
-    return kErrSocket;
-  }
-  return 0;
-}
-
 int NetlinkVipInterface::ifindex(int* out) {
-  if (int e = connect()) return e;
-  rtnl_link* link = nullptr;
-  const int r = rtnl_link_get_kernel(sock_, 0, name_.c_str(), &link);
-  if (r < 0 || !link) {
+  if (rtnl_.connect() < 0) return kErrSocket;
+  const int r = rtnl_.ifindex(name_, out);
+  if (r < 0) {
     const int e = nle_to_errno(r);
     return e == ENOENT || e == EIO ? ENODEV : e;
   }
-  *out = rtnl_link_get_ifindex(link);
-  rtnl_link_put(link);
   return *out > 0 ? 0 : ENODEV;
 }
 
@@ -73,7 +54,7 @@ int NetlinkVipInterface::ensure() {
   if (!link) return ENOMEM;
   rtnl_link_set_name(link, name_.c_str());
   int r = rtnl_link_set_type(link, "dummy");
-  if (r >= 0) r = rtnl_link_add(sock_, link, NLM_F_CREATE);
+  if (r >= 0) r = rtnl_link_add(rtnl_.get(), link, NLM_F_CREATE);
   rtnl_link_put(link);
   if (r < 0) return nle_to_errno(r);
   return ifindex(&idx);
@@ -84,7 +65,7 @@ int NetlinkVipInterface::list(std::vector<IpAddr>* out) {
   int idx = 0;
   if (int e = ifindex(&idx)) return e;
   nl_cache* cache = nullptr;
-  if (int r = rtnl_addr_alloc_cache(sock_, &cache); r < 0) return nle_to_errno(r);
+  if (int r = rtnl_addr_alloc_cache(rtnl_.get(), &cache); r < 0) return nle_to_errno(r);
   for (nl_object* o = nl_cache_get_first(cache); o; o = nl_cache_get_next(o)) {
     auto* a = reinterpret_cast<rtnl_addr*>(o);
     if (rtnl_addr_get_ifindex(a) != idx) continue;
@@ -124,7 +105,7 @@ int NetlinkVipInterface::addr_op(const IpAddr& ip, bool add) {
   int r = rtnl_addr_set_local(a, local);
   rtnl_addr_set_prefixlen(a, plen);
   if (ip.is_v6() && add) rtnl_addr_set_flags(a, IFA_F_NODAD);
-  if (r >= 0) r = add ? rtnl_addr_add(sock_, a, 0) : rtnl_addr_delete(sock_, a, 0);
+  if (r >= 0) r = add ? rtnl_addr_add(rtnl_.get(), a, 0) : rtnl_addr_delete(rtnl_.get(), a, 0);
   rtnl_addr_put(a);
   nl_addr_put(local);
   if (r < 0) {

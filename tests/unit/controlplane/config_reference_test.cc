@@ -1,5 +1,5 @@
 // Thread: test main thread. docs/configuration.md's option table is the table
-// the code renders from its option rows (controlplane/config/options.cc,
+// the code renders from its option rows (controlplane/config/option_table.cc, options.cc's
 // option_table_markdown()): a new option, a changed default, range or text
 // shows up here as a difference naming the option.
 //
@@ -25,7 +25,7 @@ namespace vipd::config {
 namespace {
 
 constexpr const char* kDoc = "docs/configuration.md";
-constexpr const char* kBegin = "<!-- option table: generated from controlplane/config/options.cc";
+constexpr const char* kBegin = "<!-- option table: generated from controlplane/config/option_table.cc";
 constexpr const char* kEnd = "<!-- end of the option table -->";
 
 // The option name of a table row ("| `--name` | ..."), "" for other lines.

@@ -1,7 +1,7 @@
 // Thread: test main thread. The option structs of the sync loop, the table
 // build and the Kubernetes source keep defaults of their own (their tests
 // build them directly); vipd fills them from the options. Here both sets of
-// defaults agree, so that the option table (controlplane/config/options.cc,
+// defaults agree, so that the option table (controlplane/config/option_table.cc,
 // docs/configuration.md) states what a component does when nothing is set.
 #include <gtest/gtest.h>
 

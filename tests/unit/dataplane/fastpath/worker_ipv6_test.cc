@@ -811,7 +811,7 @@ TEST_P(WorkerIpv6FwdTest, TwoWorkersRedirectToTheOwner) {
 
 // The explain mailbox (vipctl explain) for an IPv6 flow, asked as
 // DpdkDataplane::explain asks it.
-ExplainAnswer ask6(Worker& w, uint8_t proto, const Addr6& src, uint16_t sport, const Addr6& dst, uint16_t dport) {
+ExplainQuery query6(uint8_t proto, const Addr6& src, uint16_t sport, const Addr6& dst, uint16_t dport) {
   ExplainQuery q{};
   q.proto = proto;
   q.v6 = 1;
@@ -819,7 +819,10 @@ ExplainAnswer ask6(Worker& w, uint8_t proto, const Addr6& src, uint16_t sport, c
   q.dport = dport;
   std::copy(src.begin(), src.end(), q.src6);
   std::copy(dst.begin(), dst.end(), q.dst6);
-  w.mailbox.q = q;
+  return q;
+}
+ExplainAnswer ask6(Worker& w, uint8_t proto, const Addr6& src, uint16_t sport, const Addr6& dst, uint16_t dport) {
+  w.mailbox.q = query6(proto, src, sport, dst, dport);
   w.mailbox.req.store(w.mailbox.req.load() + 1);
   serve_mailbox(w);
   EXPECT_EQ(w.mailbox.done.load(), w.mailbox.req.load()) << "answered";
@@ -897,6 +900,42 @@ TEST_P(WorkerIpv6FwdTest, ExplainAndDestCountersOfAnIpv6Flow) {
   ASSERT_GE(other, 0);
   EXPECT_EQ(w(0).dest_counters[other].conns, 0u);
   EXPECT_EQ(total_drops(), 0u) << drop_summary();
+}
+
+// Two workers: explain asks the worker that owns the flow in the query's
+// direction (explain_owner, as DpdkDataplane::explain does). A UDP flow to
+// kVip6:5353 (one backend, kB16, whose address another worker owns than
+// kClient6's): in nat mode its reply (kB16 -> client) belongs to the client's
+// worker, in fnat mode to the local port's; the worker chosen from the
+// reply's source would miss the connection.
+TEST_P(WorkerIpv6FwdTest, ExplainAsksTheOwnerOfEitherDirection) {
+  setup(GetParam(), 2);
+  if (HasFatalFailure()) return;
+  serve_rings_ = true;
+  const uint32_t owner = flow_owner(fold6(kClient6.data()), 0, 2);
+  ASSERT_NE(flow_owner(fold6(kB16.data()), 0, 2), owner) << "the test needs the two addresses on two workers";
+  rx(client_pkt(kProtoUdp, 41000, 5353), 0, 1 - owner);  // arrives at the other worker: redirected
+  auto out = tx(1);
+  ASSERT_EQ(out.size(), 1u) << drop_summary(0) << " /" << drop_summary(1);
+  const Parsed6 p = expect_valid6(out[0], "to the backend");
+  ASSERT_EQ(addr_at(p.dst), kB16);
+  EXPECT_EQ(addr_at(p.src), fnat() ? kLocal6 : kClient6);
+  EXPECT_EQ(w6_[owner]->conns.size(), 1u);
+  EXPECT_EQ(w6_[1 - owner]->conns.size(), 0u);
+  const ExplainQuery fq = query6(kProtoUdp, kClient6, 41000, kVip6, 5353);
+  EXPECT_EQ(explain_owner(sh(), fq), owner) << "client direction: the client's worker";
+  ExplainAnswer a = ask6(w(explain_owner(sh(), fq)), kProtoUdp, kClient6, 41000, kVip6, 5353);
+  EXPECT_TRUE(a.service_found);
+  EXPECT_TRUE(a.conn_found);
+  EXPECT_FALSE(a.conn_reply);
+  const ExplainQuery rq = query6(kProtoUdp, kB16, 53, addr_at(p.src), p.sport);
+  const uint32_t rowner = explain_owner(sh(), rq);
+  EXPECT_EQ(rowner, fnat() ? p.sport % 2u : owner) << "reply direction: the reply's owner";
+  a = ask6(w(rowner), kProtoUdp, kB16, 53, addr_at(p.src), p.sport);
+  EXPECT_TRUE(a.conn_found) << "the reply's owner holds the connection";
+  EXPECT_TRUE(a.conn_reply);
+  EXPECT_EQ(addr_at(a.conn_dest_ip6), kB16);
+  EXPECT_EQ(a.conn_dest_port, 53);
 }
 
 // Instructions per packet through process_burst + flush_tx, IPv6 next to
