@@ -1053,13 +1053,7 @@ class Resteer6Test : public WorkerIpv6FwdTest {
   // A TCP segment as the wire has it (checksum filled in).
   static Bytes seg6(const MacAddr& smac, const MacAddr& dmac, const Addr6& src, uint16_t sport, const Addr6& dst,
                     uint16_t dport, uint8_t flags, uint32_t seq, uint32_t ack, const std::vector<uint8_t>& opts = {}) {
-    Frame6 s;
-    s.dmac = dmac;
-    s.smac = smac;
-    s.src = src;
-    s.dst = dst;
-    s.next = kProtoTcp;
-    s.l4 = tcp6(sport, dport, flags);
+    Frame6 s{.dmac = dmac, .smac = smac, .src = src, .dst = dst, .next = kProtoTcp, .l4 = tcp6(sport, dport, flags)};
     put32(&s.l4[4], seq);
     put32(&s.l4[8], ack);
     s.l4[12] = static_cast<uint8_t>((20 + opts.size()) / 4 << 4);
@@ -1114,6 +1108,14 @@ class Resteer6Test : public WorkerIpv6FwdTest {
     }
   }
   uint64_t resteers(ResteerReason r) { return w(0).counters.resteers[r].load(); }
+  // The re-steering timers at `now`: what they sent toward the backends.
+  std::vector<Frame> timers_at(uint64_t now) {
+    w(0).now = now;
+    resteer_timers(w(0), 64);
+    flush_tx(w(0));
+    EXPECT_EQ(tx(0).size(), 0u) << "nothing to the client";
+    return tx(1);
+  }
   int64_t slot(uint16_t vport, const Addr6& b) {
     return pub_->dest_slot(cp::ServiceKey{ip6(kVip6), vport, Protocol::kTcp}, ip6(b), 80);
   }
@@ -1244,14 +1246,8 @@ TEST_P(Resteer6Test, KRefusedConnectionsEjectTheBackendUntilItsTimeIsUp) {
 TEST_P(Resteer6Test, NoSynAckInTimeResteers) {
   const Frame first = one_out(syn(41004, kPortRs6), 0, 1);
   ASSERT_FALSE(first.empty());
-  w(0).now = kT0 + sh().t_resteer - 1;
-  resteer_timers(w(0), 64);
-  flush_tx(w(0));
-  expect_nothing_out("before the timeout");
-  w(0).now = kT0 + sh().t_resteer;
-  resteer_timers(w(0), 64);
-  flush_tx(w(0));
-  auto out = tx(1);
+  EXPECT_EQ(timers_at(kT0 + sh().t_resteer - 1).size(), 0u) << "before the timeout";
+  auto out = timers_at(kT0 + sh().t_resteer);
   ASSERT_EQ(out.size(), 1u);
   expect_syn(out[0], 41004, "SYN after the timeout");
   EXPECT_NE(dst_of(out[0]), dst_of(first));
@@ -1260,10 +1256,7 @@ TEST_P(Resteer6Test, NoSynAckInTimeResteers) {
   rx(answer(first, kTcpSyn | kTcpAck, kIsn6 + 1), 1);
   expect_nothing_out("a late SYN-ACK");
   one_out(answer(out[0], kTcpSyn | kTcpAck, kIsn6 + 1), 1, 0);
-  w(0).now += 10 * sh().t_resteer;
-  resteer_timers(w(0), 64);
-  flush_tx(w(0));
-  expect_nothing_out("answered: no more timers");
+  EXPECT_EQ(timers_at(w(0).now + 10 * sh().t_resteer).size(), 0u) << "answered: no more timers";
   EXPECT_EQ(resteers(kResteerTimeout), 1u);
 }
 
@@ -1277,10 +1270,7 @@ TEST_P(Resteer6Test, TimersOfBothFamiliesShareThePool) {
   const Frame f4 = one_out(build_frame(s4), 0, 1);
   ASSERT_FALSE(f4.empty());
   EXPECT_EQ(w(0).syn.in_use(), 2u);
-  w(0).now = kT0 + sh().t_resteer;
-  resteer_timers(w(0), 64);
-  flush_tx(w(0));
-  auto out = tx(1);
+  auto out = timers_at(kT0 + sh().t_resteer);
   ASSERT_EQ(out.size(), 2u);
   expect_syn(out[0], 41014, "IPv6 SYN after the timeout");
   EXPECT_NE(dst_of(out[0]), dst_of(f6));
