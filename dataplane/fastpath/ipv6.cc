@@ -294,6 +294,17 @@ bool make_icmp6_echo_reply(uint8_t* f, const Parsed6& p, size_t* new_len) noexce
   return true;
 }
 
+size_t make_tcp_rst6_reply(uint8_t* f, const Parsed6& p) noexcept {
+  uint8_t tcp[20];
+  make_tcp_rst_header(tcp, f + p.l4_off, p.l4_len, p.sport, p.dport, p.tcp_flags);
+  swap_eth(f);
+  uint8_t* ip = f + kEthLen;
+  write_ip6(ip, 20, kProtoTcp, 64, p.dst, p.src);
+  std::memcpy(ip + kIp6Len, tcp, 20);
+  bytes::put_raw16(ip + kIp6Len + 16, l4_checksum6(p.dst, p.src, kProtoTcp, ip + kIp6Len, 20, 16));
+  return kEthLen + kIp6Len + 20;
+}
+
 size_t make_icmp6_error(uint8_t* f, const Parsed6& p, size_t old_l3_len, const uint8_t from[16],
                         uint8_t type, uint8_t code, uint32_t param) noexcept {
   uint8_t to[16], src[16];

@@ -129,6 +129,13 @@ size_t make_nd_solicit(uint8_t* frame, const uint8_t our_mac[6], const uint8_t o
 // length in *new_len.
 bool make_icmp6_echo_reply(uint8_t* frame, const Parsed6& p, size_t* new_len) noexcept;
 
+// Turns a TCP segment into the RST the receiver would send back, in place
+// (as make_tcp_rst_reply for IPv4): addresses, ports and Ethernet addresses
+// swapped, hop limit 64, no extension headers, a 20-byte TCP header (seq =
+// the segment's ack when it has ACK, else RST+ACK acking it). The frame is
+// at least that long (a parsed TCP segment). Returns the new length (74).
+size_t make_tcp_rst6_reply(uint8_t* frame, const Parsed6& p) noexcept;
+
 // Turns an IPv6 packet into an ICMPv6 error (`type`, `code`, the 32-bit
 // `param`: the MTU for packet too big, the pointer for parameter problem, else
 // 0) from `from` back to the packet's source, quoting as much of the

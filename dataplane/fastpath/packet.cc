@@ -36,30 +36,33 @@ void write_ipv4_header(uint8_t* ip, uint16_t total_len, uint8_t proto, uint32_t 
 }  // namespace
 
 
-size_t make_tcp_rst_reply(uint8_t* f, const Parsed& p) noexcept {
-  swap_eth(f);
-  uint8_t* ip = f + kEthLen;
-  // Rebuild a plain 20-byte IPv4 header and a 20-byte TCP header after it.
-  const uint8_t* old_l4 = f + p.l4_off;
-  uint32_t seq = rd32(old_l4 + 4);
-  uint32_t ack = rd32(old_l4 + 8);
-  unsigned doff = (old_l4[12] >> 4) * 4u;
-  uint32_t payload = p.l4_len - doff;
-  uint32_t seg_len = payload + ((p.tcp_flags & kTcpSyn) ? 1 : 0) + ((p.tcp_flags & kTcpFin) ? 1 : 0);
-  uint8_t* tcp = ip + 20;
-  uint8_t out[20] = {};
-  wr16(out, p.dport);
-  wr16(out + 2, p.sport);
-  if (p.tcp_flags & kTcpAck) {
+void make_tcp_rst_header(uint8_t out[20], const uint8_t* l4, uint32_t l4_len, uint16_t sport, uint16_t dport,
+                         uint8_t flags) noexcept {
+  const uint32_t seq = rd32(l4 + 4);
+  const uint32_t ack = rd32(l4 + 8);
+  const unsigned doff = (l4[12] >> 4) * 4u;
+  const uint32_t payload = l4_len - doff;
+  const uint32_t seg_len = payload + ((flags & kTcpSyn) ? 1 : 0) + ((flags & kTcpFin) ? 1 : 0);
+  std::memset(out, 0, 20);
+  wr16(out, dport);
+  wr16(out + 2, sport);
+  if (flags & kTcpAck) {
     wr32(out + 4, ack);
-    wr32(out + 8, 0);
     out[13] = kTcpRst;
   } else {
-    wr32(out + 4, 0);
     wr32(out + 8, seq + seg_len);
     out[13] = kTcpRst | kTcpAck;
   }
   out[12] = 5 << 4;
+}
+
+size_t make_tcp_rst_reply(uint8_t* f, const Parsed& p) noexcept {
+  swap_eth(f);
+  uint8_t* ip = f + kEthLen;
+  // Rebuild a plain 20-byte IPv4 header and a 20-byte TCP header after it.
+  uint8_t* tcp = ip + 20;
+  uint8_t out[20];
+  make_tcp_rst_header(out, f + p.l4_off, p.l4_len, p.sport, p.dport, p.tcp_flags);
   std::memcpy(tcp, out, 20);
   write_ipv4_header(ip, 40, kProtoTcp, p.dst, p.src);
   uint32_t dst_be = raw32(ip + 16), src_be = raw32(ip + 12);

@@ -61,6 +61,11 @@ inline void rewrite_l3l4(uint8_t* frame, const Parsed& p, uint32_t new_src, uint
 // Turns a TCP packet into the RST the receiver would send back (addresses
 // and ports swapped), in place. Returns the new frame length.
 size_t make_tcp_rst_reply(uint8_t* frame, const Parsed& p) noexcept;
+// The 20-byte TCP header of that RST (either family; checksum 0) for the
+// segment at `l4` (l4_len bytes with its payload; ports and flags as
+// parsed): seq = its ack when it has ACK, else RST+ACK acking it.
+void make_tcp_rst_header(uint8_t out[20], const uint8_t* l4, uint32_t l4_len, uint16_t sport, uint16_t dport,
+                         uint8_t flags) noexcept;
 
 // Turns an IPv4 packet into an ICMP destination unreachable (type 3, `code`)
 // from `from` (host order) back to its source, quoting the IP header + 8

@@ -7,6 +7,7 @@
 
 #include "dataplane/fastpath/bytes.h"
 #include "dataplane/fastpath/checksum.h"
+#include "dataplane/fastpath/ipv6.h"
 
 namespace vipd::dp {
 
@@ -47,10 +48,26 @@ bool SynPool::init(const std::string& name, uint32_t capacity, int socket, std::
   return true;
 }
 
+namespace {
+
+// The saved TCP header at `tcp` with the new ports, its checksum field 0.
+// Returns its length.
+size_t syn_tcp(uint8_t* tcp, const SynMem& s, uint16_t sport, uint16_t dport) noexcept {
+  const size_t tcp_len = syn_tcp_len(s);
+  std::memcpy(tcp, s.tcp, tcp_len);
+  wr16(tcp, sport);
+  wr16(tcp + 2, dport);
+  wr16(tcp + 16, 0);
+  return tcp_len;
+}
+
+}  // namespace
+
 size_t syn_build(uint8_t* f, const SynMem& s, uint32_t src, uint16_t sport, uint32_t dst, uint16_t dport) noexcept {
   wr16(f + 12, kEtherTypeIpv4);
   uint8_t* ip = f + kEthLen;
-  const size_t tcp_len = syn_tcp_len(s);
+  uint8_t* tcp = ip + 20;
+  const size_t tcp_len = syn_tcp(tcp, s, sport, dport);
   const uint16_t total = static_cast<uint16_t>(20 + tcp_len);
   ip[0] = 0x45;
   ip[1] = s.ip[0];
@@ -63,13 +80,24 @@ size_t syn_build(uint8_t* f, const SynMem& s, uint32_t src, uint16_t sport, uint
   wr32(ip + 12, src);
   wr32(ip + 16, dst);
   put_raw16(ip + 10, ipv4_header_checksum(ip, 20));
-  uint8_t* tcp = ip + 20;
-  std::memcpy(tcp, s.tcp, tcp_len);
-  wr16(tcp, sport);
-  wr16(tcp + 2, dport);
-  wr16(tcp + 16, 0);
   put_raw16(tcp + 16, l4_checksum(raw32(ip + 12), raw32(ip + 16), kProtoTcp, tcp, tcp_len, 16));
   return kEthLen + total;
+}
+
+size_t syn_build6(uint8_t* f, const SynMem& s, const uint8_t src[16], uint16_t sport, const uint8_t dst[16],
+                  uint16_t dport) noexcept {
+  wr16(f + 12, kEtherTypeIpv6);
+  uint8_t* ip = f + kEthLen;
+  uint8_t* tcp = ip + kIp6Len;
+  const size_t tcp_len = syn_tcp(tcp, s, sport, dport);
+  std::memcpy(ip, s.ip, 4);  // version, traffic class, flow label
+  wr16(ip + 4, static_cast<uint16_t>(tcp_len));
+  ip[6] = kProtoTcp;
+  ip[7] = s.ip[7] ? s.ip[7] : 1;  // as sent first (the received one less)
+  std::memcpy(ip + 8, src, 16);
+  std::memcpy(ip + 24, dst, 16);
+  put_raw16(tcp + 16, l4_checksum6(src, dst, kProtoTcp, tcp, tcp_len, 16));
+  return kEthLen + kIp6Len + tcp_len;
 }
 
 }  // namespace vipd::dp

@@ -9,6 +9,9 @@
 //     the SYN (its 5-tuple as vipd sent it and seq = ISN);
 //   - no SYN-ACK within Shared::t_resteer of the last SYN sent;
 //   - the client's retransmitted SYN (same ISN).
+// Either family: an IPv4 connection (worker.cc, Conn) or an IPv6 one
+// (worker6.cc, Conn6: the same steps over its own table; ICMPv6 destination
+// unreachable as the ICMP error) takes its SynMem from the worker's one pool.
 // Never the same backend twice, at most Shared::resteer_attempts times; then
 // (or with no other backend) the connection goes on as without re-steering.
 // Only the backend side's answers, matched to the state and the client's
@@ -32,6 +35,8 @@
 
 namespace vipd::dp {
 
+struct Conn6;  // v6_tables.h
+
 // Most re-steers of one connection (backends tried: 1 + this).
 constexpr uint32_t kResteerMax = 7;
 // A TCP header with its options, at most.
@@ -42,12 +47,18 @@ const char* resteer_reason_name(unsigned r) noexcept;
 
 // One connection's saved SYN and its re-steering state.
 struct alignas(64) SynMem {  // two cache lines: handles index with a shift
-  Conn* conn;         // the connection (entries never move)
+  union {
+    Conn* conn;    // the connection (entries never move): v6 0
+    Conn6* conn6;  // v6 1
+  };
   uint64_t deadline;  // TSC: re-steer when no SYN-ACK came by then
   uint32_t prev, next;  // deadline list (handles, 0: the sentinel), oldest first; prev kUnlinked: not on it
   uint8_t n_tried;      // backends the SYN went to before the connection's current one
+  uint8_t v6;           // 1: an IPv6 connection (conn6)
   // Bytes 1 .. 8 of the SYN's IPv4 header as vipd sent it first: the TOS
   // (ip[0]) and the TTL (ip[7], one less than received), in one copy.
+  // IPv6: bytes 0 .. 7 (version, traffic class and flow label in ip[0..3],
+  // the hop limit in ip[7]).
   uint8_t ip[8];
   // The client's TCP header as vipd sent it first (the client's but for the
   // ports and the checksum, which syn_build writes anew; seq, flags, window
@@ -79,18 +90,19 @@ class SynPool {
     free_[n_free_++] = h;
   }
   SynMem& at(uint32_t h) noexcept { return slots_[h]; }
-  // An entry for a new connection (nullptr: the pool is empty; n_tried 0)
-  // and its handle, put at the end of the deadline list with deadline
+  // An entry for a new connection (nullptr: the pool is empty; n_tried 0,
+  // v6 as given) and its handle, put at the end of the deadline list with deadline
   // now + t in the same pass (t 0: no timer). The one pass and no branch on
   // the tail (the sentinel) keep it short: it is on every new connection's
   // path (callgrind: docs/benchmarks.md, "Measured changes").
-  SynMem* alloc_armed(uint64_t now, uint64_t t, uint32_t* handle) noexcept {
+  SynMem* alloc_armed(uint64_t now, uint64_t t, uint32_t* handle, uint8_t v6 = 0) noexcept {
     if (!n_free_) return nullptr;
     SynMem* const sl = slots_;  // (not reloaded after the stores below)
     const uint32_t h = free_[--n_free_];
     SynMem* s = sl + h;
     *handle = h;
     s->n_tried = 0;
+    s->v6 = v6;  // (the two bytes in one store)
     if (!t) {
       s->prev = kUnlinked;
       return s;
@@ -143,12 +155,15 @@ inline uint32_t syn_isn(const SynMem& s) noexcept { return bytes::rd32(s.tcp + 4
 
 // Fills a new SynMem's IP and TCP header bytes from the SYN as vipd sends it first (a TCP frame parsed
 // into p and rewritten, in a buffer with `room` bytes from `frame` on: data
-// and tailroom). Inline: it is on every new connection's path.
-inline void syn_save(SynMem& s, const uint8_t* frame, size_t room, const Parsed& p) noexcept {
+// and tailroom). Inline: it is on every new connection's path. kIpFrom: the
+// first IP header byte kept (IPv4 1, IPv6 0: see SynMem::ip); ParsedT:
+// Parsed or Parsed6.
+template <unsigned kIpFrom = 1, class ParsedT>
+inline void syn_save(SynMem& s, const uint8_t* frame, size_t room, const ParsedT& p) noexcept {
   const uint8_t* tcp = frame + p.l4_off;
   const bool whole = size_t{p.l4_off} + kTcpHdrMax <= room;
   uint8_t ip[8];
-  std::memcpy(ip, frame + p.l3_off + 1, 8);
+  std::memcpy(ip, frame + p.l3_off + kIpFrom, 8);
   // A fixed-size copy where the buffer has the bytes (nearly always: the
   // tailroom); only the header's length of them count.
   if (whole) [[likely]] {  // four 16-byte moves
@@ -168,6 +183,11 @@ inline void syn_save(SynMem& s, const uint8_t* frame, size_t room, const Parsed&
 // checksum). Returns its length.
 size_t syn_build(uint8_t* frame, const SynMem& s, uint32_t src, uint16_t sport, uint32_t dst,
                  uint16_t dport) noexcept;
+// The same over IPv6 (room for kEthLen + 40 + kTcpHdrMax bytes): traffic
+// class and flow label as received, the hop limit one less, no extension
+// headers, the TCP checksum over the IPv6 pseudo header.
+size_t syn_build6(uint8_t* frame, const SynMem& s, const uint8_t src[16], uint16_t sport, const uint8_t dst[16],
+                  uint16_t dport) noexcept;
 
 // What a segment from the backend means to a connection waiting for its
 // SYN-ACK (flags and ack as received).

@@ -138,6 +138,19 @@ void ConnTable6::remove(Conn6* c) noexcept {
   --used_;
 }
 
+bool ConnTable6::move_reply(Conn6* c, const uint8_t daddr[16], uint16_t dport) noexcept {
+  if (!c->in_use) return false;
+  const FlowKey6 next = make_key6(daddr, dport, c->laddr, c->lport, c->proto);
+  const uint32_t h = key6_hash(next);
+  if (find(next, h) >= 0) return false;
+  const FlowKey6 old = rev_of(*c);
+  del(old, key6_hash(old));  // (before the entry changes: del compares with it)
+  add(h, (static_cast<uint32_t>(c - entries_.data()) << 1 | 1) + 1);
+  std::memcpy(c->daddr, daddr, 16);
+  c->dport = dport;
+  return true;
+}
+
 // ---- Neighbor6Table ----
 
 namespace {

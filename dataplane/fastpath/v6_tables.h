@@ -118,6 +118,7 @@ struct alignas(64) Conn6 {
   uint64_t expires;  // TSC
   uint8_t laddr[16], daddr[16];
   uint32_t proxy;  // PROXY protocol state in Worker::proxy (proxy_proto.h), 0 = none
+  uint32_t syn;    // re-steering state in Worker::syn (resteer.h), 0 = none
 };
 static_assert(sizeof(Conn6) == 128);
 
@@ -135,6 +136,10 @@ class ConnTable6 {
   // (last_insert_full() tells which).
   Conn6* insert(const FlowKey6& fwd, const FlowKey6& rev) noexcept;
   void remove(Conn6* c) noexcept;
+  // Re-steering (resteer.h): the connection's reply key becomes daddr:dport
+  // (its destination's). False (nothing changed) when another connection
+  // has that key.
+  bool move_reply(Conn6* c, const uint8_t daddr[16], uint16_t dport) noexcept;
   bool last_insert_full() const noexcept { return last_full_; }
   // Visits up to `budget` entries from where the last sweep stopped; removes
   // those for which expire(Conn6&) returns true.

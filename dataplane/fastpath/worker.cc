@@ -333,10 +333,8 @@ inline uint64_t timeout_for(const Shared& sh, ConnState s) {
   }
 }
 
-// Re-steering (resteer.h; defined at the end of this file).
-[[gnu::noinline]] int32_t skip_ejected(Worker& w, const Service& svc, const SchedCtx& ctx, int32_t idx);
-[[gnu::noinline]] int32_t skip_ejected_after(Worker& w, const Service& svc, const SchedCtx& ctx, int32_t idx,
-                                            const uint32_t* tried, uint32_t n_tried);
+// Re-steering (resteer.h; defined at the end of this file; skip_ejected:
+// worker_internal.h).
 [[gnu::noinline]] bool syn_waiting(Worker& w, Conn& c, rte_mbuf* m, const Parsed& p, bool from_client);
 [[gnu::noinline]] bool icmp_resteer(Worker& w, rte_mbuf* m, const uint8_t* f, const Parsed& p, const IcmpQuote& q);
 // Frees the saved SYN of a connection that closed before its SYN-ACK (out
@@ -901,16 +899,8 @@ void service_pending(Worker& w) noexcept {
 
 // ---- Re-steering (resteer.h) ----
 
-namespace {
-
-inline void syn_forget(Worker& w, Conn& c) {
-  w.syn.release(c.syn);
-  c.syn = 0;
-}
-
-// One failed connection to the destination in `slot` of `svc` (eject.h);
-// may eject it, within the service's share.
-void eject_fail(Worker& w, const Service& svc, uint32_t slot) {
+// worker_internal.h
+void eject_fail(Worker& w, const Service& svc, uint32_t slot) noexcept {
   const Shared& sh = *w.sh;
   EjectState& e = sh.dest_slots[slot].eject;
   if (e.ejected(w.now)) return;
@@ -921,109 +911,38 @@ void eject_fail(Worker& w, const Service& svc, uint32_t slot) {
   eject_failure(e, sh.eject, w.now, eject_allowed(sh.eject, svc.n_weighted, n_ejected));
 }
 
-// Moves a connection waiting for its SYN-ACK (SYN_RECV, c.syn) to the next
-// destination that did not get its SYN yet: the entry, the destinations'
-// counts, its persistence template, the timer. False when none is left or
-// the attempts are spent: the connection then goes on as without
-// re-steering (its SYN memory freed).
+namespace {
+
+// Moves a connection waiting for its SYN-ACK to the next destination
+// (resteer_next, worker_internal.h).
 bool resteer_conn(Worker& w, Conn& c, ResteerReason why) {
-  SynMem& s = w.syn.at(c.syn);
   const Shared& sh = *w.sh;
   const VipKey key{c.vaddr, c.vport, c.proto, 0};
   void* data = nullptr;
   const Service* svc = nullptr;
   if (rte_hash_lookup_with_hash_data(sh.vip_table, &key, vip_hash(key), &data) >= 0)
     svc = static_cast<const Service*>(data);
-  // The backend that refused or ignored the SYN: one failure (a client's
-  // retransmission alone says nothing about the backend).
-  if (svc && sh.eject.k && why != kResteerRetransmit) eject_fail(w, *svc, c.dest_slot);
-  int32_t idx = -1;
-  if (svc && s.n_tried < sh.resteer_attempts && s.n_tried < kResteerMax) {
-    s.tried[s.n_tried++] = c.dest_slot;  // the backends tried: this one last
-    const SchedCtx ctx{w.dest_counters, c.caddr, c.vaddr};
-    idx = sched_next(*svc, w.sched[svc->id], ctx, s.tried, s.n_tried);
-    // Outlier ejection: as for a new connection, an ejected pick gives way
-    // to the next one in the scheduler's order that is not.
-    if (idx >= 0 && sh.eject.k && sh.dest_slots[svc->dests[idx].slot].eject.ejected(w.now))
-      idx = skip_ejected_after(w, *svc, ctx, idx, s.tried, s.n_tried);
-  }
-  if (idx >= 0 && !w.conns.move_reply(&c, svc->dests[idx].ip, svc->dests[idx].port)) idx = -1;
-  if (idx < 0) {
-    bump(w.counters.resteer_gave_up);
-    syn_forget(w, c);
-    return false;
-  }
-  const DestRef& d = svc->dests[idx];
-  --w.dest_counters[c.dest_slot].inactive;  // SYN_RECV: counted inactive
-  DestCounters& dc = w.dest_counters[d.slot];
-  ++dc.conns;
-  ++dc.inactive;
-  c.dest_slot = d.slot;
-  c.dest_gen = d.gen;
-  if (c.tmpl) {  // persistence follows the backend that answers
-    Template* t = w.tmpls.at(c.tmpl - 1);
-    if (t && t->in_use && t->key.client == c.caddr && t->key.vip == c.vaddr && t->key.port == c.vport) {
-      t->dest_slot = d.slot;
-      t->dest_gen = d.gen;
-    }
-  }
-  if (sh.t_resteer) w.syn.arm(c.syn, w.now + sh.t_resteer);
-  bump(w.counters.resteers[why]);
-  return true;
+  return resteer_next(
+      w, c, svc, SchedCtx{w.dest_counters, c.caddr, c.vaddr}, why,
+      [&](int32_t idx) { return w.conns.move_reply(&c, svc->dests[idx].ip, svc->dests[idx].port); },
+      [&](const Template& t) { return t.key.client == c.caddr && t.key.vip == c.vaddr && t.key.port == c.vport; });
 }
 
-// Sends the saved SYN to the connection's (new) destination. `m`: a packet
-// to reuse, or nullptr. Without an mbuf (the pool empty: timer only) nothing
-// is sent: the next timer or the client's retransmission sends it.
+// Sends the saved SYN to the connection's (new) destination (send_saved_syn_as).
 void send_saved_syn(Worker& w, Conn& c, rte_mbuf* m) {
-  // The answer that re-steered becomes the SYN when it is one plain
-  // buffer of its own; otherwise a fresh one.
-  if (m && m->nb_segs == 1 && RTE_MBUF_DIRECT(m) && rte_mbuf_refcnt_read(m) == 1) {
-    rte_pktmbuf_reset(m);
-  } else {
-    if (m) rte_pktmbuf_free(m);
-    m = rte_pktmbuf_alloc(w.pool);
-    if (!m) return;
-  }
-  const size_t len = syn_build(rte_pktmbuf_mtod(m, uint8_t*), w.syn.at(c.syn), c.laddr, c.lport, c.daddr, c.dport);
-  m->data_len = static_cast<uint16_t>(len);
-  m->pkt_len = static_cast<uint32_t>(len);
-  DestCounters& dc = w.dest_counters[c.dest_slot];
-  dc.inpkts++;
-  dc.inbytes += len - kEthLen;
-  output(w, m, c.daddr);
+  send_saved_syn_as(
+      w, c.dest_slot, m,
+      [&](uint8_t* f) { return syn_build(f, w.syn.at(c.syn), c.laddr, c.lport, c.daddr, c.dport); },
+      [&](rte_mbuf* s) { output(w, s, c.daddr); });
 }
-
-}  // namespace
-
-namespace {
 
 // A TCP packet of a connection waiting for its SYN-ACK (track, c.syn set;
-// out of line: the established path stays as small as without it).
-// From the backend: the SYN-ACK ends the wait; an RST answering the SYN
-// re-steers the connection (the RST is consumed: false). From the client: a
-// retransmitted SYN re-steers, and goes itself to the new destination.
+// out of line: the established path stays as small as without it):
+// syn_waiting_as. False: the packet was consumed.
 bool syn_waiting(Worker& w, Conn& c, rte_mbuf* m, const Parsed& p, bool from_client) {
-  if (c.state != ConnState::kSynRecv) return true;
-  SynMem& s = w.syn.at(c.syn);
-  const uint8_t* l4 = rte_pktmbuf_mtod(m, const uint8_t*) + p.l4_off;
-  if (from_client) {
-    if ((p.tcp_flags & (kTcpSyn | kTcpAck | kTcpRst | kTcpFin)) == kTcpSyn && bytes::rd32(l4 + 4) == syn_isn(s))
-      resteer_conn(w, c, kResteerRetransmit);
-    return true;
-  }
-  switch (syn_answer(s, p.tcp_flags, bytes::rd32(l4 + 8))) {
-    case SynAnswer::kSynAck:
-      if (w.sh->eject.k) eject_success(w.sh->dest_slots[c.dest_slot].eject, w.now);
-      syn_forget(w, c);  // it got through
-      return true;
-    case SynAnswer::kRst:
-      if (!resteer_conn(w, c, kResteerRst)) return true;  // passed on, as without re-steering
-      send_saved_syn(w, c, m);
-      return false;
-    default:
-      return true;
-  }
+  return syn_waiting_as(
+      w, c, m, rte_pktmbuf_mtod(m, const uint8_t*) + p.l4_off, p.tcp_flags, from_client,
+      [&](ResteerReason why) { return resteer_conn(w, c, why); }, [&](rte_mbuf* s) { send_saved_syn(w, c, s); });
 }
 
 // An ICMP destination unreachable from the destination side quoting the SYN
@@ -1044,15 +963,10 @@ bool icmp_resteer(Worker& w, rte_mbuf* m, const uint8_t* f, const Parsed& p, con
 
 }  // namespace
 
-namespace {
-
-// The scheduler picked an ejected destination: the next ones in the
-// scheduler's own order (sched_next: consistent for the hashing ones),
-// leaving out `tried` (re-steering: the backends the SYN already went to),
-// until one is not ejected. All ejected or nothing else: the first pick
-// (ejection never leaves a service without a backend, whatever its share).
+// worker_internal.h. Picks past the first looked at (sched_next:
+// consistent for the hashing ones), at most kResteerMax + 1.
 int32_t skip_ejected_after(Worker& w, const Service& svc, const SchedCtx& ctx, int32_t idx, const uint32_t* tried,
-                           uint32_t n_tried) {
+                           uint32_t n_tried) noexcept {
   constexpr uint32_t kSkipMax = kResteerMax + 1;  // picks looked at past the first
   uint32_t t[kResteerMax + kSkipMax];
   uint32_t n = 0;
@@ -1067,11 +981,9 @@ int32_t skip_ejected_after(Worker& w, const Service& svc, const SchedCtx& ctx, i
   return idx;
 }
 
-int32_t skip_ejected(Worker& w, const Service& svc, const SchedCtx& ctx, int32_t idx) {
+int32_t skip_ejected(Worker& w, const Service& svc, const SchedCtx& ctx, int32_t idx) noexcept {
   return skip_ejected_after(w, svc, ctx, idx, nullptr, 0);
 }
-
-}  // namespace
 
 void resteer_timers(Worker& w, uint32_t budget) noexcept {
   for (uint32_t n = 0; n < budget; ++n) {
@@ -1079,10 +991,14 @@ void resteer_timers(Worker& w, uint32_t budget) noexcept {
     if (!h) return;
     SynMem& s = w.syn.at(h);
     if (s.deadline > w.now) return;
-    Conn& c = *s.conn;
     w.syn.unlink(h);
+    if (s.v6) {  // an IPv6 connection's (worker6.cc)
+      syn_timeout6(w, *s.conn6);
+      continue;
+    }
+    Conn& c = *s.conn;
     if (c.state != ConnState::kSynRecv) {
-      syn_forget(w, c);
+      syn_closed(w, c);
       continue;
     }
     if (resteer_conn(w, c, kResteerTimeout)) send_saved_syn(w, c, nullptr);

@@ -192,18 +192,77 @@ void set_state6(Worker& w, Conn6& c, ConnState s) {
   c.state = s;
 }
 
-void track6(Worker& w, Conn6& c, uint8_t flags, bool from_client) {
+// ---- Re-steering (resteer.h), as worker.cc's for IPv4 ----
+
+TemplateKey tkey6(const uint8_t client[16], const uint8_t vip[16], uint16_t port, uint8_t proto);
+
+// Moves a connection waiting for its SYN-ACK to the next destination
+// (resteer_next, worker_internal.h).
+bool resteer_conn6(Worker& w, Conn6& c, ResteerReason why) {
+  const Service* svc = vip6_service(*w.sh->v6, c.vaddr, c.vport, c.proto);
+  const TemplateKey k = tkey6(c.caddr, c.vaddr, c.vport, c.proto);
+  return resteer_next(
+      w, c, svc, SchedCtx{w.dest_counters, fold6(c.caddr), fold6(c.vaddr)}, why,
+      [&](int32_t idx) {
+        return w.v6->conns.move_reply(&c, service6_ext(*svc).dest_ip[idx], svc->dests[idx].port);
+      },
+      [&](const Template& t) {
+        return t.key.client == k.client && t.key.vip == k.vip && t.key.port == k.port && t.key.pad == k.pad;
+      });
+}
+
+// Sends the saved SYN to the connection's (new) destination (send_saved_syn_as).
+void send_saved_syn6(Worker& w, Conn6& c, rte_mbuf* m) {
+  send_saved_syn_as(
+      w, c.dest_slot, m,
+      [&](uint8_t* f) { return syn_build6(f, w.syn.at(c.syn), c.laddr, c.lport, c.daddr, c.dport); },
+      [&](rte_mbuf* s) { output6(w, s, c.daddr); });
+}
+
+// A TCP packet of a connection waiting for its SYN-ACK (syn_waiting_as;
+// out of line: the established path stays as without it). False: consumed.
+[[gnu::noinline]] bool syn_waiting6(Worker& w, Conn6& c, rte_mbuf* m, const Parsed6& p, bool from_client) {
+  return syn_waiting_as(
+      w, c, m, rte_pktmbuf_mtod(m, const uint8_t*) + p.l4_off, p.tcp_flags, from_client,
+      [&](ResteerReason why) { return resteer_conn6(w, c, why); }, [&](rte_mbuf* s) { send_saved_syn6(w, c, s); });
+}
+
+// Keeps a new connection's SYN (as it goes out: rewritten, hop limit one
+// less) and starts its timer; the pool empty: counted, and the connection
+// goes without re-steering. Inline at the end of new_flow6, as syn_open for
+// IPv4 (little is live there).
+[[gnu::always_inline]] inline void syn_open6(Worker& w, const rte_mbuf* m, const Parsed6& p, Conn6& c) {
+  uint32_t h;
+  SynMem* s = w.syn.alloc_armed(w.now, w.sh->t_resteer, &h, 1);
+  if (!s) return bump(w.counters.resteer_pool_full);
+  c.syn = h;
+  s->conn6 = &c;
+  syn_save<0>(*s, rte_pktmbuf_mtod(m, const uint8_t*), size_t{m->buf_len} - m->data_off, p);
+}
+
+// Follows the connection's state with a packet of it. False when the packet
+// was consumed (an answer to the SYN that re-steered the connection).
+[[gnu::always_inline]] inline bool track6(Worker& w, Conn6& c, rte_mbuf* m, const Parsed6& p, bool from_client) {
+  const uint8_t flags = p.tcp_flags;
   if (c.state == ConnState::kEstablished && !(flags & (kTcpFin | kTcpRst))) {
     c.expires = w.now + w.sh->t_est;
-    return;
+    return true;
   }
+  if (c.syn && !syn_waiting6(w, c, m, p, from_client)) return false;
   if (c.proto == kProtoTcp) set_state6(w, c, tcp_next_state(c.state, flags, from_client));
   c.expires = w.now + conn_timeout(*w.sh, c.state);
+  if (c.syn && c.state != ConnState::kSynRecv) {  // closed before its SYN-ACK
+    w.syn.release(c.syn);
+    c.syn = 0;
+  }
+  return true;
 }
 
 void release6(Worker& w, Conn6& c) {
   w.proxy.release(c.proxy);
   c.proxy = 0;
+  w.syn.release(c.syn);
+  c.syn = 0;
   DestCounters& dc = w.dest_counters[c.dest_slot];
   if (c.state == ConnState::kEstablished) --dc.active; else --dc.inactive;
   if (w.sh->forward == Forward::kFnat) {
@@ -234,6 +293,14 @@ void send_unreach6(Worker& w, rte_mbuf* m, const Parsed6& p) {
   std::memcpy(from, p.dst, 16);
   const size_t len = make_icmp6_error(f, p, old_l3, from, kIcmp6DestUnreach, 4, 0);
   bump(w.counters.icmp_unreach_sent);
+  reply_on_rx_port(w, m, len);
+}
+
+// A mid-flow TCP segment whose destination was removed: the RST the
+// receiver would send, from the VIP.
+void send_rst6(Worker& w, rte_mbuf* m, const Parsed6& p) {
+  const size_t len = make_tcp_rst6_reply(rte_pktmbuf_mtod(m, uint8_t*), p);
+  bump(w.counters.rst_sent);
   reply_on_rx_port(w, m, len);
 }
 
@@ -270,6 +337,9 @@ void new_flow6(Worker& w, rte_mbuf* m, const Parsed6& p, const Service& svc) {
   }
   const SchedCtx ctx{w.dest_counters, fold6(p.src), fold6(p.dst)};
   if (idx < 0) idx = svc.n_weighted ? sched_pick(svc, w.sched[svc.id], ctx) : -1;
+  // Outlier ejection (eject.h): an ejected pick gives way, as for IPv4.
+  if (idx >= 0 && sh.eject.k && sh.dest_slots[svc.dests[idx].slot].eject.ejected(w.now))
+    idx = skip_ejected(w, svc, ctx, idx);
   if (idx < 0) {
     if (svc.drop_when_empty) return drop_pkt(w, m, kNoEndpointsDrop);
     if (!syn) return drop_pkt(w, m, kNoConn);
@@ -328,6 +398,8 @@ void new_flow6(Worker& w, rte_mbuf* m, const Parsed6& p, const Service& svc) {
   c->expires = w.now + conn_timeout(sh, c->state);
   count_new_conn(w, *c, svc, d, tmpl, tkey, kIp6Len + p.payload_len);
   rewrite6_l3l4(rte_pktmbuf_mtod(m, uint8_t*), p, c->laddr, c->lport, c->daddr, c->dport);
+  // Re-steering: the SYN is kept until the backend answers it.
+  if (sh.resteer_attempts && syn && p.proto == kProtoTcp && svc.n_weighted > 1) syn_open6(w, m, p, *c);
   output6(w, m, c->daddr);
 }
 
@@ -339,7 +411,7 @@ void from_client6(Worker& w, rte_mbuf* m, const Parsed6& p, const Service& svc) 
   const bool syn = p.proto == kProtoTcp && (p.tcp_flags & (kTcpSyn | kTcpAck)) == kTcpSyn;
   if (c && reply) return drop_pkt(w, m, kConnKeyInUse);
   if (c && dest6_alive(w, *c) && !(syn && tcp_state_closing(c->state))) {
-    track6(w, *c, p.tcp_flags, true);
+    track6(w, *c, m, p, true);  // a client packet is never consumed
     if (c->tmpl && svc.persistence_s) {
       Template* t = w.tmpls.at(c->tmpl - 1);
       const TemplateKey k = tkey6(c->caddr, c->vaddr, c->vport, c->proto);
@@ -359,11 +431,15 @@ void from_client6(Worker& w, rte_mbuf* m, const Parsed6& p, const Service& svc) 
   }
   if (c) {
     // The destination is gone (or a new SYN reuses a closing entry's port):
-    // the entry goes; mid-flow TCP is dropped (the client times out and
-    // reconnects), a SYN or UDP is scheduled afresh.
+    // the entry goes; mid-flow TCP gets a RST so the client retries at once
+    // (as for IPv4; an RST itself is dropped), a SYN or UDP is scheduled
+    // afresh.
     const bool alive = dest6_alive(w, *c);
     expire6(w, c);
-    if (!alive && p.proto == kProtoTcp && !syn) return drop_pkt(w, m, kDestExpired);
+    if (!alive && p.proto == kProtoTcp && !syn) {
+      if (p.tcp_flags & kTcpRst) return drop_pkt(w, m, kDestExpired);
+      return send_rst6(w, m, p);
+    }
   }
   new_flow6(w, m, p, svc);
 }
@@ -380,7 +456,7 @@ void from_dest6(Worker& w, rte_mbuf* m, const Parsed6& p) {
     expire6(w, c);
     return drop_pkt(w, m, kDestExpired);
   }
-  track6(w, *c, p.tcp_flags, false);
+  if (!track6(w, *c, m, p, false)) return;
   DestCounters& dc = w.dest_counters[c->dest_slot];
   dc.outpkts++;
   dc.outbytes += kIp6Len + p.payload_len;
@@ -487,6 +563,23 @@ DropReason parse_quote6(const Shared& sh, const uint8_t* f, const Parsed6& p, Qu
   return kIcmpOk;
 }
 
+// An ICMPv6 destination unreachable (any code) from the destination side
+// quoting the SYN of a connection waiting for its SYN-ACK (its 5-tuple as
+// vipd sent it, seq = the ISN; the ICMPv6 checksum valid): re-steered, the
+// error consumed (true). Anything else: false, translated as usual.
+bool icmp_resteer6(Worker& w, rte_mbuf* m, const uint8_t* f, const Parsed6& p, const Quote6& q) {
+  if (!w.sh->resteer_attempts || !q.to_client || q.proto != kProtoTcp || q.l4_quoted < 8) return false;
+  if ((p.dport >> 8) != kIcmp6DestUnreach) return false;
+  bool reply = false;
+  Conn6* c = w.v6->conns.lookup(make_key6(q.dst, q.dport, q.src, q.sport, q.proto), &reply);
+  if (!c || !reply || !c->syn || c->state != ConnState::kSynRecv) return false;
+  if (bytes::rd32(f + q.l4_off + 4) != syn_isn(w.syn.at(c->syn))) return false;
+  if (!l4_checksum6_ok(p.src, p.dst, kProtoIcmp6, f + p.l4_off, p.l4_len)) return false;
+  if (!resteer_conn6(w, *c, kResteerIcmp)) return false;
+  send_saved_syn6(w, *c, m);
+  return true;
+}
+
 // The worker that owns the quoted flow (the one its packets go to).
 uint32_t quote6_owner(const Shared& sh, const Quote6& q) {
   if (!q.to_client) return flow_owner(fold6(q.dst), q.dport, sh.n_workers);  // the client: v -> c
@@ -561,6 +654,7 @@ bool icmp6_error(Worker& w, rte_mbuf* m, uint8_t* f, const Parsed6& p, int pidx,
   DropReason r = parse_quote6(sh, f, p, &q);
   if (r == kLocalUnhandled) return false;
   if (r == kIcmpOk && !from_ring && redirect_to(w, m, quote6_owner(sh, q))) return true;
+  if (r == kIcmpOk && icmp_resteer6(w, m, f, p, q)) return true;
   const uint8_t* to = nullptr;
   if (r == kIcmpOk) r = translate6(w, f, p, q, pidx, &to);
   if (r != kIcmpOk) {
@@ -639,6 +733,16 @@ void service_pending6(Worker& w) noexcept {
     }
   }
   x.n_pending = keep;
+}
+
+// worker_internal.h: a saved SYN's deadline passed (resteer_timers).
+void syn_timeout6(Worker& w, Conn6& c) noexcept {
+  if (c.state != ConnState::kSynRecv) {
+    w.syn.release(c.syn);
+    c.syn = 0;
+    return;
+  }
+  if (resteer_conn6(w, c, kResteerTimeout)) send_saved_syn6(w, c, nullptr);
 }
 
 void sweep_conns6(Worker& w, uint32_t budget) noexcept {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <rte_hash.h>
+#include <rte_mbuf.h>
 
 #include <cstdint>
 
@@ -100,6 +101,128 @@ void take_peer_frame(Worker& w, rte_mbuf* m, bool own, uint32_t owner, HeldFn he
   if (w.n_peer_frames >= kPeerFramesMax) return drop_pkt(w, m, kRedirectRingFull);
   bump(w.counters.handover_matched);
   w.peer_frames[w.n_peer_frames++] = m;
+}
+
+// ---- Re-steering and outlier ejection (resteer.h, eject.h), either family ----
+// worker.cc's Conn and worker6.cc's Conn6 take the same steps; what differs
+// (the tables, the addresses, the frame) comes in as callables.
+
+// One failed connection to the destination in `slot` of `svc`; may eject
+// it, within the service's share.
+void eject_fail(Worker& w, const Service& svc, uint32_t slot) noexcept;
+// The scheduler picked an ejected destination (index idx of svc): the next
+// pick in the scheduler's own order that is not ejected, leaving out the
+// `tried` slots; the first pick when every one is.
+[[gnu::noinline]] int32_t skip_ejected_after(Worker& w, const Service& svc, const SchedCtx& ctx, int32_t idx,
+                                            const uint32_t* tried, uint32_t n_tried) noexcept;
+[[gnu::noinline]] int32_t skip_ejected(Worker& w, const Service& svc, const SchedCtx& ctx, int32_t idx) noexcept;
+// worker6.cc: a saved IPv6 SYN's deadline passed (resteer_timers).
+void syn_timeout6(Worker& w, Conn6& c) noexcept;
+
+// Moves a connection waiting for its SYN-ACK (SYN_RECV, c.syn) to the next
+// destination of `svc` (nullptr: its Service is gone) that did not get its
+// SYN yet, counting the failure of the one that had it (but for a client's
+// retransmission): the destinations' counts, its persistence template (when
+// `owns(template)`: still the connection's), the timer. `move(idx)` moves
+// the entry's reply key to svc->dests[idx] (false: it cannot). False when
+// none is left or the attempts are spent: the connection then goes on as
+// without re-steering (its SYN memory freed).
+template <class ConnT, class MoveFn, class OwnsFn>
+bool resteer_next(Worker& w, ConnT& c, const Service* svc, const SchedCtx& ctx, ResteerReason why, MoveFn move,
+                  OwnsFn owns) {
+  SynMem& s = w.syn.at(c.syn);
+  const Shared& sh = *w.sh;
+  // The backend that refused or ignored the SYN: one failure (a client's
+  // retransmission alone says nothing about the backend).
+  if (svc && sh.eject.k && why != kResteerRetransmit) eject_fail(w, *svc, c.dest_slot);
+  int32_t idx = -1;
+  if (svc && s.n_tried < sh.resteer_attempts && s.n_tried < kResteerMax) {
+    s.tried[s.n_tried++] = c.dest_slot;  // the backends tried: this one last
+    idx = sched_next(*svc, w.sched[svc->id], ctx, s.tried, s.n_tried);
+    // Outlier ejection: as for a new connection, an ejected pick gives way
+    // to the next one in the scheduler's order that is not.
+    if (idx >= 0 && sh.eject.k && sh.dest_slots[svc->dests[idx].slot].eject.ejected(w.now))
+      idx = skip_ejected_after(w, *svc, ctx, idx, s.tried, s.n_tried);
+  }
+  if (idx >= 0 && !move(idx)) idx = -1;
+  if (idx < 0) {
+    bump(w.counters.resteer_gave_up);
+    w.syn.release(c.syn);
+    c.syn = 0;
+    return false;
+  }
+  const DestRef& d = svc->dests[idx];
+  --w.dest_counters[c.dest_slot].inactive;  // SYN_RECV: counted inactive
+  DestCounters& dc = w.dest_counters[d.slot];
+  ++dc.conns;
+  ++dc.inactive;
+  c.dest_slot = d.slot;
+  c.dest_gen = d.gen;
+  if (c.tmpl) {  // persistence follows the backend that answers
+    Template* t = w.tmpls.at(c.tmpl - 1);
+    if (t && t->in_use && owns(*t)) {
+      t->dest_slot = d.slot;
+      t->dest_gen = d.gen;
+    }
+  }
+  if (sh.t_resteer) w.syn.arm(c.syn, w.now + sh.t_resteer);
+  bump(w.counters.resteers[why]);
+  return true;
+}
+
+// Sends a connection's saved SYN to its (new) destination `dest_slot`:
+// `build(frame)` writes it and returns its length, `out(m)` routes it. `m`:
+// a packet to reuse (the answer that re-steered, when it is one plain
+// buffer of its own), or nullptr. Without an mbuf (the pool empty: timer
+// only) nothing is sent: the next timer or the client's retransmission
+// sends it.
+template <class BuildFn, class OutFn>
+void send_saved_syn_as(Worker& w, uint32_t dest_slot, rte_mbuf* m, BuildFn build, OutFn out) {
+  if (m && m->nb_segs == 1 && RTE_MBUF_DIRECT(m) && rte_mbuf_refcnt_read(m) == 1) {
+    rte_pktmbuf_reset(m);
+  } else {
+    if (m) rte_pktmbuf_free(m);
+    m = rte_pktmbuf_alloc(w.pool);
+    if (!m) return;
+  }
+  const size_t len = build(rte_pktmbuf_mtod(m, uint8_t*));
+  m->data_len = static_cast<uint16_t>(len);
+  m->pkt_len = static_cast<uint32_t>(len);
+  DestCounters& dc = w.dest_counters[dest_slot];
+  dc.inpkts++;
+  dc.inbytes += len - kEthLen;
+  out(m);
+}
+
+// A TCP packet of a connection waiting for its SYN-ACK (c.syn set; `l4`
+// its TCP header, `flags` as parsed). From the backend: the SYN-ACK ends
+// the wait (and readmits an ejected backend); an RST answering the SYN
+// re-steers the connection (`resteer(why)`) and sends the SYN on
+// (`send(m)`: the RST consumed, false). From the client: a retransmitted
+// SYN re-steers, and goes itself to the new destination (true).
+template <class ConnT, class ResteerFn, class SendFn>
+bool syn_waiting_as(Worker& w, ConnT& c, rte_mbuf* m, const uint8_t* l4, uint8_t flags, bool from_client,
+                    ResteerFn resteer, SendFn send) {
+  if (c.state != ConnState::kSynRecv) return true;
+  SynMem& s = w.syn.at(c.syn);
+  if (from_client) {
+    if ((flags & (kTcpSyn | kTcpAck | kTcpRst | kTcpFin)) == kTcpSyn && bytes::rd32(l4 + 4) == syn_isn(s))
+      resteer(kResteerRetransmit);
+    return true;
+  }
+  switch (syn_answer(s, flags, bytes::rd32(l4 + 8))) {
+    case SynAnswer::kSynAck:
+      if (w.sh->eject.k) eject_success(w.sh->dest_slots[c.dest_slot].eject, w.now);
+      w.syn.release(c.syn);  // it got through
+      c.syn = 0;
+      return true;
+    case SynAnswer::kRst:
+      if (!resteer(kResteerRst)) return true;  // passed on, as without re-steering
+      send(m);
+      return false;
+    default:
+      return true;
+  }
 }
 
 // worker6.cc: an IPv6 frame (parse_frame saw only its ethertype): NDP and

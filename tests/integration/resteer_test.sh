@@ -32,6 +32,15 @@
 # (LAB_POD_DELAY_MS; the SYN-ACK comes from its kernel at once, so the delay is
 # above --resteer-timeout-ms but does not matter to it): 40 requests, 0 failed,
 # pod4 gets its share, nothing re-steered, pod4 not ejected.
+# IPv6 in the same lab and the same vipd (LAB_IPV6=1; RESTEER_IPV6=0 turns it
+# off): db6 fd00:96::100:8080 over the four pods' IPv6 addresses, dpdk IPv6
+# forwarding (--port-ipv6; fnat: --fnat-local-addrs6), right after pod4-ejected
+# (pod4's server still stopped):
+#   200 requests to db6, 0 failed, none answered by pod4, 3..20 re-steered by
+#     reason rst; vipctl list marks db6's pod4 (only) ejected;
+#   a connection held open (GET /keepalive) on its pod, that pod then taken out
+#     of db6's EndpointSlice: its next request gets vipd's RST at once
+#     (ConnectionResetError within 1 s, rst_sent counted), not a hang.
 # Each check prints "PASS: <name>" / "FAIL: <name>: <detail>" / "SKIP: ...";
 # exit 0, 1 on failures, 77 when it cannot run here.
 set -uo pipefail
@@ -45,6 +54,13 @@ NAME="resteer_test($VARIANT)"
 CHECKS=(vipd-starts baseline-all-alive mh-baseline rst-dead-pod-no-failures rst-counted pod4-ejected
         mh-resteer-consistent mh-pod4-ejected pod4-readmitted slow-pod-not-ejected link-down-no-failures
         timeout-counted all-dead-refused vipd-alive)
+V6_CHECKS=(v6-rst-dead-pod-no-failures v6-pod4-ejected v6-midflow-rst)
+V6=0
+if [ "${RESTEER_IPV6:-1}" = 1 ]; then
+  V6=1
+  export LAB_IPV6=1
+  CHECKS+=("${V6_CHECKS[@]}")
+fi
 SKIP_HINT="run as root on a kernel with network namespaces, veth and bridge"
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 require_netns bridge
@@ -77,8 +93,18 @@ MH_ADDRS=()
 for i in $(seq 10 41); do
   ip -n "${P}client" addr add "10.0.0.$i/24" dev eth0 && MH_ADDRS+=("10.0.0.$i")
 done
+VARGS_V6=()
+if [ "$V6" = 1 ]; then
+  if why=$(kernel_v6_manifests); then
+    VARGS_V6=(--port-ipv6 "fd00:10::1/64,fd00:244::1")
+    [ "$VARIANT" = fnat ] && VARGS_V6+=(--fnat-local-addrs6 fd00:244::ff:1)
+  else
+    V6=0
+    for c in "${V6_CHECKS[@]}"; do skip "$c" "$why"; done
+  fi
+fi
 EAL=$(sed -n 's/^[[:space:]]*eal-args[[:space:]]*=[[:space:]]*//p' "$CONF" | tail -n 1)
-ip netns exec "${P}lb" "$VIPD" --config "$CONF" --forward-method "$VARIANT" \
+ip netns exec "${P}lb" "$VIPD" --config "$CONF" --forward-method "$VARIANT" "${VARGS_V6[@]}" \
   --manifests-dir "$TMP/manifests" --admin-socket "$TMP/admin.sock" \
   "--eal-args=$EAL --file-prefix ${P}vipd" </dev/null >"$TMP/vipd.log" 2>&1 &
 VIPD_PID=$!
@@ -91,14 +117,14 @@ for _ in $(seq 1 300); do
 done
 if [ -n "$gen" ]; then pass vipd-starts; else fail vipd-starts "no generation >= 1 within 30 s: $(tail -n 1 "$TMP/vipd.log")"; exit 1; fi
 
-# N sequential GETs, each on a new connection, timed one by one. One JSON line:
-# ok, failed, by_pod, errors, and the latencies in ms (sorted).
+# N sequential GETs to db (or to HOST:8080), each on a new connection, timed one
+# by one. One JSON line: ok, failed, by_pod, errors, and the latencies in ms (sorted).
 timed() {
-  ip netns exec "${P}client" "$PYTHON" - "$1" <<'PY'
+  ip netns exec "${P}client" "$PYTHON" - "$1" "${2:-10.96.0.100}" <<'PY'
 import json, sys, time
 sys.path.insert(0, "scripts/lab")
 import client
-n = int(sys.argv[1])
+n, host = int(sys.argv[1]), sys.argv[2]
 res = {"ok": 0, "failed": 0, "by_pod": {}, "errors": {}, "lat_ms": []}
 t_end = time.monotonic() + 60
 for _ in range(n):
@@ -107,7 +133,7 @@ for _ in range(n):
         continue
     t = time.monotonic()
     try:
-        pod = client.http_once("10.96.0.100", 8080, "/", "db", 2.0)
+        pod = client.http_once(host, 8080, "/", "db", 2.0)
         res["ok"] += 1
         res["by_pod"][pod] = res["by_pod"].get(pod, 0) + 1
         res["lat_ms"].append(round((time.monotonic() - t) * 1000, 3))
@@ -162,6 +188,11 @@ resteers() {
   vipctl stats --json 2>/dev/null | "$PYTHON" -c '
 import json, sys
 print(sum(w.get("resteers", {}).get(sys.argv[1], 0) for w in json.load(sys.stdin)["workers"]))' "$1"
+}
+wstat() {
+  vipctl stats --json 2>/dev/null | "$PYTHON" -c '
+import json, sys
+print(sum(w.get(sys.argv[1], 0) for w in json.load(sys.stdin)["workers"]))' "$1"
 }
 # p50/p99/max of the latencies above `floor` ms, and how many.
 slow_summary() {
@@ -221,6 +252,66 @@ ejlog=no; logged 'backend .* -> 10\.244\.3\.44:8080 ejected: ' && ejlog=yes
 if grep -q '10.244.3.44:8080 .* ejected (' <<<"$list" && [ "$ej" = 1 ] && [ $((rst2 - rst1)) = 0 ] &&
    [ "$ejlog" = yes ] && [ -z "$(judge "$(brief "$r")" 'r["ok"] == 40')" ]; then pass pod4-ejected
 else fail pod4-ejected "want pod4 (only) marked ejected in vipctl list ($ej marked), its log line ($ejlog) and 40 ok, none re-steered ($((rst2 - rst1)))"; fi
+
+# ---- IPv6 (db6), pod4's server still stopped: re-steered, ejected; mid-flow RST ---
+if [ "$V6" = 1 ]; then
+  rst0=$(resteers rst)
+  r=$(timed 200 fd00:96::100)
+  rst1=$(resteers rst)
+  # db6's backend lines in vipctl list (those under its service line).
+  v6list=$(awk '/^ *->/ { if (s) print; next } { s = /\[fd00:96::100\]:8080/ }' <<<"$(vipctl list 2>/dev/null)")
+  note "IPv6, pod4 stopped: $(brief "$r"); re-steered (rst): $((rst1 - rst0)); $(grep -m1 'fd00:244::3:44' <<<"$v6list" | sed 's/^ *//')"
+  d=$(judge "$(brief "$r")" 'r["failed"] == 0 and r["ok"] == 200 and n("pod4") == 0')
+  if [ -z "$d" ] && [ -n "$r" ] && [ $((rst1 - rst0)) -ge 3 ] && [ $((rst1 - rst0)) -le 20 ]; then pass v6-rst-dead-pod-no-failures
+  else fail v6-rst-dead-pod-no-failures "want 200 ok, none from pod4, 3..20 re-steered by rst ($((rst1 - rst0))): ${d:-no result}"; fi
+  if grep -q 'fd00:244::3:44\]:8080 .* ejected (' <<<"$v6list" && [ "$(grep -c ' ejected (' <<<"$v6list")" = 1 ]; then
+    pass v6-pod4-ejected
+  else fail v6-pod4-ejected "want db6's pod4 (only) marked ejected in vipctl list: $(tr '\n' ';' <<<"$v6list")"; fi
+  # A connection held open on its pod; the pod leaves db6's EndpointSlice.
+  ip netns exec "${P}client" "$PYTHON" - "$TMP/midflow6.go" >"$TMP/midflow6.out" 2>&1 <<'PY' &
+import os, socket, sys, time
+def get(s):
+    s.sendall(b"GET /keepalive HTTP/1.1\r\nHost: db6\r\n\r\n")
+    data = b""
+    while b"\r\n\r\n" not in data or b"\n" not in data.split(b"\r\n\r\n", 1)[1]:
+        chunk = s.recv(4096)
+        if not chunk:
+            raise EOFError("closed")
+        data += chunk
+    return data.split(b"\r\n\r\n", 1)[1].split(b"\n", 1)[0].strip().decode(errors="replace")
+s = socket.create_connection(("fd00:96::100", 8080), timeout=3)
+print(get(s), flush=True)
+end = time.monotonic() + 20
+while not os.path.exists(sys.argv[1]) and time.monotonic() < end:
+    time.sleep(0.02)
+t = time.monotonic()
+try:
+    print("answered", get(s))
+except ConnectionResetError:
+    print("reset %d" % ((time.monotonic() - t) * 1000))
+except Exception as e:
+    print("%s %d" % (type(e).__name__, (time.monotonic() - t) * 1000))
+PY
+  held=$!
+  for _ in $(seq 1 100); do [ -s "$TMP/midflow6.out" ] && break; sleep 0.05; done
+  hpod=$(head -n 1 "$TMP/midflow6.out")
+  declare -A POD6=([pod1]=fd00:244::1:15 [pod2]=fd00:244::2:88 [pod3]=fd00:244::3:12 [pod4]=fd00:244::3:44)
+  keep=()
+  for p in pod1 pod2 pod3 pod4; do [ "$p" = "$hpod" ] || keep+=("${POD6[$p]}"); done
+  rs0=$(wstat rst_sent)
+  gen_before=$(generation)
+  kernel_write_slice6 "$TMP/slice6.new" "${keep[@]}"
+  replace_file "$TMP/manifests/endpointslice-db6.yaml" "$TMP/slice6.new"
+  wait_generation $(( ${gen_before:-0} + 1 )) 100
+  touch "$TMP/midflow6.go"
+  wait "$held"
+  res=$(tail -n 1 "$TMP/midflow6.out")
+  rs1=$(wstat rst_sent)
+  note "IPv6 held connection on ${hpod:-?}, removed from db6: '$res'; rst_sent +$((rs1 - rs0))"
+  if [ "${#keep[@]}" = 3 ] && [ "${res% *}" = reset ] && [ "${res#* }" -lt 1000 ] 2>/dev/null && [ $((rs1 - rs0)) -ge 1 ]; then
+    pass v6-midflow-rst
+  else fail v6-midflow-rst "want the held connection (on '${hpod}') reset by vipd within 1 s after its pod left db6, rst_sent counted (+$((rs1 - rs0))): got '$res'"; fi
+fi
 
 # ---- mh, pod4's server still stopped: re-steered consistently, then ejected ------------
 rst0=$(resteers rst)

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <set>
 
 #if __has_include(<valgrind/callgrind.h>)
 #include <valgrind/callgrind.h>
@@ -17,6 +18,7 @@
 #include "dataplane/fastpath/ipv6.h"
 #include "dataplane/fastpath/proxy_proto.h"
 #include "tests/unit/dataplane/fastpath/handover_test_util.h"
+#include "dataplane/fastpath/resteer.h"
 #include "tests/unit/dataplane/fastpath/ipv6_test_util.h"
 #include "tests/unit/dataplane/fastpath/worker_test_fixture.h"
 
@@ -1164,6 +1166,421 @@ TEST_P(Handover6Test, TwoWorkersRedirectPeerFramesToTheOwner) {
 INSTANTIATE_TEST_SUITE_P(Fnat, Handover6Test, ::testing::Values(Forward::kFnat),
                          [](const auto&) { return std::string("fnat"); });
 
+
+// ---- Re-steering, outlier ejection and the mid-flow RST over IPv6 ----
+// (resteer.h, eject.h; worker6.cc) as resteer_test.cc and worker_conn_test.cc
+// check them for IPv4: the same steps over the IPv6 tables, the SYN rebuilt
+// as an IPv6 packet.
+
+// A mid-flow segment of a connection whose backend was removed gets the RST
+// the backend would have sent, from the VIP (seq = its ack); a mid-flow RST
+// is dropped as dest_expired; the kept backend's connection goes on.
+TEST_P(WorkerIpv6FwdTest, RemovedBackendMidFlowGetsRst) {
+  const Frame a = one_out(client_pkt(kProtoTcp, 45000, 8080), 0, 1);
+  const Frame b = one_out(client_pkt(kProtoTcp, 45001, 8080), 0, 1);
+  ASSERT_FALSE(a.empty());
+  ASSERT_FALSE(b.empty());
+  Parsed6 pa, pb;
+  ASSERT_TRUE(parse_ipv6(a.data(), a.size(), &pa));
+  ASSERT_TRUE(parse_ipv6(b.data(), b.size(), &pb));
+  const Addr6 gone = addr_at(pa.dst), kept = addr_at(pb.dst);
+  ASSERT_NE(gone, kept);
+  one_out(client_pkt(kProtoTcp, 45000, 8080, kTcpAck), 0, 1);
+  one_out(client_pkt(kProtoTcp, 45001, 8080, kTcpAck), 0, 1);
+  const int64_t slot = pub_->dest_slot(cp::ServiceKey{ip6(kVip6), 8080, Protocol::kTcp}, ip6(gone), 80);
+  ASSERT_GE(slot, 0);
+  put(table_, vsvc(ip6(kVip6), 8080, Protocol::kTcp, {rs(ip6(kept), 80)}));
+  std::string err;
+  ASSERT_TRUE(pub_->apply(table_, cp::TableDiff{}, true, &err)) << err;
+  // Mid-flow ACK with data on a: RST back to the client, from the VIP.
+  Bytes mid = client_pkt(kProtoTcp, 45000, 8080, kTcpAck | kTcpPsh, kVip6, 3);
+  put32(&mid[54 + 8], 0xabcdef01);  // ack
+  fix_cksum6(mid, 54, kProtoTcp, 16);
+  const Frame rst = one_out(mid, 0, 0);
+  ASSERT_FALSE(rst.empty()) << drop_summary();
+  const Parsed6 r = expect_valid6(rst, "RST for a removed backend");
+  EXPECT_TRUE(mac_is(rst.data(), kClientMac));
+  EXPECT_TRUE(mac_is(rst.data() + 6, kPortMac[0]));
+  EXPECT_EQ(addr_at(r.src), kVip6);
+  EXPECT_EQ(addr_at(r.dst), kClient6);
+  EXPECT_EQ(r.sport, 8080);
+  EXPECT_EQ(r.dport, 45000);
+  EXPECT_EQ(r.tcp_flags, kTcpRst) << "ACK was set: plain RST";
+  EXPECT_EQ(get32(rst.data() + r.l4_off + 4), 0xabcdef01u) << "seq = the segment's ack";
+  EXPECT_EQ(r.l4_len, 20u);
+  EXPECT_EQ(w(0).counters.rst_sent.load(), 1u);
+  EXPECT_EQ(w6_[0]->conns.size(), 1u) << "a's connection removed, b's kept";
+  EXPECT_EQ(w(0).dest_counters[slot].active, 0);
+  EXPECT_EQ(w(0).dest_counters[slot].inactive, 0);
+  // b's connection (on the kept backend) is unaffected.
+  const Frame bout = one_out(client_pkt(kProtoTcp, 45001, 8080, kTcpAck), 0, 1);
+  ASSERT_FALSE(bout.empty());
+  EXPECT_EQ(addr_at(bout.data() + 38), kept);
+  EXPECT_EQ(total_drops(), 0u) << drop_summary();
+  // Without ACK: RST+ACK acking the segment (seq 1000 + 3 bytes + FIN).
+  const Frame c = one_out(client_pkt(kProtoTcp, 45002, 8080), 0, 1);
+  ASSERT_FALSE(c.empty());
+  put(table_, vsvc(ip6(kVip6), 8080, Protocol::kTcp, {rs(ip6(gone), 80)}));
+  ASSERT_TRUE(pub_->apply(table_, cp::TableDiff{}, true, &err)) << err;
+  const Frame rst2 = one_out(client_pkt(kProtoTcp, 45002, 8080, kTcpFin, kVip6, 3), 0, 0);
+  ASSERT_FALSE(rst2.empty()) << drop_summary();
+  const Parsed6 r2 = expect_valid6(rst2, "RST+ACK");
+  EXPECT_EQ(r2.tcp_flags, kTcpRst | kTcpAck);
+  EXPECT_EQ(get32(rst2.data() + r2.l4_off + 8), 1000u + 3 + 1);
+  // A mid-flow RST to a removed backend (b's: `kept` is gone now): dropped,
+  // not answered.
+  rx(client_pkt(kProtoTcp, 45001, 8080, kTcpRst | kTcpAck), 0);
+  expect_nothing_out("RST to a removed backend");
+  EXPECT_EQ(drops(kDestExpired), 1u) << drop_summary();
+  EXPECT_EQ(w(0).counters.rst_sent.load(), 2u);
+}
+
+constexpr uint16_t kPortRs6 = 9090;       // 4 backends, rr
+constexpr uint16_t kPortRs6Mh = 9091;     // 4 backends, mh
+constexpr uint16_t kPortRs6Persist = 9092;  // 4 backends, rr, persistence
+constexpr uint32_t kIsn6 = 0x11223344;
+const Addr6 kB46 = a6({0xfd00, 0x244, 0, 0, 0, 0, 4, 0x40});
+const MacAddr kB4Mac6{0x02, 0xb0, 0, 0, 0, 0x14};
+const std::vector<uint8_t> kSynOpts6 = {2, 4, 0x05, 0xa0, 4, 2, 1, 3, 3, 7, 0, 0};  // MSS, SACK ok, NOP, WS 7, pad
+
+class Resteer6Test : public WorkerIpv6FwdTest {
+ protected:
+  void SetUp() override {
+    WorkerIpv6FwdTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    const std::vector<cp::RealServer> four = {rs(ip6(kB16), 80), rs(ip6(kB26), 80), rs(ip6(kB36), 80),
+                                              rs(ip6(kB46), 80)};
+    put(table_, vsvc(ip6(kVip6), kPortRs6, Protocol::kTcp, four));
+    put(table_, vsvc(ip6(kVip6), kPortRs6Mh, Protocol::kTcp, four, cp::Scheduler::kMh));
+    auto ps = vsvc(ip6(kVip6), kPortRs6Persist, Protocol::kTcp, four);
+    ps.persistence_timeout_s = 600;
+    put(table_, ps);
+    std::string err;
+    ASSERT_TRUE(pub_->apply(table_, cp::TableDiff{}, true, &err)) << err;
+    v6_->neigh.update(kB36.data(), kB3Mac.data(), kT0);
+    v6_->neigh.update(kB46.data(), kB4Mac6.data(), kT0);
+    set_pool(64);
+    sh().resteer_attempts = 3;
+    sh().t_resteer = 200'000;  // TSC ticks (the tests move w.now themselves)
+  }
+  void set_pool(uint32_t n) {
+    std::string err;
+    ASSERT_TRUE(w(0).syn.init(uniq("t6syn_"), n, 0, &err)) << err;
+  }
+  // A TCP segment as the wire has it (checksum filled in).
+  static Bytes seg6(const MacAddr& smac, const MacAddr& dmac, const Addr6& src, uint16_t sport, const Addr6& dst,
+                    uint16_t dport, uint8_t flags, uint32_t seq, uint32_t ack, const std::vector<uint8_t>& opts = {}) {
+    Frame6 s{.dmac = dmac, .smac = smac, .src = src, .dst = dst, .next = kProtoTcp, .l4 = tcp6(sport, dport, flags)};
+    put32(&s.l4[4], seq);
+    put32(&s.l4[8], ack);
+    s.l4[12] = static_cast<uint8_t>((20 + opts.size()) / 4 << 4);
+    put16(&s.l4[14], 29200);
+    s.l4.insert(s.l4.end(), opts.begin(), opts.end());
+    Bytes f = build6(s);
+    fix_cksum6(f, 54, kProtoTcp, 16);
+    return f;
+  }
+  // The client's SYN: traffic class 0x28, flow label 0x12345, options.
+  static Bytes syn(uint16_t cport, uint16_t vport, uint32_t isn = kIsn6) {
+    Bytes f = seg6(kClientMac, kPortMac[0], kClient6, cport, kVip6, vport, kTcpSyn, isn, 0, kSynOpts6);
+    f[14] = 0x62, f[15] = 0x81, f[16] = 0x23, f[17] = 0x45;  // not in the checksum
+    return f;
+  }
+  static const MacAddr& mac_of(const Addr6& b) {
+    return b == kB16 ? kB1Mac : b == kB26 ? kB2Mac : b == kB36 ? kB3Mac : kB4Mac6;
+  }
+  static Parsed6 parsed(const Frame& f) {
+    Parsed6 p;
+    EXPECT_TRUE(parse_ipv6(f.data(), f.size(), &p)) << drop_reason_name(p.drop);
+    return p;
+  }
+  static Addr6 dst_of(const Frame& f) { return f.size() >= 54 ? addr_at(f.data() + 38) : Addr6{}; }
+  // The backend that got SYN `out` answers it.
+  static Bytes answer(const Frame& out, uint8_t flags, uint32_t ack) {
+    const Parsed6 p = parsed(out);
+    return seg6(mac_of(addr_at(p.dst)), kPortMac[1], addr_at(p.dst), p.dport, addr_at(p.src), p.sport, flags,
+                flags & kTcpSyn ? 777000 : 0, ack);
+  }
+  // `out` is the client's SYN as vipd sends it to a backend: traffic class
+  // and flow label, hop limit one less than received, seq, window, options,
+  // the connection's source; valid checksum.
+  void expect_syn(const Frame& out, uint16_t cport, const char* what) {
+    ASSERT_FALSE(out.empty()) << what;
+    const Parsed6 p = expect_valid6(out, what);
+    EXPECT_EQ(get32(out.data() + 14), 0x62812345u) << what << ": version, traffic class, flow label";
+    EXPECT_EQ(p.hop_limit, 63) << what << ": hop limit (64 received)";
+    EXPECT_EQ(p.tcp_flags, kTcpSyn) << what;
+    const uint8_t* l4 = out.data() + p.l4_off;
+    EXPECT_EQ(get32(l4 + 4), kIsn6) << what;
+    EXPECT_EQ(get16(l4 + 14), 29200) << what << ": window";
+    ASSERT_EQ((l4[12] >> 4) * 4u, 32u) << what << ": options kept";
+    EXPECT_EQ(std::vector<uint8_t>(l4 + 20, l4 + 32), kSynOpts6) << what;
+    EXPECT_EQ(p.dport, 80) << what;
+    EXPECT_TRUE(mac_is(out.data(), mac_of(addr_at(p.dst)))) << what;
+    if (fnat()) {
+      EXPECT_EQ(addr_at(p.src), kLocal6) << what;
+    } else {
+      EXPECT_EQ(addr_at(p.src), kClient6) << what;
+      EXPECT_EQ(p.sport, cport) << what;
+    }
+  }
+  uint64_t resteers(ResteerReason r) { return w(0).counters.resteers[r].load(); }
+  // The re-steering timers at `now`: what they sent toward the backends.
+  std::vector<Frame> timers_at(uint64_t now) {
+    w(0).now = now;
+    resteer_timers(w(0), 64);
+    flush_tx(w(0));
+    EXPECT_EQ(tx(0).size(), 0u) << "nothing to the client";
+    return tx(1);
+  }
+  int64_t slot(uint16_t vport, const Addr6& b) {
+    return pub_->dest_slot(cp::ServiceKey{ip6(kVip6), vport, Protocol::kTcp}, ip6(b), 80);
+  }
+};
+
+TEST_P(Resteer6Test, RstFromBackendResteersAndTheNextBackendCompletes) {
+  const Frame first = one_out(syn(41000, kPortRs6), 0, 1);
+  expect_syn(first, 41000, "first SYN");
+  // The backend refuses: the client sees nothing, the SYN goes elsewhere.
+  const Frame second = one_out(answer(first, kTcpRst | kTcpAck, kIsn6 + 1), 1, 1);
+  expect_syn(second, 41000, "re-steered SYN");
+  EXPECT_NE(dst_of(second), dst_of(first));
+  EXPECT_EQ(parsed(second).sport, parsed(first).sport) << "same local port";
+  EXPECT_EQ(resteers(kResteerRst), 1u);
+  // A late RST from the first backend is no longer this connection's.
+  rx(answer(first, kTcpRst | kTcpAck, kIsn6 + 1), 1);
+  expect_nothing_out("the first backend's answers are not passed on");
+  // The second backend answers: the client gets its SYN-ACK from the VIP.
+  const Frame synack = one_out(answer(second, kTcpSyn | kTcpAck, kIsn6 + 1), 1, 0);
+  ASSERT_FALSE(synack.empty()) << drop_summary();
+  const Parsed6 sa = expect_valid6(synack, "SYN-ACK");
+  EXPECT_EQ(addr_at(sa.src), kVip6);
+  EXPECT_EQ(sa.sport, kPortRs6);
+  EXPECT_EQ(sa.dport, 41000);
+  EXPECT_EQ(w(0).syn.in_use(), 0u) << "the SYN-ACK frees the saved SYN";
+  // The handshake's last ACK goes to the second backend.
+  const Frame out = one_out(seg6(kClientMac, kPortMac[0], kClient6, 41000, kVip6, kPortRs6, kTcpAck, kIsn6 + 1,
+                                 777001), 0, 1);
+  ASSERT_FALSE(out.empty());
+  EXPECT_EQ(dst_of(out), dst_of(second));
+  const int64_t s2 = slot(kPortRs6, dst_of(second)), s1 = slot(kPortRs6, dst_of(first));
+  ASSERT_GE(s1, 0);
+  ASSERT_GE(s2, 0);
+  EXPECT_EQ(w(0).dest_counters[s2].active, 1);
+  EXPECT_EQ(w(0).dest_counters[s1].active + w(0).dest_counters[s1].inactive, 0) << "moved off the first";
+  // An RST now (established) is the connection's own: passed on.
+  Bytes rst = answer(second, kTcpRst | kTcpAck, kIsn6 + 1);
+  one_out(rst, 1, 0);
+  EXPECT_EQ(resteers(kResteerRst), 1u);
+  EXPECT_EQ(w(0).counters.resteer_gave_up.load(), 0u);
+  EXPECT_EQ(w(0).conns.size(), 0u) << "the IPv4 table is not used";
+}
+
+TEST_P(Resteer6Test, AnswersThatDoNotMatchTheSynArePassedOn) {
+  const Frame first = one_out(syn(41001, kPortRs6), 0, 1);
+  ASSERT_FALSE(first.empty());
+  // Wrong ack: not an answer to this SYN (a client cannot make vipd re-steer).
+  const Frame out = one_out(answer(first, kTcpRst | kTcpAck, kIsn6 + 2), 1, 0);
+  ASSERT_FALSE(out.empty());
+  EXPECT_EQ(parsed(out).tcp_flags & kTcpRst, kTcpRst);
+  EXPECT_EQ(resteers(kResteerRst), 0u);
+  EXPECT_EQ(w(0).syn.in_use(), 0u) << "the RST closed the connection: its SYN is forgotten";
+}
+
+TEST_P(Resteer6Test, AtMostNAttemptsThenAllRefusedClientGetsTheRst) {
+  sh().resteer_attempts = 2;
+  Frame cur = one_out(syn(41002, kPortRs6), 0, 1);
+  ASSERT_FALSE(cur.empty());
+  std::set<Addr6> seen{dst_of(cur)};
+  for (int i = 0; i < 2; ++i) {
+    cur = one_out(answer(cur, kTcpRst | kTcpAck, kIsn6 + 1), 1, 1);
+    ASSERT_FALSE(cur.empty()) << "attempt " << i;
+    EXPECT_TRUE(seen.insert(dst_of(cur)).second) << "a backend got the SYN twice";
+  }
+  // Attempts spent: the third RST reaches the client, as without re-steering.
+  Frame out = one_out(answer(cur, kTcpRst | kTcpAck, kIsn6 + 1), 1, 0);
+  ASSERT_FALSE(out.empty());
+  EXPECT_EQ(parsed(out).tcp_flags & kTcpRst, kTcpRst);
+  EXPECT_EQ(addr_at(parsed(out).src), kVip6);
+  EXPECT_EQ(resteers(kResteerRst), 2u);
+  EXPECT_EQ(w(0).counters.resteer_gave_up.load(), 1u);
+  // Every backend refuses: each tried once, then the client's RST.
+  sh().resteer_attempts = 7;
+  cur = one_out(syn(41003, kPortRs6), 0, 1);
+  seen = {dst_of(cur)};
+  for (int i = 0; i < 3; ++i) {
+    cur = one_out(answer(cur, kTcpRst | kTcpAck, kIsn6 + 1), 1, 1);
+    ASSERT_FALSE(cur.empty());
+    seen.insert(dst_of(cur));
+  }
+  EXPECT_EQ(seen.size(), 4u) << "every backend tried once";
+  out = one_out(answer(cur, kTcpRst | kTcpAck, kIsn6 + 1), 1, 0);
+  ASSERT_FALSE(out.empty());
+  EXPECT_EQ(w(0).counters.resteer_gave_up.load(), 2u);
+  EXPECT_EQ(w(0).syn.in_use(), 0u);
+}
+
+// Outlier ejection (eject.h) for IPv6 connections: K refused SYNs eject the
+// backend, new IPv6 connections skip it while it is out, its time runs out.
+TEST_P(Resteer6Test, KRefusedConnectionsEjectTheBackendUntilItsTimeIsUp) {
+  sh().eject = EjectParams{2, 1'000'000, 10'000'000, 50};
+  const int64_t s1 = slot(kPortRs6, kB16);
+  ASSERT_GE(s1, 0);
+  EjectState& e = sh().dest_slots[s1].eject;
+  uint16_t cport = 42000;
+  int refused = 0;
+  for (int i = 0; i < 16 && refused < 2; ++i, ++cport) {
+    const Frame first = one_out(syn(cport, kPortRs6), 0, 1);
+    ASSERT_FALSE(first.empty());
+    Frame got = first;
+    if (dst_of(first) == kB16) {
+      EXPECT_FALSE(e.ejected(w(0).now)) << "ejected before K failures";
+      got = one_out(answer(first, kTcpRst | kTcpAck, kIsn6 + 1), 1, 1);
+      ASSERT_FALSE(got.empty());
+      ++refused;
+    }
+    one_out(answer(got, kTcpSyn | kTcpAck, kIsn6 + 1), 1, 0);
+  }
+  ASSERT_EQ(refused, 2);
+  EXPECT_TRUE(e.ejected(w(0).now));
+  EXPECT_EQ(e.ejections.load(), 1u);
+  for (int i = 0; i < 12; ++i, ++cport) {
+    const Frame out = one_out(syn(cport, kPortRs6), 0, 1);
+    ASSERT_FALSE(out.empty());
+    EXPECT_NE(dst_of(out), kB16) << "an ejected backend got a new connection";
+  }
+  w(0).now += 1'000'000;
+  EXPECT_FALSE(e.ejected(w(0).now));
+  bool back = false;
+  for (int i = 0; i < 4; ++i, ++cport) {
+    const Frame out = one_out(syn(cport, kPortRs6), 0, 1);
+    ASSERT_FALSE(out.empty());
+    back |= dst_of(out) == kB16;
+  }
+  EXPECT_TRUE(back);
+}
+
+TEST_P(Resteer6Test, NoSynAckInTimeResteers) {
+  const Frame first = one_out(syn(41004, kPortRs6), 0, 1);
+  ASSERT_FALSE(first.empty());
+  EXPECT_EQ(timers_at(kT0 + sh().t_resteer - 1).size(), 0u) << "before the timeout";
+  auto out = timers_at(kT0 + sh().t_resteer);
+  ASSERT_EQ(out.size(), 1u);
+  expect_syn(out[0], 41004, "SYN after the timeout");
+  EXPECT_NE(dst_of(out[0]), dst_of(first));
+  EXPECT_EQ(resteers(kResteerTimeout), 1u);
+  // The first backend's late SYN-ACK is not this connection's any more.
+  rx(answer(first, kTcpSyn | kTcpAck, kIsn6 + 1), 1);
+  expect_nothing_out("a late SYN-ACK");
+  one_out(answer(out[0], kTcpSyn | kTcpAck, kIsn6 + 1), 1, 0);
+  EXPECT_EQ(timers_at(w(0).now + 10 * sh().t_resteer).size(), 0u) << "answered: no more timers";
+  EXPECT_EQ(resteers(kResteerTimeout), 1u);
+}
+
+// IPv4 and IPv6 connections share the worker's pool and its deadline list:
+// each times out into its own family's SYN.
+TEST_P(Resteer6Test, TimersOfBothFamiliesShareThePool) {
+  const Frame f6 = one_out(syn(41014, kPortRs6), 0, 1);
+  ASSERT_FALSE(f6.empty());
+  FrameSpec s4 = from_client(41015, kTcpSyn, kVip, 8080);
+  s4.seq = kIsn6;
+  const Frame f4 = one_out(build_frame(s4), 0, 1);
+  ASSERT_FALSE(f4.empty());
+  EXPECT_EQ(w(0).syn.in_use(), 2u);
+  auto out = timers_at(kT0 + sh().t_resteer);
+  ASSERT_EQ(out.size(), 2u);
+  expect_syn(out[0], 41014, "IPv6 SYN after the timeout");
+  EXPECT_NE(dst_of(out[0]), dst_of(f6));
+  expect_valid_ipv4(out[1], "IPv4 SYN after the timeout");
+  EXPECT_NE(ip_dst(out[1].data()), ip_dst(f4.data()));
+  EXPECT_EQ(tcp_seq(out[1].data()), kIsn6);
+  EXPECT_EQ(resteers(kResteerTimeout), 2u);
+}
+
+TEST_P(Resteer6Test, ClientRetransmissionGoesToAnotherBackend) {
+  sh().t_resteer = 0;
+  const Frame first = one_out(syn(41005, kPortRs6), 0, 1);
+  ASSERT_FALSE(first.empty());
+  const Frame again = one_out(syn(41005, kPortRs6), 0, 1);
+  expect_syn(again, 41005, "retransmitted SYN");
+  EXPECT_NE(dst_of(again), dst_of(first));
+  EXPECT_EQ(resteers(kResteerRetransmit), 1u);
+  EXPECT_EQ(w(0).syn.head(), 0u) << "no timer with t_resteer 0";
+}
+
+TEST_P(Resteer6Test, Icmp6UnreachableQuotingTheSynResteers) {
+  const Frame first = one_out(syn(41006, kPortRs6), 0, 1);
+  ASSERT_FALSE(first.empty());
+  const Parsed6 p = parsed(first);
+  auto icmp = [&](uint32_t seq_delta, uint8_t type, uint8_t code) {
+    Bytes quoted = l3_of(first);
+    put32(&quoted[40 + 4], kIsn6 + seq_delta);
+    return icmp6_err(kRouterMac, kPortMac[1], kPodRouter6, addr_at(p.src), type, code, 0, quoted);
+  };
+  // A quote with another seq is not this SYN's: translated to the client.
+  one_out(icmp(5, kIcmp6DestUnreach, 3), 1, 0);
+  // Nor is a packet too big (not a refusal).
+  one_out(icmp(0, kIcmp6PacketTooBig, 0), 1, 0);
+  // A bad checksum: not re-steered (and dropped as such).
+  Bytes bad = icmp(0, kIcmp6DestUnreach, 4);
+  bad[54 + 2] ^= 1;
+  rx(bad, 1);
+  expect_nothing_out("bad checksum");
+  EXPECT_EQ(resteers(kResteerIcmp), 0u);
+  const Frame second = one_out(icmp(0, kIcmp6DestUnreach, 4), 1, 1);
+  expect_syn(second, 41006, "SYN after ICMPv6 port unreachable");
+  EXPECT_NE(dst_of(second), dst_of(first));
+  EXPECT_EQ(resteers(kResteerIcmp), 1u);
+}
+
+TEST_P(Resteer6Test, PoolFullGoesWithout) {
+  set_pool(1);
+  const Frame a = one_out(syn(41007, kPortRs6), 0, 1);
+  const Frame b = one_out(syn(41008, kPortRs6), 0, 1);
+  ASSERT_FALSE(a.empty());
+  ASSERT_FALSE(b.empty());
+  EXPECT_EQ(w(0).counters.resteer_pool_full.load(), 1u);
+  // b has no saved SYN: its RST reaches the client; a's is re-steered.
+  ASSERT_FALSE(one_out(answer(b, kTcpRst | kTcpAck, kIsn6 + 1), 1, 0).empty());
+  ASSERT_FALSE(one_out(answer(a, kTcpRst | kTcpAck, kIsn6 + 1), 1, 1).empty());
+  EXPECT_EQ(resteers(kResteerRst), 1u);
+}
+
+TEST_P(Resteer6Test, OffPassesTheRstOn) {
+  sh().resteer_attempts = 0;
+  const Frame first = one_out(syn(41009, kPortRs6), 0, 1);
+  ASSERT_FALSE(first.empty());
+  ASSERT_FALSE(one_out(answer(first, kTcpRst | kTcpAck, kIsn6 + 1), 1, 0).empty());
+  EXPECT_EQ(w(0).syn.in_use(), 0u);
+}
+
+TEST_P(Resteer6Test, PersistenceFollowsTheBackendThatAnswers) {
+  const Frame first = one_out(syn(41010, kPortRs6Persist), 0, 1);
+  ASSERT_FALSE(first.empty());
+  const Frame second = one_out(answer(first, kTcpRst | kTcpAck, kIsn6 + 1), 1, 1);
+  ASSERT_FALSE(second.empty());
+  one_out(answer(second, kTcpSyn | kTcpAck, kIsn6 + 1), 1, 0);
+  const Frame next = one_out(syn(41011, kPortRs6Persist), 0, 1);
+  ASSERT_FALSE(next.empty());
+  EXPECT_EQ(dst_of(next), dst_of(second));
+}
+
+TEST_P(Resteer6Test, MhResteersInTheKeysOwnOrder) {
+  const Frame a = one_out(syn(41012, kPortRs6Mh), 0, 1);
+  const Frame b = one_out(syn(41013, kPortRs6Mh), 0, 1);
+  ASSERT_FALSE(a.empty());
+  ASSERT_FALSE(b.empty());
+  EXPECT_EQ(dst_of(a), dst_of(b));
+  const Frame a2 = one_out(answer(a, kTcpRst | kTcpAck, kIsn6 + 1), 1, 1);
+  const Frame b2 = one_out(answer(b, kTcpRst | kTcpAck, kIsn6 + 1), 1, 1);
+  ASSERT_FALSE(a2.empty());
+  ASSERT_FALSE(b2.empty());
+  EXPECT_EQ(dst_of(a2), dst_of(b2));
+  EXPECT_NE(dst_of(a2), dst_of(a));
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, Resteer6Test, ::testing::Values(Forward::kFnat, Forward::kNat),
+                         [](const auto& i) { return i.param == Forward::kFnat ? std::string("fnat") : std::string("nat"); });
 
 // The PROXY protocol over IPv6 (proxy_proto.h, worker6.cc), as ProxyTest
 // (proxy_test.cc) for IPv4: header bytes, where the header goes, seq / ack /
