@@ -347,10 +347,14 @@ int main(int argc, char** argv) {
   if (opt.announce_table) {
     announcer = std::make_unique<cp::host::RouteAnnouncer>(dataplane->ports().front().exception_ifname,
                                                            opt.announce_table);
+    // IPv6 VIPs as /128 routes: the interface must take IPv6 routes (it is
+    // switched to IPv6 without addresses); if it cannot, IPv4 VIPs only.
+    bool with_v6 = cp::host::enable_ipv6_routes(announcer->ifname(), &err);
+    if (!with_v6) log_warn("vipd: " + err + ": IPv6 VIPs are not announced");
     announcing = std::make_unique<cp::host::AnnouncingBackend>(fwd_backend, *announcer,
-                                                               opt.announce_require_endpoints);
-    log_info("vipd: announcing VIPs as /32 routes in table " + std::to_string(opt.announce_table) + " on " +
-             announcer->ifname());
+                                                               opt.announce_require_endpoints, with_v6);
+    log_info("vipd: announcing VIPs as /32" + std::string(with_v6 ? " and /128" : "") + " routes in table " +
+             std::to_string(opt.announce_table) + " on " + announcer->ifname());
   }
   cp::Backend& backend = announcing ? static_cast<cp::Backend&>(*announcing) : fwd_backend;
   cp::SyncLoop sync(source, backend, sync_options(opt));

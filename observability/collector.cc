@@ -172,7 +172,7 @@ const std::vector<FamilyInfo> kFamilies = {
     {"vipd_exception_drops_total", "counter", "port,device,interface,reason",
      "Frames the exception path dropped (rate_limited, kernel_full, from_kernel_full)."},
     {"vipd_neighbor_entries", "gauge", "", "Entries in the ARP cache."},
-    {"vipd_announced_vips", "gauge", "", "VIPs announced now as /32 routes (--announce-table; 0 while draining)."},
+    {"vipd_announced_vips", "gauge", "", "VIPs announced now as /32 and /128 routes, both families (--announce-table; 0 while draining)."},
     {"vipd_draining", "gauge", "", "1 while the gateway is draining (vipctl drain, --drain-on-sigterm), else 0."},
     {"vipd_services", "gauge", "", "Virtual services in the applied table."},
     {"vipd_backends", "gauge", "", "Backends (service, backend pairs) in the applied table."},

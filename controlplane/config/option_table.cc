@@ -98,9 +98,9 @@ const std::vector<Setting>& settings() {
         "holding a tenth of a second's worth, at least 32); the rest are dropped and counted "
         "(`vipd_exception_drops_total{reason=\"rate_limited\"}`)."));
     r.push_back(number("announce-table", "N", &Options::announce_table, 0, 4294967295u,
-        "dpdk mode, with --exception-path tap: routing table for the announced VIPs (/32 routes); 0 = off",
-        "dpdk mode, needs `--exception-path tap`: vipd puts each announced VIP as a /32 route on the first "
-        "port's exception interface into this routing table, for a routing daemon to export over BGP "
+        "dpdk mode, with --exception-path tap: routing table for the announced VIPs (/32 and /128 routes); 0 = off",
+        "dpdk mode, needs `--exception-path tap`: vipd puts each announced VIP as a /32 (IPv4) or /128 "
+        "(IPv6) route on the first port's exception interface into this routing table, for a routing daemon to export over BGP "
         "(docs/gateway.md, \"Announcing VIPs\"). 0: nothing is announced. Not 253-255 (the kernel's "
         "default, main and local tables).", [](uint64_t n) -> const char* {
           return n >= 253 && n <= 255 ? "253, 254 and 255 are the kernel's default, main and local tables" : nullptr;

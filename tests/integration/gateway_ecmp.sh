@@ -11,21 +11,24 @@
 #     | veth
 #   ${P}rt      c0 10.1.0.1/24; bridge br0 10.0.0.2/24 with g1 g2 g3 (veths to the
 #               gateways); ip_forward 1, fib_multipath_hash_policy 1 (L4 hash);
-#               IPv6: c0 fd00:1::1/64, br0 fd00:10::2/64, forwarding, L4 hash,
-#               fd00:96::100/128 by a static route over the 3 gateways;
+#               IPv6: c0 fd00:1::1/64, br0 fd00:10::2/64, forwarding, L4 hash;
 #               the router's daemon: FRR (zebra, bgpd with maximum-paths, bfdd)
 #               when installed, else BIRD 2 (kernel protocol with merge paths);
 #               AS 64513; BFD 200 ms x 5 with every gateway (100 ms x 3 flapped
-#               on the loaded 2-core lab machine)
+#               on the loaded 2-core lab machine); the sessions run over IPv4
+#               and carry IPv4 and IPv6 unicast (IPv6 next hops: the gateways'
+#               --port-ipv6 addresses fd00:10::1N)
 #     | br0
 #   ${P}gwN     (N = 1..3) vipd dpdk, nat, scheduler mh, one worker (idle sleep),
 #               ports c0 10.0.0.1N/24 via 10.0.0.2 and p0 10.244.0.1N/16
 #               (af_packet), --exception-path tap --announce-table 100
 #               --tcp-timeout 5 (60 in full NAT); full NAT also IPv6: --port-ipv6
 #               'fd00:10::1N/64 via fd00:10::2,fd00:244::1N/64' --fnat-local-addrs6
-#               fd00:244::ff:1N; BIRD 2 on vipd-0 (AS 64512, BFD, exports table 100);
-#               gw3 runs FRR instead (zebra ip import-table 100, bgpd redistribute
-#               table 100, bfdd) when FRR runs the router
+#               fd00:244::ff:1N; BIRD 2 on vipd-0 (AS 64512, BFD, exports table 100:
+#               its IPv4 routes, and its IPv6 routes with next hop address
+#               fd00:10::1N); gw3 runs FRR instead (zebra ip import-table 100,
+#               bgpd redistribute table 100, bfdd; IPv4 only: FRR 8.4 has no
+#               `ipv6 import-table`) when FRR runs the router
 #     | p0 -> ${P}sw's bridge (g1 g2 g3 beside pod1..pod4)
 #   ${P}pod1..4 the seed pods; replies to 10.1.0.0/24 go back through the gateway
 #               the connection last came through: each pod marks its connections
@@ -58,15 +61,19 @@
 #                            load: no keep-alive connection broken, no request
 #                            failed, gw2/gw3 handed packets over and gw1 matched
 #                            them (the hand-over path was used)
-#   fnat6-drain-clean        the same over IPv6 (LAB_IPV6=1; the router carries
-#                            db6 fd00:96::100 by a static ECMP route to the
-#                            gateways' c0 fd00:10::1N, BGP carries IPv4 only):
-#                            24 keep-alive connections to [fd00:96::100]:8080
-#                            (full NAT, local address fd00:244::ff:1N each), then
-#                            the router's route loses gw1 (as the drain's
-#                            withdrawal does for IPv4): no connection broken or
-#                            failed, gw2/gw3 handed packets over and gw1 matched
-#                            them (IPv6 hand-over; the peers stay IPv4 addresses)
+#   v6-vip-announced         (LAB_IPV6=1) the router learns db6 fd00:96::100/128 by
+#                            BGP (kernel route of its daemon's protocol) with every
+#                            BIRD-run gateway's fd00:10::1N as next hop (all three
+#                            without FRR; gw1 gw2 when gw3 runs FRR), and not
+#                            empty6 fd00:96::101 (no endpoints)
+#   fnat6-drain-clean        the same over IPv6: 24 keep-alive connections to
+#                            [fd00:96::100]:8080 (full NAT, local address
+#                            fd00:244::ff:1N each), then vipctl drain on gw1: its
+#                            IPv6 next hop leaves the router's route (BGP
+#                            withdrawal, measured): no connection broken or
+#                            failed, the others handed packets over and gw1
+#                            matched them (IPv6 hand-over; the peers stay IPv4
+#                            addresses)
 #   fnat-kill9-measured      then (gw1 back), kill -9 of gw2 under the same load:
 #                            the router drops gw2; reported: how many of the 24
 #                            keep-alive connections break (those gw2 carried cannot
@@ -77,7 +84,8 @@ set -uo pipefail
 NAME="gateway_test(ecmp)"
 CHECKS=(gateways-start bgp-established router-ecmp-nexthops no-endpoints-not-announced
         flows-spread mh-same-backend drain-no-broken kill9-failover-window
-        kill9-established-survive gateway-join-no-broken fnat-drain-clean fnat6-drain-clean fnat-kill9-measured)
+        kill9-established-survive gateway-join-no-broken fnat-drain-clean v6-vip-announced fnat6-drain-clean
+        fnat-kill9-measured)
 SKIP_HINT="run as root with /dev/net/tun, iptables and BIRD 2 (apt-get install bird2; frr for the FRR router)"
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 require_bird2
@@ -285,12 +293,19 @@ log "$TMP/gw$g-bird.log" all;
 router id 10.0.0.1$g;
 protocol device { scan time 10; }
 ipv4 table vips;
+ipv6 table vips6;
 protocol bfd { interface "vipd-0" { interval 200 ms; multiplier 5; }; }
 protocol kernel vipd_vips {
   kernel table 100;            # --announce-table 100
   learn;
   scan time 10;
   ipv4 { table vips; import all; export none; };
+}
+protocol kernel vipd_vips6 {
+  kernel table 100;            # the IPv6 VIPs, same table
+  learn;
+  scan time 10;
+  ipv6 { table vips6; import all; export none; };
 }
 protocol bgp uplink {
   local 10.0.0.1$g as 64512;   # the port address, on vipd-0
@@ -299,6 +314,7 @@ protocol bgp uplink {
   hold time 3; keepalive time 1;
   connect delay time 1; connect retry time 2; error wait time 1, 5;
   ipv4 { table vips; import none; export all; next hop self; };
+  ipv6 { table vips6; import none; export all; next hop address fd00:10::1$g; };   # --port-ipv6
 }
 EOF_GW
   if ! out=$("$BIRD" -p -c "$TMP/gw$g-bird.conf" 2>&1); then
@@ -336,6 +352,11 @@ EOF_Z
     echo " address-family ipv4 unicast"
     echo "  maximum-paths 8"
     echo " exit-address-family"
+    echo " address-family ipv6 unicast"
+    echo "  neighbor GW activate"
+    echo "  neighbor GW route-map none out"
+    echo "  maximum-paths 8"
+    echo " exit-address-family"
     echo "route-map none deny 10"
   } >"$TMP/frr/bgpd.conf"
   frr_up "${P}rt" "$TMP/frr" 10.0.0.2
@@ -361,11 +382,13 @@ else
     echo "protocol device { scan time 10; }"
     echo 'protocol bfd { interface "br0" { interval 200 ms; multiplier 5; }; }'
     echo "protocol kernel { merge paths on; ipv4 { import none; export all; }; }"
+    echo "protocol kernel { merge paths on; ipv6 { import none; export all; }; }"
     echo "template bgp gws {"
     echo "  local 10.0.0.2 as 64513; bfd on;"
     echo "  hold time 3; keepalive time 1;"
     echo "  connect delay time 1; connect retry time 2; error wait time 1, 5;"
     echo "  ipv4 { import all; export none; };"
+    echo "  ipv6 { import all; export none; };"
     echo "}"
     for g in "${GWS[@]}"; do echo "protocol bgp gw$g from gws { neighbor 10.0.0.1$g as 64512; }"; done
   } >"$TMP/rt-bird.conf"
@@ -384,10 +407,16 @@ else
 fi
 note "router daemon: $ROUTER; gateways: gw1 ${GW_DAEMON[1]}, gw2 ${GW_DAEMON[2]}, gw3 ${GW_DAEMON[3]}"
 
-# Next hops (gateway numbers, sorted, space-separated) of VIP in the router's kernel table.
+# Next hops (gateway numbers, sorted, space-separated) of VIP (IPv4 or IPv6) in the
+# router's kernel table, routes of its daemon only.
 rt_nh() {
-  ip -n "${P}rt" -4 route show "$1/32" proto "$RT_PROTO" 2>/dev/null |
-    grep -oE 'via 10\.0\.0\.1[0-9]' | sed 's/.*10\.0\.0\.1//' | sort -u | tr '\n' ' ' | sed 's/ $//'
+  if [[ $1 == *:* ]]; then
+    ip -n "${P}rt" -6 route show "$1/128" proto "$RT_PROTO" 2>/dev/null |
+      grep -oE 'via fd00:10::1[0-9]' | sed 's/.*fd00:10::1//' | sort -u | tr '\n' ' ' | sed 's/ $//'
+  else
+    ip -n "${P}rt" -4 route show "$1/32" proto "$RT_PROTO" 2>/dev/null |
+      grep -oE 'via 10\.0\.0\.1[0-9]' | sed 's/.*10\.0\.0\.1//' | sort -u | tr '\n' ' ' | sed 's/ $//'
+  fi
 }
 # Polls every 50 ms until rt_nh VIP equals WANT; prints ms since T0, or "timeout".
 # NH_STATES: every next-hop set seen on the way, with its time ("1 2 3@0ms -> 1 3@380ms").
@@ -619,15 +648,21 @@ fi
 # ---- full NAT: what drain and kill -9 of a gateway break ------------------------------------
 for g in "${GWS[@]}"; do stop_pid "${GW_PID[$g]}"; GW_PID[$g]=; done
 FWD=fnat
-# IPv6 (fnat6-drain-clean): db6 fd00:96::100 over the pods' IPv6 addresses, by the router's
-# static ECMP route (BGP here carries IPv4 only).
+# IPv6 (v6-vip-announced, fnat6-drain-clean): db6 fd00:96::100 over the pods' IPv6
+# addresses, announced by the gateways like the IPv4 VIPs.
 if [ "$LAB_IPV6" != 1 ]; then
+  skip v6-vip-announced "VIPD_ECMP_IPV6=0: the lab has no IPv6"
   skip fnat6-drain-clean "VIPD_ECMP_IPV6=0: the lab has no IPv6"
 elif ! why=$(kernel_v6_manifests); then
+  skip v6-vip-announced "$why"
   skip fnat6-drain-clean "$why"
 else
   V6=1
 fi
+# The gateways whose daemon exports IPv6 routes of table 100: BIRD's (FRR 8.4's zebra
+# imports IPv4 routes of another table only).
+V6_GWS=$(for g in "${GWS[@]}"; do [ "${GW_DAEMON[$g]}" = bird ] && echo "$g"; done | paste -sd' ')
+V6_GWS_DRAINED=$(tr ' ' '\n' <<<"$V6_GWS" | grep -vx 1 | paste -sd' ')
 # The kill -9 below leaves the keep-alive client stuck on each of gw2's connections (their
 # packets are handed over and held nowhere: no RST) for KA_TIMEOUT in turn; the others must
 # not idle out of the gateways' tables meanwhile (--tcp-timeout 5 would).
@@ -637,6 +672,19 @@ bad=
 for g in "${GWS[@]}"; do wait_gw "$g" || bad="$bad gw$g"; done
 ms=$(wait_nh 10.96.0.100 "1 2 3" "$(now_ms)" 20000)
 note "full NAT: gateways restarted (failed:${bad:- none}); 3 next hops after $ms ms"
+
+# ---- IPv6 VIP learnt by BGP ---------------------------------------------------------------
+if [ "$V6" = 1 ]; then
+  ms=$(wait_nh fd00:96::100 "$V6_GWS" "$(now_ms)" 10000)
+  k=$(ip -n "${P}rt" -6 route show fd00:96::100/128 | tr -s ' \n\t' ' ')
+  e=$(ip -n "${P}rt" -6 route show fd00:96::101/128)
+  note "router: fd00:96::100/128 '$k' ($ms ms after the IPv4 VIP's 3 next hops); gateways exporting IPv6: $V6_GWS"
+  if [ "$ms" != timeout ] && [ -z "$e" ]; then
+    pass v6-vip-announced
+  else
+    fail v6-vip-announced "want fd00:96::100/128 proto $RT_PROTO via fd00:10::1N for N in '$V6_GWS' ($ms; have '$k'; states $(cat "$TMP/nh_states")) and no fd00:96::101 ('$e')"
+  fi
+fi
 
 # ---- full NAT: drain gw1, its flows handed over by gw2/gw3 -----------------------------------
 handover() {   # gateway, field (sent, matched, not_held, rate_limited): summed over its workers
@@ -670,31 +718,31 @@ gwctl 1 undrain >/dev/null 2>&1
 ms=$(wait_nh 10.96.0.100 "1 2 3" "$(now_ms)" 5000)
 note "undrain gw1: back at the router after $ms ms"
 
-# ---- full NAT over IPv6: the router's route loses gw1, its flows handed over -----------------
-rt6() {   # the router's route to db6 over gateways N...
-  ip -n "${P}rt" -6 route replace fd00:96::100/128 $(for g in "$@"; do echo "nexthop via fd00:10::1$g dev br0"; done)
-}
+# ---- full NAT over IPv6: drain gw1, its flows handed over -----------------------------------
 if [ "$V6" = 1 ]; then
-  rt6 1 2 3 || note "could not add the router's IPv6 route"
   sent0=$(( $(handover 2 sent) + $(handover 3 sent) )) matched0=$(handover 1 matched)
   nh0=$(( $(handover 2 not_held) + $(handover 3 not_held) ))
   start_load fdrain6 24 2 "[fd00:96::100]:8080"
   sleep 1
   on1=$(active_conns 1)
-  rt6 2 3; rc=$?
+  t0=$(now_ms)
+  out=$(gwctl 1 drain 2>&1); rc=$?
+  ms=$(wait_nh fd00:96::100 "$V6_GWS_DRAINED" "$t0" 5000)
   sleep 2
   stop_load fdrain6
-  rt6 1 2 3
+  gwctl 1 undrain >/dev/null 2>&1
   sent=$(( $(handover 2 sent) + $(handover 3 sent) - sent0 ))
   matched=$(( $(handover 1 matched) - matched0 ))
   nh=$(( $(handover 2 not_held) + $(handover 3 not_held) - nh0 ))
-  note "full NAT, IPv6: gw1's next hop removed at the router (gw1 then carried $on1 active connections, both families); hand-over: gw2+gw3 sent $sent, gw1 matched $matched, gw2+gw3 not held $nh; keep-alive $KA"
-  if [ "$rc" = 0 ] && [ "$(jf "$KA" broken_conns)" = 0 ] && [ "$(jf "$KA" failed)" = 0 ] &&
+  note "full NAT, IPv6, drain gw1 (it carried $on1 active connections, both families): fd00:96::100 withdrawn at the router after $ms ms; hand-over: gw2+gw3 sent $sent, gw1 matched $matched, gw2+gw3 not held $nh; keep-alive $KA"
+  if [ "$rc" = 0 ] && [ "$ms" != timeout ] && [ "$(jf "$KA" broken_conns)" = 0 ] && [ "$(jf "$KA" failed)" = 0 ] &&
      [ "$(jf "$KA" conns)" = 24 ] && [ "$sent" -gt 0 ] && [ "$matched" -gt 0 ]; then
     pass fnat6-drain-clean
   else
-    fail fnat6-drain-clean "want the route changed (rc $rc), nothing broken or failed and hand-over used (sent $sent, matched $matched): keep-alive $KA"
+    fail fnat6-drain-clean "want drain rc 0 ($rc: $(tr '\n' ' ' <<<"$out")), gw1 off the router's IPv6 route ($ms; states $(cat "$TMP/nh_states")), nothing broken or failed and hand-over used (sent $sent, matched $matched): keep-alive $KA"
   fi
+  ms=$(wait_nh 10.96.0.100 "1 2 3" "$(now_ms)" 5000)
+  note "undrain gw1: back at the router after $ms ms"
 fi
 KA_TIMEOUT=0.6   # gw2 carries 7-13: at most ~8 s stuck in all, under the pods' 10 s idle limit
 start_load fnat 24 0.5

@@ -8,7 +8,7 @@
 namespace vipd::cp::host {
 namespace {
 
-VirtualService svc(Ipv4 vip, uint16_t port, std::vector<RealServer> b) {
+VirtualService svc(IpAddr vip, uint16_t port, std::vector<RealServer> b) {
   VirtualService s;
   s.key = ServiceKey{vip, port, Protocol::kTcp};
   s.backends = std::move(b);
@@ -23,8 +23,8 @@ TEST(AnnouncedVips, OnlyAddressesWithABackendTakingNewFlows) {
                  svc(c, 80, {{1, 80, 0, true}}),           // only a terminating (weight 0) one
                  svc(d, 80, {}), svc(d, 443, {{2, 443, 3, false}})})  // one of two ports served
     t.services[s.key] = s;
-  EXPECT_EQ(announced_vips(t, true, false), (std::set<Ipv4>{a, d}));
-  EXPECT_EQ(announced_vips(t, false, false), (std::set<Ipv4>{a, b, c, d}));
+  EXPECT_EQ(announced_vips(t, true, false), (std::set<IpAddr>{a, d}));
+  EXPECT_EQ(announced_vips(t, false, false), (std::set<IpAddr>{a, b, c, d}));
   EXPECT_TRUE(announced_vips(ServiceTable{}, true, false).empty());
 }
 
@@ -34,7 +34,31 @@ TEST(AnnouncedVips, NothingWhileDraining) {
   for (auto s : {svc(a, 80, {{1, 80, 1, false}}), svc(b, 80, {})}) t.services[s.key] = s;
   EXPECT_TRUE(announced_vips(t, true, true).empty());
   EXPECT_TRUE(announced_vips(t, false, true).empty());
-  EXPECT_EQ(announced_vips(t, false, false), (std::set<Ipv4>{a, b}));
+  EXPECT_EQ(announced_vips(t, false, false), (std::set<IpAddr>{a, b}));
+}
+
+IpAddr v6(const char* s) { return *IpAddr::parse(s); }
+
+TEST(AnnouncedVips, Ipv6UnderTheSameRules) {
+  ServiceTable t;
+  const IpAddr a = 0x0a600001, a6 = v6("fd00:96::100"), b6 = v6("fd00:96::101"), c6 = v6("fd00:96::102");
+  const IpAddr pod6 = v6("fd00:244::5");
+  for (auto s : {svc(a, 80, {{1, 80, 1, false}}),
+                 svc(a6, 8080, {{pod6, 8080, 1, false}}),   // ready
+                 svc(b6, 8080, {}),                         // no endpoints
+                 svc(c6, 8080, {{pod6, 8080, 0, true}})})   // only a terminating one
+    t.services[s.key] = s;
+  EXPECT_EQ(announced_vips(t, true, false), (std::set<IpAddr>{a, a6}));
+  EXPECT_EQ(announced_vips(t, false, false), (std::set<IpAddr>{a, a6, b6, c6}));
+  EXPECT_TRUE(announced_vips(t, false, true).empty());
+  // IPv6 not enabled on the interface: IPv4 only.
+  EXPECT_EQ(announced_vips(t, false, false, false), (std::set<IpAddr>{a}));
+}
+
+TEST(EnableIpv6Routes, MissingInterfaceIsAnError) {
+  std::string err;
+  EXPECT_FALSE(enable_ipv6_routes("vipd-none-xx", &err));
+  EXPECT_NE(err.find("/proc/sys/net/ipv6/conf/vipd-none-xx/"), std::string::npos) << err;
 }
 
 class FakeBackend : public Backend {
@@ -90,6 +114,31 @@ TEST(AnnouncingBackend, DrainingKeepsRoutesWithdrawnUntilCancelled) {
   err.clear();
   EXPECT_TRUE(be.withdraw_all(&err)) << err;
   EXPECT_TRUE(be.apply(t, TableDiff{}, false, &err)) << err;
+}
+
+TEST(AnnouncingBackend, Ipv6VipsAreAnnouncedAndDrainedAlike) {
+  FakeBackend inner;
+  RouteAnnouncer ann("vipd-none-xx", 100);  // missing: a success made no netlink call
+  ServiceTable t;
+  const IpAddr a6 = v6("fd00:96::100");
+  t.services[ServiceKey{a6, 8080, Protocol::kTcp}] = svc(a6, 8080, {{v6("fd00:244::5"), 8080, 1, false}});
+  std::string err;
+  {
+    // Without IPv6 on the interface an IPv6-only table has nothing to announce.
+    AnnouncingBackend be(inner, ann, true, false);
+    EXPECT_TRUE(be.apply(t, TableDiff{}, true, &err)) << err;
+    EXPECT_EQ(be.announced_count(), 0u);
+  }
+  AnnouncingBackend be(inner, ann, true);
+  // The IPv6 VIP is attempted as a /128 route (the missing interface fails it).
+  EXPECT_FALSE(be.apply(t, TableDiff{}, true, &err));
+  EXPECT_NE(err.find("fd00:96::100/128 table 100 dev vipd-none-xx"), std::string::npos) << err;
+  // Draining: applied without an attempt; cancelled: attempted again.
+  err.clear();
+  EXPECT_TRUE(be.set_draining(true, &err)) << err;
+  EXPECT_TRUE(be.apply(t, TableDiff{}, true, &err)) << err;
+  EXPECT_FALSE(be.set_draining(false, &err));
+  EXPECT_NE(err.find("fd00:96::100/128"), std::string::npos) << err;
 }
 
 }  // namespace
