@@ -184,7 +184,7 @@ bool Publisher::upsert(const cp::VirtualService& vs_in, Deferred& d, std::string
     free_ids_.pop_back();
     vip_ref(vs.key.vip, +1, d);
   }
-  std::map<std::pair<cp::IpAddr, uint16_t>, uint32_t> slots;
+  SlotMap slots;
   Service6Ext* ext = nullptr;
   uint8_t(*dest_ip)[16] = nullptr;
   if (is6) {
@@ -227,7 +227,8 @@ bool Publisher::upsert(const cp::VirtualService& vs_in, Deferred& d, std::string
     if (is6) std::memcpy(dest_ip[i], b.ip.v6_bytes().data(), 16);
     dr.ip = is6 ? fold6(b.ip.v6_bytes().data()) : b.ip.v4();
     dr.port = b.port;
-    dr.rss = rss_dest_bits(sh_.rss, dr.ip, dr.port);
+    // Steering off (mask 0): the bits would be 0 whatever the hash; skip its 12 lookups.
+    dr.rss = sh_.rss.mask ? rss_dest_bits(sh_.rss, dr.ip, dr.port) : 0;
     dr.weight = b.weight;
     dr.slot = slot;
     dr.gen = sh_.dest_slots[slot].gen.load(std::memory_order_relaxed);

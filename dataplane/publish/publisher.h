@@ -44,10 +44,19 @@ class Publisher {
   size_t services() const { return recs_.size(); }
 
  private:
+  // A destination's slot by (ip, port), ordered by an inline comparator
+  // (std::pair's operator< goes through an out-of-line three-way comparison).
+  struct DestLess {
+    bool operator()(const std::pair<cp::IpAddr, uint16_t>& a, const std::pair<cp::IpAddr, uint16_t>& b) const {
+      if (!(a.first == b.first)) return a.first < b.first;
+      return a.second < b.second;
+    }
+  };
+  using SlotMap = std::map<std::pair<cp::IpAddr, uint16_t>, uint32_t, DestLess>;
   struct Rec {
     Service* obj = nullptr;
     uint32_t id = 0;
-    std::map<std::pair<cp::IpAddr, uint16_t>, uint32_t> slots;
+    SlotMap slots;
     cp::VirtualService spec;
   };
   struct Deferred {

@@ -4,8 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <set>
+#include <tuple>
 #include <unordered_set>
+#include <vector>
 
 namespace vipd::cp {
 namespace {
@@ -104,6 +107,30 @@ TEST(IpAddr, OrderEveryIpv4BeforeEveryIpv6) {
   std::vector<std::string> order;
   for (const auto& a : s) order.push_back(a.to_string());
   EXPECT_EQ(order, (std::vector<std::string>{"0.0.0.0", "10.0.0.1", "::", "fd00::1"}));
+}
+
+// The hand-written comparison (word compares) gives the order of the plain
+// member-wise one: family, then the IPv4 value, then the IPv6 bytes
+// lexicographically, on addresses that differ in each byte of either half,
+// with the byte's high bit set or not (a signed or little-endian word compare
+// would get these wrong).
+TEST(IpAddr, OrderMatchesMemberwiseOrder) {
+  std::vector<IpAddr> v = {IpAddr(0u), IpAddr(1u), IpAddr(0x7fffffffu), IpAddr(0x80000000u), IpAddr(0xffffffffu)};
+  for (unsigned i = 0; i < 16; ++i)
+    for (uint8_t b : {uint8_t{0x01}, uint8_t{0x7f}, uint8_t{0x80}, uint8_t{0xff}}) {
+      std::array<uint8_t, 16> a{};
+      a[i] = b;
+      v.push_back(IpAddr::v6(a));
+      a[15 - i] ^= 0x40;
+      v.push_back(IpAddr::v6(a));
+    }
+  v.push_back(IpAddr::v6(std::array<uint8_t, 16>{}));
+  auto ref = [](const IpAddr& x) { return std::tuple(x.family(), x.v4(), x.v6_bytes()); };
+  for (const IpAddr& x : v)
+    for (const IpAddr& y : v) {
+      EXPECT_EQ(x <=> y, ref(x) <=> ref(y)) << x << " vs " << y;
+      EXPECT_EQ(x == y, ref(x) == ref(y)) << x << " vs " << y;
+    }
 }
 
 TEST(IpAddr, Hash) {
