@@ -75,6 +75,7 @@ bool ConnTable::init(const std::string& name, uint32_t capacity, int socket, std
     local_addrs_[i] = local_addrs[i];
   }
   n_local_ = n_local;
+  for (uint32_t i = 0; i < n_local; ++i) local_first_[i] = static_cast<uint8_t>(local_index(local_addrs[i]));
   const uint32_t nb = buckets_for(n_local ? capacity : uint64_t{capacity} * 2);
   buckets_ = static_cast<Bucket*>(rte_zmalloc_socket(("conn_buckets_" + name).c_str(), sizeof(Bucket) * size_t{nb},
                                                      alignof(Bucket), socket));
@@ -270,18 +271,20 @@ bool ConnTable::make_room(uint32_t b1, uint32_t b2, uint32_t* bucket, uint32_t* 
   return false;
 }
 
-bool ConnTable::add_key(uint32_t sig, uint32_t pos) noexcept {
+// The first free slot of the first bucket, else of the other (a free slot's
+// tag is 0, and no key's), else one make_room frees.
+inline __attribute__((always_inline)) bool ConnTable::add_key(uint32_t sig, uint32_t pos) noexcept {
   const uint16_t tag = tag_of(sig);
   const uint32_t b1 = first_bucket(sig), b2 = other_bucket(b1, tag);
-  uint32_t b = b1, s = 0;
-  for (s = 0; s < kBucketSlots && buckets_[b1].pos1[s]; ++s) {
+  const uint32_t free_slots = tag_hits(buckets_[b1], buckets_[b2], 0);
+  uint32_t b, s;
+  if (free_slots) [[likely]] {
+    const uint32_t f = static_cast<uint32_t>(std::countr_zero(free_slots));
+    b = f < kBucketSlots ? b1 : b2;
+    s = f & (kBucketSlots - 1);
+  } else if (!make_room(b1, b2, &b, &s)) {
+    return false;
   }
-  if (s == kBucketSlots) {
-    b = b2;
-    for (s = 0; s < kBucketSlots && buckets_[b2].pos1[s]; ++s) {
-    }
-  }
-  if (s == kBucketSlots && !make_room(b1, b2, &b, &s)) return false;
   buckets_[b].tag[s] = tag;
   buckets_[b].pos1[s] = pos + 1;
   return true;
@@ -300,6 +303,18 @@ void ConnTable::del_key(uint32_t sig, uint32_t pos) noexcept {
       }
     }
   }
+}
+
+inline __attribute__((always_inline)) Conn* ConnTable::fill_free(const FlowKey& fwd, uint32_t laddr, uint16_t lport,
+                                                                 uint32_t daddr, uint16_t dport) noexcept {
+  Conn* c = at(free_[n_free_ - 1]);
+  *c = Conn{};
+  std::memcpy(c, &fwd, 13);
+  c->laddr = laddr;
+  c->lport = lport;
+  c->daddr = daddr;
+  c->dport = dport;
+  return c;
 }
 
 Conn* ConnTable::insert(const FlowKey& fwd, const FlowKey& rev) noexcept {
@@ -321,14 +336,8 @@ Conn* ConnTable::insert(const FlowKey& fwd, uint32_t fwd_sig, const FlowKey& rev
   // the same backend through two VIPs has the same reply key; in full NAT, a
   // local port held by another connection).
   if ((!fwd_absent && find(fwd, hf) >= 0) || (port ? *port != 0 : find(rev, hr) >= 0)) return nullptr;
+  Conn* c = fill_free(fwd, rev.dst, rev.dport, rev.src, rev.sport);
   const uint32_t idx = free_[n_free_ - 1];
-  Conn* c = at(idx);
-  *c = Conn{};
-  std::memcpy(c, &fwd, 13);
-  c->laddr = rev.dst;
-  c->lport = rev.dport;
-  c->daddr = rev.src;
-  c->dport = rev.sport;
   if (!add_key(hf, idx << 1)) {
     last_full_ = true;
     return nullptr;
@@ -341,8 +350,33 @@ Conn* ConnTable::insert(const FlowKey& fwd, uint32_t fwd_sig, const FlowKey& rev
     return nullptr;
   }
   --n_free_;
-  log_change(hf);
-  log_change(hr);
+  log_changes(hf, hr);
+  ++used_;
+  c->in_use = kSlotConn;
+  return c;
+}
+
+Conn* ConnTable::insert_local(const FlowKey& fwd, uint32_t fwd_sig, uint32_t li, uint32_t laddr, uint16_t lport,
+                              uint32_t daddr, uint16_t dport, bool fwd_absent) noexcept {
+  if (li >= n_local_) [[unlikely]]
+    return insert(fwd, fwd_sig, make_key(daddr, dport, laddr, lport, fwd.proto), fwd_absent);
+  last_full_ = true;
+  if (n_free_ == 0) return nullptr;
+  last_full_ = false;
+  // As in insert: a client's key to a local address is refused, and so is a
+  // port another connection holds.
+  uint32_t* port = port_entry(local_first_[li], lport);
+  if (local_index(fwd.dst) >= 0 || *port != 0 || (!fwd_absent && find(fwd, fwd_sig) >= 0)) return nullptr;
+  const uint32_t hr = conn_hash(make_key(daddr, dport, laddr, lport, fwd.proto));
+  Conn* c = fill_free(fwd, laddr, lport, daddr, dport);
+  const uint32_t idx = free_[n_free_ - 1];
+  if (!add_key(fwd_sig, idx << 1)) {
+    last_full_ = true;
+    return nullptr;
+  }
+  *port = idx + 1;
+  --n_free_;
+  log_changes(fwd_sig, hr);
   ++used_;
   c->in_use = kSlotConn;
   return c;

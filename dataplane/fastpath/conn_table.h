@@ -212,6 +212,13 @@ class ConnTable {
   // Same with fwd's precomputed hash; fwd_absent: the caller has just looked
   // fwd up and not found it (saves the table's own check).
   Conn* insert(const FlowKey& fwd, uint32_t fwd_sig, const FlowKey& rev, bool fwd_absent) noexcept;
+  // Full NAT: the same as insert(fwd, fwd_sig, rev, fwd_absent) with the
+  // reply key rev = daddr:dport -> laddr:lport (proto of fwd), where laddr
+  // is local_addrs[li] of init (the fnat pool the port came from): its port
+  // index entry is found from li, without looking laddr up. Without a port
+  // index (li not below the n_local of init): insert itself.
+  Conn* insert_local(const FlowKey& fwd, uint32_t fwd_sig, uint32_t li, uint32_t laddr, uint16_t lport,
+                     uint32_t daddr, uint16_t dport, bool fwd_absent) noexcept;
 
   // Whether the last insert that returned nullptr did so for want of room
   // (capacity reached, or no free slot reachable for a key), not for a key
@@ -286,6 +293,21 @@ class ConnTable {
     if (n_log_ < kLogMax) log_[n_log_] = sig;
     if (n_log_ <= kLogMax) ++n_log_;
   }
+  // log_change(a), then log_change(b): one check of the list's room.
+  void log_changes(uint32_t a, uint32_t b) noexcept {
+    const uint32_t n = n_log_;
+    if (n + 2 > kLogMax) [[unlikely]] {
+      log_change(a);
+      log_change(b);
+      return;
+    }
+    const uint32_t ba = (a >> 7) & (kFilterBits - 1), bb = (b >> 7) & (kFilterBits - 1);
+    filter_[ba >> 6] |= uint64_t{1} << (ba & 63);
+    filter_[bb >> 6] |= uint64_t{1} << (bb & 63);
+    log_[n] = a;
+    log_[n + 1] = b;
+    n_log_ = n + 2;
+  }
 
   // A bucket: 8 keys' tags and entry positions (position + 1). An empty
   // slot has tag 0 and position 0, and no key's tag is 0.
@@ -304,6 +326,9 @@ class ConnTable {
   int32_t match_in(const Bucket& a, const Bucket& b, uint32_t hits, const FlowKey& k) const noexcept;
   // Adds a key that is not in the hash; false when no slot can be made.
   bool add_key(uint32_t sig, uint32_t pos) noexcept;
+  // The entry for a new connection (the top of the free stack, n_free_ > 0):
+  // zeroed, with the client key fwd and its reply's addresses and ports.
+  Conn* fill_free(const FlowKey& fwd, uint32_t laddr, uint16_t lport, uint32_t daddr, uint16_t dport) noexcept;
   bool make_room(uint32_t b1, uint32_t b2, uint32_t* bucket, uint32_t* slot) noexcept;
   // Deletes the key with this hash at `pos`, if there.
   void del_key(uint32_t sig, uint32_t pos) noexcept;
@@ -327,6 +352,7 @@ class ConnTable {
   uint32_t* port_index_ = nullptr;  // [n_local_ << 16]: entry position + 1, 0 = free
   uint32_t local_addrs_[kMaxLocal] = {};
   int8_t local_map_[kLocalMap];     // slot -> index in local_addrs_, -1 = empty
+  uint8_t local_first_[kMaxLocal] = {};  // i -> local_index(local_addrs[i] of init)
   uint32_t n_local_ = 0;
   uint32_t capacity_ = 0;  // connections
   uint32_t slots_ = 0;     // entries (= capacity_ once initialised)
