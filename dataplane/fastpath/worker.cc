@@ -529,8 +529,9 @@ inline bool fnat_local(Worker& w, uint8_t proto, const DestRef& d, uint32_t* lad
     }
     return fnat_local_rss(w, proto, d, laddr, lport, lidx);
   }
+  // From the cursor's address on, in turn (the cursor is at most n).
+  uint32_t i = w.fnat_cursor < n ? w.fnat_cursor : 0;
   for (uint32_t k = 0; k < n; ++k) {
-    const uint32_t i = (w.fnat_cursor + k) % n;
     FnatPool& fp = w.fnat[i];
     if (fp.top) {
       *lport = fp.ports[--fp.top];
@@ -539,6 +540,7 @@ inline bool fnat_local(Worker& w, uint8_t proto, const DestRef& d, uint32_t* lad
       w.fnat_cursor = i + 1;
       return true;
     }
+    if (++i == n) i = 0;
   }
   return false;
 }
