@@ -23,6 +23,18 @@ bool listed(const uint32_t* addrs, uint32_t n, uint32_t addr) {
   return false;
 }
 
+// conn_hash(make_key(src, sport, dst, dport, proto)) from the key's two
+// 8-byte words, built in registers (FlowKey's layout, zero padding).
+inline uint32_t conn_hash_of(uint32_t src, uint16_t sport, uint32_t dst, uint16_t dport, uint8_t proto) noexcept {
+  static_assert(std::endian::native == std::endian::little, "the words are built low field first");
+  static_assert(offsetof(FlowKey, dst) == 4 && offsetof(FlowKey, sport) == 8 && offsetof(FlowKey, dport) == 10 &&
+                    offsetof(FlowKey, proto) == 12,
+                "FlowKey's layout");
+  const uint64_t a = uint64_t{src} | (uint64_t{dst} << 32);
+  const uint64_t b = uint64_t{sport} | (uint64_t{dport} << 16) | (uint64_t{proto} << 32);
+  return rte_hash_crc_8byte(b, rte_hash_crc_8byte(a, kConnHashInit));
+}
+
 }  // namespace
 
 uint32_t ConnTable::buckets_for(uint64_t keys) noexcept {
@@ -367,7 +379,7 @@ Conn* ConnTable::insert_local(const FlowKey& fwd, uint32_t fwd_sig, uint32_t li,
   // port another connection holds.
   uint32_t* port = port_entry(local_first_[li], lport);
   if (local_index(fwd.dst) >= 0 || *port != 0 || (!fwd_absent && find(fwd, fwd_sig) >= 0)) return nullptr;
-  const uint32_t hr = conn_hash(make_key(daddr, dport, laddr, lport, fwd.proto));
+  const uint32_t hr = conn_hash_of(daddr, dport, laddr, lport, fwd.proto);
   Conn* c = fill_free(fwd, laddr, lport, daddr, dport);
   const uint32_t idx = free_[n_free_ - 1];
   if (!add_key(fwd_sig, idx << 1)) {
