@@ -23,18 +23,6 @@ bool listed(const uint32_t* addrs, uint32_t n, uint32_t addr) {
   return false;
 }
 
-// conn_hash(make_key(src, sport, dst, dport, proto)) from the key's two
-// 8-byte words, built in registers (FlowKey's layout, zero padding).
-inline uint32_t conn_hash_of(uint32_t src, uint16_t sport, uint32_t dst, uint16_t dport, uint8_t proto) noexcept {
-  static_assert(std::endian::native == std::endian::little, "the words are built low field first");
-  static_assert(offsetof(FlowKey, dst) == 4 && offsetof(FlowKey, sport) == 8 && offsetof(FlowKey, dport) == 10 &&
-                    offsetof(FlowKey, proto) == 12,
-                "FlowKey's layout");
-  const uint64_t a = uint64_t{src} | (uint64_t{dst} << 32);
-  const uint64_t b = uint64_t{sport} | (uint64_t{dport} << 16) | (uint64_t{proto} << 32);
-  return rte_hash_crc_8byte(b, rte_hash_crc_8byte(a, kConnHashInit));
-}
-
 }  // namespace
 
 uint32_t ConnTable::buckets_for(uint64_t keys) noexcept {
@@ -283,24 +271,6 @@ bool ConnTable::make_room(uint32_t b1, uint32_t b2, uint32_t* bucket, uint32_t* 
   return false;
 }
 
-// The first free slot of the first bucket, else of the other (a free slot's
-// tag is 0, and no key's), else one make_room frees.
-inline __attribute__((always_inline)) bool ConnTable::add_key(uint32_t sig, uint32_t pos) noexcept {
-  const uint16_t tag = tag_of(sig);
-  const uint32_t b1 = first_bucket(sig), b2 = other_bucket(b1, tag);
-  const uint32_t free_slots = tag_hits(buckets_[b1], buckets_[b2], 0);
-  uint32_t b, s;
-  if (free_slots) [[likely]] {
-    const uint32_t f = static_cast<uint32_t>(std::countr_zero(free_slots));
-    b = f < kBucketSlots ? b1 : b2;
-    s = f & (kBucketSlots - 1);
-  } else if (!make_room(b1, b2, &b, &s)) {
-    return false;
-  }
-  buckets_[b].tag[s] = tag;
-  buckets_[b].pos1[s] = pos + 1;
-  return true;
-}
 
 void ConnTable::del_key(uint32_t sig, uint32_t pos) noexcept {
   const uint32_t b1 = first_bucket(sig);
@@ -317,17 +287,6 @@ void ConnTable::del_key(uint32_t sig, uint32_t pos) noexcept {
   }
 }
 
-inline __attribute__((always_inline)) Conn* ConnTable::fill_free(const FlowKey& fwd, uint32_t laddr, uint16_t lport,
-                                                                 uint32_t daddr, uint16_t dport) noexcept {
-  Conn* c = at(free_[n_free_ - 1]);
-  *c = Conn{};
-  std::memcpy(c, &fwd, 13);
-  c->laddr = laddr;
-  c->lport = lport;
-  c->daddr = daddr;
-  c->dport = dport;
-  return c;
-}
 
 Conn* ConnTable::insert(const FlowKey& fwd, const FlowKey& rev) noexcept {
   return insert(fwd, conn_hash(fwd), rev, false);
@@ -368,31 +327,6 @@ Conn* ConnTable::insert(const FlowKey& fwd, uint32_t fwd_sig, const FlowKey& rev
   return c;
 }
 
-Conn* ConnTable::insert_local(const FlowKey& fwd, uint32_t fwd_sig, uint32_t li, uint32_t laddr, uint16_t lport,
-                              uint32_t daddr, uint16_t dport, bool fwd_absent) noexcept {
-  if (li >= n_local_) [[unlikely]]
-    return insert(fwd, fwd_sig, make_key(daddr, dport, laddr, lport, fwd.proto), fwd_absent);
-  last_full_ = true;
-  if (n_free_ == 0) return nullptr;
-  last_full_ = false;
-  // As in insert: a client's key to a local address is refused, and so is a
-  // port another connection holds.
-  uint32_t* port = port_entry(local_first_[li], lport);
-  if (local_index(fwd.dst) >= 0 || *port != 0 || (!fwd_absent && find(fwd, fwd_sig) >= 0)) return nullptr;
-  const uint32_t hr = conn_hash_of(daddr, dport, laddr, lport, fwd.proto);
-  Conn* c = fill_free(fwd, laddr, lport, daddr, dport);
-  const uint32_t idx = free_[n_free_ - 1];
-  if (!add_key(fwd_sig, idx << 1)) {
-    last_full_ = true;
-    return nullptr;
-  }
-  *port = idx + 1;
-  --n_free_;
-  log_changes(fwd_sig, hr);
-  ++used_;
-  c->in_use = kSlotConn;
-  return c;
-}
 
 void ConnTable::remove(Conn* c) noexcept {
   if (c->in_use != kSlotConn) return;
