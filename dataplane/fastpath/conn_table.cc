@@ -328,6 +328,18 @@ Conn* ConnTable::insert(const FlowKey& fwd, uint32_t fwd_sig, const FlowKey& rev
 }
 
 
+bool ConnTable::has_client_key(uint32_t caddr, uint16_t cport, uint32_t vaddr, uint16_t vport, uint8_t proto,
+                               uint32_t sig) const noexcept {
+  return find(make_key(caddr, cport, vaddr, vport, proto), sig) >= 0;
+}
+
+Conn* ConnTable::insert_keys(uint32_t caddr, uint16_t cport, uint32_t vaddr, uint16_t vport, uint8_t proto,
+                             uint32_t fwd_sig, uint32_t laddr, uint16_t lport, uint32_t daddr, uint16_t dport,
+                             bool fwd_absent) noexcept {
+  return insert(make_key(caddr, cport, vaddr, vport, proto), fwd_sig, make_key(daddr, dport, laddr, lport, proto),
+                fwd_absent);
+}
+
 void ConnTable::remove(Conn* c) noexcept {
   if (c->in_use != kSlotConn) return;
   const FlowKey fwd = make_key(c->caddr, c->cport, c->vaddr, c->vport, c->proto);

@@ -219,12 +219,15 @@ class ConnTable {
   // fwd up and not found it (saves the table's own check).
   Conn* insert(const FlowKey& fwd, uint32_t fwd_sig, const FlowKey& rev, bool fwd_absent) noexcept;
   // Full NAT: the same as insert(fwd, fwd_sig, rev, fwd_absent) with the
-  // reply key rev = daddr:dport -> laddr:lport (proto of fwd), where laddr
-  // is local_addrs[li] of init (the fnat pool the port came from): its port
-  // index entry is found from li, without looking laddr up. Without a port
-  // index (li not below the n_local of init): insert itself.
-  Conn* insert_local(const FlowKey& fwd, uint32_t fwd_sig, uint32_t li, uint32_t laddr, uint16_t lport,
-                     uint32_t daddr, uint16_t dport, bool fwd_absent) noexcept;
+  // client key fwd = caddr:cport -> vaddr:vport (proto) and the reply key
+  // rev = daddr:dport -> laddr:lport (proto), where laddr is local_addrs[li]
+  // of init (the fnat pool the port came from): its port index entry is
+  // found from li, without looking laddr up, and neither key is built in
+  // memory. Without a port index (li not below the n_local of init): insert
+  // itself.
+  Conn* insert_local(uint32_t caddr, uint16_t cport, uint32_t vaddr, uint16_t vport, uint8_t proto, uint32_t fwd_sig,
+                     uint32_t li, uint32_t laddr, uint16_t lport, uint32_t daddr, uint16_t dport,
+                     bool fwd_absent) noexcept;
 
   // Whether the last insert that returned nullptr did so for want of room
   // (capacity reached, or no free slot reachable for a key), not for a key
@@ -340,6 +343,13 @@ class ConnTable {
   // The entry for a new connection (the top of the free stack, n_free_ > 0):
   // zeroed, with the client key fwd and its reply's addresses and ports.
   Conn* fill_free(const FlowKey& fwd, uint32_t laddr, uint16_t lport, uint32_t daddr, uint16_t dport) noexcept;
+  // insert_local's rare ways, out of line (they build the keys): whether
+  // the client key is in the hash; insert with both keys.
+  [[gnu::noinline]] bool has_client_key(uint32_t caddr, uint16_t cport, uint32_t vaddr, uint16_t vport, uint8_t proto,
+                                        uint32_t sig) const noexcept;
+  [[gnu::noinline]] Conn* insert_keys(uint32_t caddr, uint16_t cport, uint32_t vaddr, uint16_t vport, uint8_t proto,
+                                      uint32_t fwd_sig, uint32_t laddr, uint16_t lport, uint32_t daddr, uint16_t dport,
+                                      bool fwd_absent) noexcept;
   bool make_room(uint32_t b1, uint32_t b2, uint32_t* bucket, uint32_t* slot) noexcept;
   // Deletes the key with this hash at `pos`, if there.
   void del_key(uint32_t sig, uint32_t pos) noexcept;
@@ -434,20 +444,34 @@ inline uint32_t ConnTable::free_slots(const Bucket& a, const Bucket& b) noexcept
   return c;
 }
 
-[[gnu::always_inline]] inline Conn* ConnTable::insert_local(const FlowKey& fwd, uint32_t fwd_sig, uint32_t li, uint32_t laddr, uint16_t lport,
+[[gnu::always_inline]] inline Conn* ConnTable::insert_local(uint32_t caddr, uint16_t cport, uint32_t vaddr,
+                                                            uint16_t vport, uint8_t proto, uint32_t fwd_sig,
+                                                            uint32_t li, uint32_t laddr, uint16_t lport,
                                                             uint32_t daddr, uint16_t dport, bool fwd_absent) noexcept {
   if (li >= n_local_) [[unlikely]]
-    return insert(fwd, fwd_sig, make_key(daddr, dport, laddr, lport, fwd.proto), fwd_absent);
+    return insert_keys(caddr, cport, vaddr, vport, proto, fwd_sig, laddr, lport, daddr, dport, fwd_absent);
   last_full_ = true;
   if (n_free_ == 0) return nullptr;
   last_full_ = false;
   // As in insert: a client's key to a local address is refused, and so is a
   // port another connection holds.
   uint32_t* port = port_entry(local_first_[li], lport);
-  if (local_index(fwd.dst) >= 0 || *port != 0 || (!fwd_absent && find(fwd, fwd_sig) >= 0)) return nullptr;
-  const uint32_t hr = conn_hash_of(daddr, dport, laddr, lport, fwd.proto);
-  Conn* c = fill_free(fwd, laddr, lport, daddr, dport);
+  if (local_index(vaddr) >= 0 || *port != 0 ||
+      (!fwd_absent && has_client_key(caddr, cport, vaddr, vport, proto, fwd_sig)))
+    return nullptr;
+  const uint32_t hr = conn_hash_of(daddr, dport, laddr, lport, proto);
   const uint32_t idx = free_[n_free_ - 1];
+  Conn* c = at(idx);
+  *c = Conn{};
+  c->caddr = caddr;
+  c->vaddr = vaddr;
+  c->cport = cport;
+  c->vport = vport;
+  c->proto = proto;
+  c->laddr = laddr;
+  c->lport = lport;
+  c->daddr = daddr;
+  c->dport = dport;
   if (!add_key(fwd_sig, idx << 1)) {
     last_full_ = true;
     return nullptr;

@@ -598,10 +598,11 @@ void new_flow(Worker& w, rte_mbuf* m, const Parsed& p, const Service& svc, uint3
     }
   }
   // Full NAT: the reply's port index entry from the pool's address index.
-  const FlowKey fwd = make_key(p.src, p.sport, p.dst, p.dport, p.proto);
   Conn* c = sh.forward == Forward::kFnat
-                ? w.conns.insert_local(fwd, sig, lidx, laddr, lport, d.ip, d.port, fwd_absent)
-                : w.conns.insert(fwd, sig, make_key(d.ip, d.port, laddr, lport, p.proto), fwd_absent);
+                ? w.conns.insert_local(p.src, p.sport, p.dst, p.dport, p.proto, sig, lidx, laddr, lport, d.ip,
+                                       d.port, fwd_absent)
+                : w.conns.insert(make_key(p.src, p.sport, p.dst, p.dport, p.proto), sig,
+                                 make_key(d.ip, d.port, laddr, lport, p.proto), fwd_absent);
   if (!c) {
     if (sh.forward == Forward::kFnat) fnat_put(sh.rss, w.fnat[lidx], lport);
     w.proxy.release(proxy);
