@@ -527,7 +527,15 @@ inline bool fnat_local(Worker& w, uint8_t proto, const DestRef& d, uint32_t* lad
       w.fnat_cursor = i + 1;
       return true;
     }
-    return fnat_local_rss(w, proto, d, laddr, lport, lidx);
+    // (Through locals of its own: the caller's stay in registers.)
+    uint32_t la;
+    uint16_t lp;
+    uint8_t li;
+    if (!fnat_local_rss(w, proto, d, &la, &lp, &li)) return false;
+    *laddr = la;
+    *lport = lp;
+    *lidx = li;
+    return true;
   }
   // From the cursor's address on, in turn (the cursor is at most n).
   uint32_t i = w.fnat_cursor < n ? w.fnat_cursor : 0;
