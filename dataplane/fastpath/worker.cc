@@ -570,13 +570,15 @@ void new_flow(Worker& w, rte_mbuf* m, const Parsed& p, const Service& svc, uint3
   if (svc.n_ranges && !source_allowed(svc, p.src)) return drop(w, m, kSourceNotAllowed);
   int32_t idx = -1;
   Template* tmpl = nullptr;
-  TemplateKey tkey{p.dst, p.src, p.dport, p.proto, 0};
-  if (svc.persistence_s && svc.n_dests) idx = from_template(w, svc, tkey, &tmpl);
-  const SchedCtx ctx{w.dest_counters, p.src, p.dst};
-  if (idx < 0) idx = svc.n_weighted ? sched_pick(svc, w.sched[svc.id], ctx) : -1;
+  // (The persistence template's key: a temporary where it is passed, built
+  // only for a service with persistence.)
+  if (svc.persistence_s && svc.n_dests) idx = from_template(w, svc, TemplateKey{p.dst, p.src, p.dport, p.proto, 0}, &tmpl);
+  // The scheduler's context: a temporary where it is passed, so that it is
+  // built only on the ways that read it (rr inline does not).
+  if (idx < 0) idx = svc.n_weighted ? sched_pick(svc, w.sched[svc.id], SchedCtx{w.dest_counters, p.src, p.dst}) : -1;
   // Outlier ejection: one load of the pick's shared slot line when it is on.
   if (idx >= 0 && sh.eject.k && sh.dest_slots[svc.dests[idx].slot].eject.ejected(w.now)) [[unlikely]]
-    idx = skip_ejected(w, svc, ctx, idx);
+    idx = skip_ejected(w, svc, SchedCtx{w.dest_counters, p.src, p.dst}, idx);
   if (idx < 0) {
     if (svc.drop_when_empty) return drop(w, m, kNoEndpointsDrop);
     // Only a SYN is refused: a mid-flow packet (mh picks flows up) of a
@@ -624,7 +626,7 @@ void new_flow(Worker& w, rte_mbuf* m, const Parsed& p, const Service& svc, uint3
              : syn              ? ConnState::kSynRecv
                                 : tcp_next_state(ConnState::kNone, p.tcp_flags, true);
   c->expires = w.now + timeout_for(sh, c->state);
-  count_new_conn(w, *c, svc, d, tmpl, tkey, p.ip_total_len);
+  count_new_conn(w, *c, svc, d, tmpl, TemplateKey{p.dst, p.src, p.dport, p.proto, 0}, p.ip_total_len);
   rewrite_l3l4(rte_pktmbuf_mtod(m, uint8_t*), p, laddr, lport, d.ip, d.port);
   // Re-steering: the SYN is kept until the backend answers it.
   if (sh.resteer_attempts && syn && p.proto == kProtoTcp && svc.n_weighted > 1) [[unlikely]]
