@@ -295,7 +295,7 @@ class ConnTable {
 
  private:
   static constexpr uint32_t kLogMax = 256;  // 4 per packet of a 64-packet rx (kRxBurst)
-  static constexpr uint32_t kFilterBits = 1024;
+  static constexpr uint32_t kFilterBits = 4096;
   void log_change(uint32_t sig) noexcept {
     const uint32_t b = (sig >> 7) & (kFilterBits - 1);
     filter_[b >> 6] |= uint64_t{1} << (b & 63);
