@@ -75,6 +75,7 @@ bool ConnTable::init(const std::string& name, uint32_t capacity, int socket, std
     local_addrs_[i] = local_addrs[i];
   }
   n_local_ = n_local;
+  for (uint32_t i = 0; i < n_local; ++i) local_first_[i] = static_cast<uint8_t>(local_index(local_addrs[i]));
   const uint32_t nb = buckets_for(n_local ? capacity : uint64_t{capacity} * 2);
   buckets_ = static_cast<Bucket*>(rte_zmalloc_socket(("conn_buckets_" + name).c_str(), sizeof(Bucket) * size_t{nb},
                                                      alignof(Bucket), socket));
@@ -270,22 +271,6 @@ bool ConnTable::make_room(uint32_t b1, uint32_t b2, uint32_t* bucket, uint32_t* 
   return false;
 }
 
-bool ConnTable::add_key(uint32_t sig, uint32_t pos) noexcept {
-  const uint16_t tag = tag_of(sig);
-  const uint32_t b1 = first_bucket(sig), b2 = other_bucket(b1, tag);
-  uint32_t b = b1, s = 0;
-  for (s = 0; s < kBucketSlots && buckets_[b1].pos1[s]; ++s) {
-  }
-  if (s == kBucketSlots) {
-    b = b2;
-    for (s = 0; s < kBucketSlots && buckets_[b2].pos1[s]; ++s) {
-    }
-  }
-  if (s == kBucketSlots && !make_room(b1, b2, &b, &s)) return false;
-  buckets_[b].tag[s] = tag;
-  buckets_[b].pos1[s] = pos + 1;
-  return true;
-}
 
 void ConnTable::del_key(uint32_t sig, uint32_t pos) noexcept {
   const uint32_t b1 = first_bucket(sig);
@@ -301,6 +286,7 @@ void ConnTable::del_key(uint32_t sig, uint32_t pos) noexcept {
     }
   }
 }
+
 
 Conn* ConnTable::insert(const FlowKey& fwd, const FlowKey& rev) noexcept {
   return insert(fwd, conn_hash(fwd), rev, false);
@@ -321,14 +307,8 @@ Conn* ConnTable::insert(const FlowKey& fwd, uint32_t fwd_sig, const FlowKey& rev
   // the same backend through two VIPs has the same reply key; in full NAT, a
   // local port held by another connection).
   if ((!fwd_absent && find(fwd, hf) >= 0) || (port ? *port != 0 : find(rev, hr) >= 0)) return nullptr;
+  Conn* c = fill_free(fwd, rev.dst, rev.dport, rev.src, rev.sport);
   const uint32_t idx = free_[n_free_ - 1];
-  Conn* c = at(idx);
-  *c = Conn{};
-  std::memcpy(c, &fwd, 13);
-  c->laddr = rev.dst;
-  c->lport = rev.dport;
-  c->daddr = rev.src;
-  c->dport = rev.sport;
   if (!add_key(hf, idx << 1)) {
     last_full_ = true;
     return nullptr;
@@ -341,11 +321,23 @@ Conn* ConnTable::insert(const FlowKey& fwd, uint32_t fwd_sig, const FlowKey& rev
     return nullptr;
   }
   --n_free_;
-  log_change(hf);
-  log_change(hr);
+  log_changes(hf, hr);
   ++used_;
   c->in_use = kSlotConn;
   return c;
+}
+
+
+bool ConnTable::has_client_key(uint32_t caddr, uint16_t cport, uint32_t vaddr, uint16_t vport, uint8_t proto,
+                               uint32_t sig) const noexcept {
+  return find(make_key(caddr, cport, vaddr, vport, proto), sig) >= 0;
+}
+
+Conn* ConnTable::insert_keys(uint32_t caddr, uint16_t cport, uint32_t vaddr, uint16_t vport, uint8_t proto,
+                             uint32_t fwd_sig, uint32_t laddr, uint16_t lport, uint32_t daddr, uint16_t dport,
+                             bool fwd_absent) noexcept {
+  return insert(make_key(caddr, cport, vaddr, vport, proto), fwd_sig, make_key(daddr, dport, laddr, lport, proto),
+                fwd_absent);
 }
 
 void ConnTable::remove(Conn* c) noexcept {

@@ -34,6 +34,12 @@
 #include <cstring>
 #include <string>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+#include <rte_hash_crc.h>
+
 namespace vipd::dp {
 
 // One direction of a flow as it appears on the wire, host order. 16 bytes.
@@ -212,6 +218,16 @@ class ConnTable {
   // Same with fwd's precomputed hash; fwd_absent: the caller has just looked
   // fwd up and not found it (saves the table's own check).
   Conn* insert(const FlowKey& fwd, uint32_t fwd_sig, const FlowKey& rev, bool fwd_absent) noexcept;
+  // Full NAT: the same as insert(fwd, fwd_sig, rev, fwd_absent) with the
+  // client key fwd = caddr:cport -> vaddr:vport (proto) and the reply key
+  // rev = daddr:dport -> laddr:lport (proto), where laddr is local_addrs[li]
+  // of init (the fnat pool the port came from): its port index entry is
+  // found from li, without looking laddr up, and neither key is built in
+  // memory. Without a port index (li not below the n_local of init): insert
+  // itself.
+  Conn* insert_local(uint32_t caddr, uint16_t cport, uint32_t vaddr, uint16_t vport, uint8_t proto, uint32_t fwd_sig,
+                     uint32_t li, uint32_t laddr, uint16_t lport, uint32_t daddr, uint16_t dport,
+                     bool fwd_absent) noexcept;
 
   // Whether the last insert that returned nullptr did so for want of room
   // (capacity reached, or no free slot reachable for a key), not for a key
@@ -279,12 +295,27 @@ class ConnTable {
 
  private:
   static constexpr uint32_t kLogMax = 256;  // 4 per packet of a 64-packet rx (kRxBurst)
-  static constexpr uint32_t kFilterBits = 1024;
+  static constexpr uint32_t kFilterBits = 4096;
   void log_change(uint32_t sig) noexcept {
     const uint32_t b = (sig >> 7) & (kFilterBits - 1);
     filter_[b >> 6] |= uint64_t{1} << (b & 63);
     if (n_log_ < kLogMax) log_[n_log_] = sig;
     if (n_log_ <= kLogMax) ++n_log_;
+  }
+  // log_change(a), then log_change(b): one check of the list's room.
+  void log_changes(uint32_t a, uint32_t b) noexcept {
+    const uint32_t n = n_log_;
+    if (n + 2 > kLogMax) [[unlikely]] {
+      log_change(a);
+      log_change(b);
+      return;
+    }
+    const uint32_t ba = (a >> 7) & (kFilterBits - 1), bb = (b >> 7) & (kFilterBits - 1);
+    filter_[ba >> 6] |= uint64_t{1} << (ba & 63);
+    filter_[bb >> 6] |= uint64_t{1} << (bb & 63);
+    log_[n] = a;
+    log_[n + 1] = b;
+    n_log_ = n + 2;
   }
 
   // A bucket: 8 keys' tags and entry positions (position + 1). An empty
@@ -304,6 +335,21 @@ class ConnTable {
   int32_t match_in(const Bucket& a, const Bucket& b, uint32_t hits, const FlowKey& k) const noexcept;
   // Adds a key that is not in the hash; false when no slot can be made.
   bool add_key(uint32_t sig, uint32_t pos) noexcept;
+  // Slots of buckets a (bit i: slot i) and b (bit 8 + i) that are free.
+  static uint32_t free_slots(const Bucket& a, const Bucket& b) noexcept;
+  // conn_hash(make_key(src, sport, dst, dport, proto)) (flow_hash.h) from
+  // the key's two 8-byte words, built in registers.
+  static uint32_t conn_hash_of(uint32_t src, uint16_t sport, uint32_t dst, uint16_t dport, uint8_t proto) noexcept;
+  // The entry for a new connection (the top of the free stack, n_free_ > 0):
+  // zeroed, with the client key fwd and its reply's addresses and ports.
+  Conn* fill_free(const FlowKey& fwd, uint32_t laddr, uint16_t lport, uint32_t daddr, uint16_t dport) noexcept;
+  // insert_local's rare ways, out of line (they build the keys): whether
+  // the client key is in the hash; insert with both keys.
+  [[gnu::noinline]] bool has_client_key(uint32_t caddr, uint16_t cport, uint32_t vaddr, uint16_t vport, uint8_t proto,
+                                        uint32_t sig) const noexcept;
+  [[gnu::noinline]] Conn* insert_keys(uint32_t caddr, uint16_t cport, uint32_t vaddr, uint16_t vport, uint8_t proto,
+                                      uint32_t fwd_sig, uint32_t laddr, uint16_t lport, uint32_t daddr, uint16_t dport,
+                                      bool fwd_absent) noexcept;
   bool make_room(uint32_t b1, uint32_t b2, uint32_t* bucket, uint32_t* slot) noexcept;
   // Deletes the key with this hash at `pos`, if there.
   void del_key(uint32_t sig, uint32_t pos) noexcept;
@@ -327,6 +373,7 @@ class ConnTable {
   uint32_t* port_index_ = nullptr;  // [n_local_ << 16]: entry position + 1, 0 = free
   uint32_t local_addrs_[kMaxLocal] = {};
   int8_t local_map_[kLocalMap];     // slot -> index in local_addrs_, -1 = empty
+  uint8_t local_first_[kMaxLocal] = {};  // i -> local_index(local_addrs[i] of init)
   uint32_t n_local_ = 0;
   uint32_t capacity_ = 0;  // connections
   uint32_t slots_ = 0;     // entries (= capacity_ once initialised)
@@ -336,5 +383,105 @@ class ConnTable {
   uint64_t filter_[kFilterBits / 64] = {};
   uint32_t log_[kLogMax];
 };
+
+// The connection table's insert path, inline where a new connection is made
+// (worker.cc): no call on a new connection's path.
+
+// conn_hash(make_key(src, sport, dst, dport, proto)) from the key's two
+// 8-byte words, built in registers (FlowKey's layout, zero padding).
+inline uint32_t ConnTable::conn_hash_of(uint32_t src, uint16_t sport, uint32_t dst, uint16_t dport, uint8_t proto) noexcept {
+  static_assert(std::endian::native == std::endian::little, "the words are built low field first");
+  static_assert(offsetof(FlowKey, dst) == 4 && offsetof(FlowKey, sport) == 8 && offsetof(FlowKey, dport) == 10 &&
+                    offsetof(FlowKey, proto) == 12,
+                "FlowKey's layout");
+  const uint64_t a = uint64_t{src} | (uint64_t{dst} << 32);
+  const uint64_t b = uint64_t{sport} | (uint64_t{dport} << 16) | (uint64_t{proto} << 32);
+  return rte_hash_crc_8byte(b, rte_hash_crc_8byte(a, kConnHashInit));
+}
+
+// A free slot's tag is 0, and no key's.
+inline uint32_t ConnTable::free_slots(const Bucket& a, const Bucket& b) noexcept {
+#if defined(__SSE2__)
+  const __m128i z = _mm_setzero_si128();
+  const __m128i ea = _mm_cmpeq_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(a.tag)), z);
+  const __m128i eb = _mm_cmpeq_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(b.tag)), z);
+  return static_cast<uint32_t>(_mm_movemask_epi8(_mm_packs_epi16(ea, eb)));
+#else
+  uint32_t m = 0;
+  for (uint32_t s = 0; s < kBucketSlots; ++s) m |= uint32_t{a.tag[s] == 0} << s | uint32_t{b.tag[s] == 0} << (8 + s);
+  return m;
+#endif
+}
+
+// The first free slot of the first bucket, else of the other (a free slot's
+// tag is 0, and no key's), else one make_room frees.
+[[gnu::always_inline]] inline bool ConnTable::add_key(uint32_t sig, uint32_t pos) noexcept {
+  const uint16_t tag = tag_of(sig);
+  const uint32_t b1 = first_bucket(sig), b2 = other_bucket(b1, tag);
+  const uint32_t empty = free_slots(buckets_[b1], buckets_[b2]);
+  uint32_t b, s;
+  if (empty) [[likely]] {
+    const uint32_t f = static_cast<uint32_t>(std::countr_zero(empty));
+    b = f < kBucketSlots ? b1 : b2;
+    s = f & (kBucketSlots - 1);
+  } else if (!make_room(b1, b2, &b, &s)) {
+    return false;
+  }
+  buckets_[b].tag[s] = tag;
+  buckets_[b].pos1[s] = pos + 1;
+  return true;
+}
+
+[[gnu::always_inline]] inline Conn* ConnTable::fill_free(const FlowKey& fwd, uint32_t laddr, uint16_t lport,
+                                                                 uint32_t daddr, uint16_t dport) noexcept {
+  Conn* c = at(free_[n_free_ - 1]);
+  *c = Conn{};
+  std::memcpy(c, &fwd, 13);
+  c->laddr = laddr;
+  c->lport = lport;
+  c->daddr = daddr;
+  c->dport = dport;
+  return c;
+}
+
+[[gnu::always_inline]] inline Conn* ConnTable::insert_local(uint32_t caddr, uint16_t cport, uint32_t vaddr,
+                                                            uint16_t vport, uint8_t proto, uint32_t fwd_sig,
+                                                            uint32_t li, uint32_t laddr, uint16_t lport,
+                                                            uint32_t daddr, uint16_t dport, bool fwd_absent) noexcept {
+  if (li >= n_local_) [[unlikely]]
+    return insert_keys(caddr, cport, vaddr, vport, proto, fwd_sig, laddr, lport, daddr, dport, fwd_absent);
+  last_full_ = true;
+  if (n_free_ == 0) return nullptr;
+  last_full_ = false;
+  // As in insert: a client's key to a local address is refused, and so is a
+  // port another connection holds.
+  uint32_t* port = port_entry(local_first_[li], lport);
+  if (local_index(vaddr) >= 0 || *port != 0 ||
+      (!fwd_absent && has_client_key(caddr, cport, vaddr, vport, proto, fwd_sig)))
+    return nullptr;
+  const uint32_t hr = conn_hash_of(daddr, dport, laddr, lport, proto);
+  const uint32_t idx = free_[n_free_ - 1];
+  Conn* c = at(idx);
+  *c = Conn{};
+  c->caddr = caddr;
+  c->vaddr = vaddr;
+  c->cport = cport;
+  c->vport = vport;
+  c->proto = proto;
+  c->laddr = laddr;
+  c->lport = lport;
+  c->daddr = daddr;
+  c->dport = dport;
+  if (!add_key(fwd_sig, idx << 1)) {
+    last_full_ = true;
+    return nullptr;
+  }
+  *port = idx + 1;
+  --n_free_;
+  log_changes(fwd_sig, hr);
+  ++used_;
+  c->in_use = kSlotConn;
+  return c;
+}
 
 }  // namespace vipd::dp

@@ -2,9 +2,32 @@
 #include <rte_hash.h>
 #include <rte_hash_crc.h>
 
+#include <cstring>
+
 #include "dataplane/fastpath/worker.h"
 
 namespace vipd::dp {
+namespace {
+
+// Key compares for the two tables (0: equal), in place of rte_hash's
+// memcmp for keys of these lengths (it has its own only for 16 bytes and
+// more): one load and compare of each key, a new flow's VIP lookup pays no
+// library call for it.
+int vip_key_cmp(const void* a, const void* b, size_t) {
+  static_assert(sizeof(VipKey) == 8);
+  uint64_t x, y;
+  std::memcpy(&x, a, 8);
+  std::memcpy(&y, b, 8);
+  return x != y;
+}
+int addr_key_cmp(const void* a, const void* b, size_t) {
+  uint32_t x, y;
+  std::memcpy(&x, a, 4);
+  std::memcpy(&y, b, 4);
+  return x != y;
+}
+
+}  // namespace
 
 bool create_vip_tables(Shared& sh, const std::string& prefix, uint32_t entries, int socket) {
   rte_hash_parameters hp{};
@@ -21,6 +44,8 @@ bool create_vip_tables(Shared& sh, const std::string& prefix, uint32_t entries, 
   hp.name = addrs.c_str();
   hp.key_len = sizeof(uint32_t);
   sh.vip_addrs = rte_hash_create(&hp);
+  if (sh.vip_table) rte_hash_set_cmp_func(sh.vip_table, vip_key_cmp);
+  if (sh.vip_addrs) rte_hash_set_cmp_func(sh.vip_addrs, addr_key_cmp);
   return sh.vip_table && sh.vip_addrs;
 }
 

@@ -522,10 +522,19 @@ inline bool fnat_local(Worker& w, uint8_t proto, const DestRef& d, uint32_t* lad
       w.fnat_cursor = i + 1;
       return true;
     }
-    return fnat_local_rss(w, proto, d, laddr, lport, lidx);
+    // (Through locals of its own: the caller's stay in registers.)
+    uint32_t la;
+    uint16_t lp;
+    uint8_t li;
+    if (!fnat_local_rss(w, proto, d, &la, &lp, &li)) return false;
+    *laddr = la;
+    *lport = lp;
+    *lidx = li;
+    return true;
   }
+  // From the cursor's address on, in turn (the cursor is at most n).
+  uint32_t i = w.fnat_cursor < n ? w.fnat_cursor : 0;
   for (uint32_t k = 0; k < n; ++k) {
-    const uint32_t i = (w.fnat_cursor + k) % n;
     FnatPool& fp = w.fnat[i];
     if (fp.top) {
       *lport = fp.ports[--fp.top];
@@ -534,6 +543,7 @@ inline bool fnat_local(Worker& w, uint8_t proto, const DestRef& d, uint32_t* lad
       w.fnat_cursor = i + 1;
       return true;
     }
+    if (++i == n) i = 0;
   }
   return false;
 }
@@ -555,13 +565,15 @@ void new_flow(Worker& w, rte_mbuf* m, const Parsed& p, const Service& svc, uint3
   if (svc.n_ranges && !source_allowed(svc, p.src)) return drop(w, m, kSourceNotAllowed);
   int32_t idx = -1;
   Template* tmpl = nullptr;
-  TemplateKey tkey{p.dst, p.src, p.dport, p.proto, 0};
-  if (svc.persistence_s && svc.n_dests) idx = from_template(w, svc, tkey, &tmpl);
-  const SchedCtx ctx{w.dest_counters, p.src, p.dst};
-  if (idx < 0) idx = svc.n_weighted ? sched_pick(svc, w.sched[svc.id], ctx) : -1;
+  // (The persistence template's key: a temporary where it is passed, built
+  // only for a service with persistence.)
+  if (svc.persistence_s && svc.n_dests) idx = from_template(w, svc, TemplateKey{p.dst, p.src, p.dport, p.proto, 0}, &tmpl);
+  // The scheduler's context: a temporary where it is passed, so that it is
+  // built only on the ways that read it (rr inline does not).
+  if (idx < 0) idx = svc.n_weighted ? sched_pick(svc, w.sched[svc.id], SchedCtx{w.dest_counters, p.src, p.dst}) : -1;
   // Outlier ejection: one load of the pick's shared slot line when it is on.
   if (idx >= 0 && sh.eject.k && sh.dest_slots[svc.dests[idx].slot].eject.ejected(w.now)) [[unlikely]]
-    idx = skip_ejected(w, svc, ctx, idx);
+    idx = skip_ejected(w, svc, SchedCtx{w.dest_counters, p.src, p.dst}, idx);
   if (idx < 0) {
     if (svc.drop_when_empty) return drop(w, m, kNoEndpointsDrop);
     // Only a SYN is refused: a mid-flow packet (mh picks flows up) of a
@@ -590,8 +602,12 @@ void new_flow(Worker& w, rte_mbuf* m, const Parsed& p, const Service& svc, uint3
       return drop(w, m, kFnatPortsExhausted);
     }
   }
-  Conn* c = w.conns.insert(make_key(p.src, p.sport, p.dst, p.dport, p.proto), sig,
-                           make_key(d.ip, d.port, laddr, lport, p.proto), fwd_absent);
+  // Full NAT: the reply's port index entry from the pool's address index.
+  Conn* c = sh.forward == Forward::kFnat
+                ? w.conns.insert_local(p.src, p.sport, p.dst, p.dport, p.proto, sig, lidx, laddr, lport, d.ip,
+                                       d.port, fwd_absent)
+                : w.conns.insert(make_key(p.src, p.sport, p.dst, p.dport, p.proto), sig,
+                                 make_key(d.ip, d.port, laddr, lport, p.proto), fwd_absent);
   if (!c) {
     if (sh.forward == Forward::kFnat) fnat_put(sh.rss, w.fnat[lidx], lport);
     w.proxy.release(proxy);
@@ -605,7 +621,7 @@ void new_flow(Worker& w, rte_mbuf* m, const Parsed& p, const Service& svc, uint3
              : syn              ? ConnState::kSynRecv
                                 : tcp_next_state(ConnState::kNone, p.tcp_flags, true);
   c->expires = w.now + timeout_for(sh, c->state);
-  count_new_conn(w, *c, svc, d, tmpl, tkey, p.ip_total_len);
+  count_new_conn(w, *c, svc, d, tmpl, TemplateKey{p.dst, p.src, p.dport, p.proto, 0}, p.ip_total_len);
   rewrite_l3l4(rte_pktmbuf_mtod(m, uint8_t*), p, laddr, lport, d.ip, d.port);
   // Re-steering: the SYN is kept until the backend answers it.
   if (sh.resteer_attempts && syn && p.proto == kProtoTcp && svc.n_weighted > 1) [[unlikely]]

@@ -59,11 +59,25 @@ inline uint32_t addr_hash(uint32_t a) noexcept {
 int32_t sched_next(const Service& svc, SchedState& st, const SchedCtx& ctx, const uint32_t* tried,
                    uint32_t n_tried) noexcept;
 
+// rr, inline where the destination after the last one has a weight (as
+// sched_rr would pick it), else sched_rr itself.
+inline int32_t sched_rr_next(const Service& svc, SchedState& st) noexcept {
+  const uint32_t n = svc.n_dests;
+  uint32_t idx = st.last + 1;  // the first after a reset (UINT32_MAX): 0
+  if (idx >= n) idx = 0;
+  if (idx < n && svc.n_weighted && svc.dests[idx].weight > 0) [[likely]] {
+    st.last = idx;
+    return static_cast<int32_t>(idx);
+  }
+  return sched_rr(svc, st);
+}
+
 inline int32_t sched_pick(const Service& svc, SchedState& st, const SchedCtx& ctx = SchedCtx{}) noexcept {
   if (st.svc != &svc) {
     st = SchedState{};
     st.svc = &svc;
   }
+  if (svc.sched == Sched::kRr) [[likely]] return sched_rr_next(svc, st);  // the default
   switch (svc.sched) {
     case Sched::kRr: return sched_rr(svc, st);
     case Sched::kWrr: return sched_wrr(svc, st);
