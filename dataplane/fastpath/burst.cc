@@ -5,6 +5,8 @@
 #include <rte_mbuf.h>
 #include <rte_prefetch.h>
 
+#include <bit>
+#include <cstddef>
 #include <cstring>
 
 #include "dataplane/fastpath/flow_hash.h"
@@ -129,11 +131,18 @@ void prepare_burst(Worker& w, rte_mbuf* const* pkts, uint16_t n, PktInfo* info) 
     // (IPv4 to a group MAC is kDrop already.)
     if (p.kind != FrameKind::kIpv4 || (p.proto != kProtoTcp && p.proto != kProtoUdp)) continue;
     // Stage 2: the flow key, hashed once (the same signature the table
-    // computes: flow_hash.h).
-    fkeys[nl] = make_key(p.src, p.sport, p.dst, p.dport, p.proto);
-    fsig[nl] = conn_hash(fkeys[nl]);
+    // computes: flow_hash.h), from its two words built in registers and
+    // stored once (make_key's layout).
+    static_assert(std::endian::native == std::endian::little && offsetof(FlowKey, dst) == 4 &&
+                      offsetof(FlowKey, sport) == 8 && offsetof(FlowKey, dport) == 10 && offsetof(FlowKey, proto) == 12,
+                  "the layout flow_word0/1 build");
+    const uint64_t k0 = flow_word0(p.src, p.dst), k1 = flow_word1(p.sport, p.dport, p.proto);
+    std::memcpy(&fkeys[nl], &k0, 8);
+    std::memcpy(reinterpret_cast<char*>(&fkeys[nl]) + 8, &k1, 8);
+    const uint32_t sig = conn_hash_words(k0, k1);
+    fsig[nl] = sig;
     pi.looked = true;
-    pi.conn_sig = fsig[nl];
+    pi.conn_sig = sig;
     const int li = w.conns.local_index(p.dst);
     if (li >= 0) {
       // Full NAT, to a local address: only ever a reply, found by its port
