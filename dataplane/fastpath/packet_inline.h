@@ -183,12 +183,17 @@ inline void rewrite_l3l4(uint8_t* f, const Parsed& p, uint32_t new_src, uint16_t
   const uint32_t old_ports = raw32(l4);
   const uint32_t new_ports = raw_ports(new_sport, new_dport);
   put_raw32(l4, new_ports);
-  const size_t coff = p.proto == kProtoTcp ? 16 : 6;
-  uint16_t c = raw16(l4 + coff);
-  if (p.proto == kProtoUdp && c == 0) return;  // no UDP checksum: keep none
-  c = csum_apply64(c, addr_delta + uint64_t{~old_ports} + new_ports);
-  if (p.proto == kProtoUdp && c == 0) c = 0xffff;
-  put_raw16(l4 + coff, c);
+  const uint64_t l4_delta = addr_delta + uint64_t{~old_ports} + new_ports;
+  // TCP (the common case) tests the protocol once; anything else is UDP here.
+  if (p.proto == kProtoTcp) [[likely]] {
+    put_raw16(l4 + 16, csum_apply64(raw16(l4 + 16), l4_delta));
+    return;
+  }
+  uint16_t c = raw16(l4 + 6);
+  if (c == 0) return;  // no UDP checksum: keep none
+  c = csum_apply64(c, l4_delta);
+  if (c == 0) c = 0xffff;
+  put_raw16(l4 + 6, c);
 }
 
 }  // namespace vipd::dp
