@@ -357,7 +357,7 @@ inline uint64_t timeout_for(const Shared& sh, ConnState s) {
   const uint8_t flags = p.tcp_flags;
   // Most packets: an established TCP flow stays so unless FIN or RST.
   if (c.state == ConnState::kEstablished && !(flags & (kTcpFin | kTcpRst))) {
-    c.expires = w.now + w.sh->t_est;
+    c.expires = w.est_expires;  // w.now + t_est (process_burst)
     return true;
   }
   // Waiting for the SYN-ACK (re-steering): never an established packet.
@@ -805,6 +805,7 @@ void process_burst(Worker& w, rte_mbuf** pkts, uint16_t n, bool from_ring) noexc
   // then be stale: the change log, started once for all of them, makes a
   // packet whose key changed since look up again (burst_conn).
   w.nh_valid = false;  // a neighbour entry may have changed since the last burst
+  w.est_expires = w.now + w.sh->t_est;  // track(): w.now stays for the whole call
   w.conns.begin_burst();
   // Packets that stay on this worker whoever owns them: redirected ones, and
   // all of them with one worker (worker 0 owns every flow then).
