@@ -172,13 +172,20 @@ inline void rewrite_l3l4(uint8_t* f, const Parsed& p, uint32_t new_src, uint16_t
   // The address change enters both checksums (the L4 one through the pseudo
   // header): summed once, applied twice.
   const uint64_t addr_delta = uint64_t{~old_src} + uint64_t{~old_dst} + nsrc + ndst;
-  // IPv4 header: addresses and TTL (the TTL shares a word with the protocol;
-  // the new word is the old one with its TTL byte one less, in a register).
-  const uint16_t old_tw = raw16(ip + 8);
-  const uint8_t new_ttl = static_cast<uint8_t>(ip[8] - 1);
+  // IPv4 header: addresses and TTL. The TTL shares a word with the protocol;
+  // with a TTL above 0 (the callers drop TTL <= 1 before) one less in its
+  // byte is the word one less in the TTL's place, so the word's delta
+  // ~old + new is a constant: 0xffff - 1 in the TTL's place. TTL 0 (wraps
+  // to 255) takes the general form.
+  const uint8_t old_ttl = ip[8];
+  const uint8_t new_ttl = static_cast<uint8_t>(old_ttl - 1);
   ip[8] = new_ttl;
-  const uint16_t new_tw = ttl_word(old_tw, new_ttl);
-  put_raw16(ip + 10, csum_apply64(raw16(ip + 10), addr_delta + static_cast<uint16_t>(~old_tw) + new_tw));
+  uint64_t ttl_delta = static_cast<uint16_t>(~ttl_word(0, 1));  // 0xfffe little-endian, 0xfeff big
+  if (old_ttl == 0) [[unlikely]] {
+    const uint16_t new_tw = raw16(ip + 8);  // (the new TTL stored above)
+    ttl_delta = uint64_t{static_cast<uint16_t>(~ttl_word(new_tw, old_ttl))} + new_tw;
+  }
+  put_raw16(ip + 10, csum_apply64(raw16(ip + 10), addr_delta + ttl_delta));
 
   const uint32_t old_ports = raw32(l4);
   const uint32_t new_ports = raw_ports(new_sport, new_dport);
