@@ -161,12 +161,16 @@ inline Parsed parse_frame(const uint8_t* f, size_t len) noexcept {
 inline void rewrite_l3l4(uint8_t* f, const Parsed& p, uint32_t new_src, uint16_t new_sport,
                          uint32_t new_dst, uint16_t new_dport) noexcept {
   using namespace packet_detail;
+  rewrite_l3l4_raw(f, p, be32(new_src), be32(new_dst), raw_ports(new_sport, new_dport));
+}
+
+inline void rewrite_l3l4_raw(uint8_t* f, const Parsed& p, uint32_t nsrc, uint32_t ndst, uint32_t new_ports) noexcept {
+  using namespace packet_detail;
   uint8_t* ip = f + p.l3_off;
   uint8_t* l4 = f + p.l4_off;
   // Everything in raw (memory order) words, built in registers; the
   // one's-complement deltas are summed in 32-bit words (RFC 1624 eqn. 3).
   const uint32_t old_src = raw32(ip + 12), old_dst = raw32(ip + 16);
-  const uint32_t nsrc = be32(new_src), ndst = be32(new_dst);
   put_raw32(ip + 12, nsrc);
   put_raw32(ip + 16, ndst);
   // The address change enters both checksums (the L4 one through the pseudo
@@ -188,7 +192,6 @@ inline void rewrite_l3l4(uint8_t* f, const Parsed& p, uint32_t new_src, uint16_t
   put_raw16(ip + 10, csum_apply64(raw16(ip + 10), addr_delta + ttl_delta));
 
   const uint32_t old_ports = raw32(l4);
-  const uint32_t new_ports = raw_ports(new_sport, new_dport);
   put_raw32(l4, new_ports);
   const uint64_t l4_delta = addr_delta + uint64_t{~old_ports} + new_ports;
   // TCP (the common case) tests the protocol once; anything else is UDP here.
