@@ -78,16 +78,18 @@ void lookup_conns(Worker& w, PktInfo* info, const void** fptr, uint32_t* fsig, c
   uint8_t vwhich[kBurst];  // lookup j of the VIP table is for packet vwhich[j]
   uint32_t nv = 0;
   for (uint32_t j = 0; j < nl; ++j) {
-    PktInfo& pi = info[which[j]];  // svc, conn, reply: cleared in stage 1
+    PktInfo& pi = info[which[j]];  // svc, conn, reply, svc_looked: cleared in stage 1
     if ((fhits >> j) & 1) {
       // The entry is the line the lookup just compared the key with (in
-      // cache).
-      pi.conn = w.conns.decode(fpos[j], &pi.reply);
+      // cache). A NAT-mode reply's key ends at a client's address and port:
+      // no VIP of ours. Either way the VIP table is not looked up
+      // (svc_looked stays false).
+      bool reply;
+      pi.conn = w.conns.decode(fpos[j], &reply);
+      pi.reply = reply;
+      continue;
     }
-    // A NAT-mode reply's key ends at a client's address and port: no VIP of
-    // ours.
-    pi.svc_looked = pi.conn == nullptr;
-    if (!pi.svc_looked) continue;
+    pi.svc_looked = true;
     vkeys[nv] = VipKey{pi.p.dst, pi.p.dport, pi.p.proto, 0};
     vptr[nv] = &vkeys[nv];
     vsig[nv] = vip_hash(vkeys[nv]);
@@ -125,7 +127,6 @@ void prepare_burst(Worker& w, rte_mbuf* const* pkts, uint16_t n, PktInfo* info) 
   for (uint16_t i = 0; i < n; ++i) {
     PktInfo& pi = info[i];
     pi.p = check_and_parse(sh, pkts[i]);
-    pi.looked = false;
     pi.svc_looked = false;
     pi.svc = nullptr;
     pi.conn = nullptr;
@@ -144,7 +145,6 @@ void prepare_burst(Worker& w, rte_mbuf* const* pkts, uint16_t n, PktInfo* info) 
     std::memcpy(reinterpret_cast<char*>(&fkeys[nl]) + 8, &k1, 8);
     const uint32_t sig = conn_hash_words(k0, k1);
     fsig[nl] = sig;
-    pi.looked = true;
     pi.conn_sig = sig;
     const int li = w.conns.local_index(p.dst);
     if (li >= 0) {
