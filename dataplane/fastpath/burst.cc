@@ -5,6 +5,10 @@
 #include <rte_mbuf.h>
 #include <rte_prefetch.h>
 
+#include <bit>
+#include <cstddef>
+#include <bit>
+#include <cstddef>
 #include <cstring>
 
 #include "dataplane/fastpath/flow_hash.h"
@@ -13,14 +17,15 @@
 namespace vipd::dp {
 namespace {
 
-inline bool same_mac(const uint8_t* a, const uint8_t* b) {
-  uint32_t a4, b4;
-  uint16_t a2, b2;
-  std::memcpy(&a4, a, 4);
-  std::memcpy(&b4, b, 4);
-  std::memcpy(&a2, a + 4, 2);
-  std::memcpy(&b2, b + 4, 2);
-  return a4 == b4 && a2 == b2;
+// Whether the frame's destination MAC (the frame has >= 14 bytes) is port
+// p's: one 8-byte word of each, the two bytes after the MACs shifted out.
+inline bool to_port_mac(const uint8_t* f, const PortInfo& p) {
+  static_assert(std::endian::native == std::endian::little, "the MAC is the low 6 bytes of the word");
+  static_assert(offsetof(PortInfo, mac) + 8 <= sizeof(PortInfo), "8 bytes from the MAC stay in the PortInfo");
+  uint64_t a, b;
+  std::memcpy(&a, f, 8);
+  std::memcpy(&b, reinterpret_cast<const char*>(&p) + offsetof(PortInfo, mac), 8);
+  return ((a ^ b) << 16) == 0;
 }
 
 // The frame checks of the per-packet path, in its order: one segment, an
@@ -38,7 +43,7 @@ inline Parsed check_and_parse(const Shared& sh, const rte_mbuf* m) {
       break;
     }
   }
-  if (pidx < 0 || (!(f[0] & 1) && !same_mac(f, sh.ports[pidx].mac))) {
+  if (pidx < 0 || (!(f[0] & 1) && !to_port_mac(f, sh.ports[pidx]))) {
     p.drop = kNotForUs;
     return p;
   }
@@ -73,16 +78,18 @@ void lookup_conns(Worker& w, PktInfo* info, const void** fptr, uint32_t* fsig, c
   uint8_t vwhich[kBurst];  // lookup j of the VIP table is for packet vwhich[j]
   uint32_t nv = 0;
   for (uint32_t j = 0; j < nl; ++j) {
-    PktInfo& pi = info[which[j]];  // svc, conn, reply: cleared in stage 1
+    PktInfo& pi = info[which[j]];  // svc, conn, reply, svc_looked: cleared in stage 1
     if ((fhits >> j) & 1) {
       // The entry is the line the lookup just compared the key with (in
-      // cache).
-      pi.conn = w.conns.decode(fpos[j], &pi.reply);
+      // cache). A NAT-mode reply's key ends at a client's address and port:
+      // no VIP of ours. Either way the VIP table is not looked up
+      // (svc_looked stays false).
+      bool reply;
+      pi.conn = w.conns.decode(fpos[j], &reply);
+      pi.reply = reply;
+      continue;
     }
-    // A NAT-mode reply's key ends at a client's address and port: no VIP of
-    // ours.
-    pi.svc_looked = pi.conn == nullptr;
-    if (!pi.svc_looked) continue;
+    pi.svc_looked = true;
     vkeys[nv] = VipKey{pi.p.dst, pi.p.dport, pi.p.proto, 0};
     vptr[nv] = &vkeys[nv];
     vsig[nv] = vip_hash(vkeys[nv]);
@@ -120,7 +127,6 @@ void prepare_burst(Worker& w, rte_mbuf* const* pkts, uint16_t n, PktInfo* info) 
   for (uint16_t i = 0; i < n; ++i) {
     PktInfo& pi = info[i];
     pi.p = check_and_parse(sh, pkts[i]);
-    pi.looked = false;
     pi.svc_looked = false;
     pi.svc = nullptr;
     pi.conn = nullptr;
@@ -129,11 +135,17 @@ void prepare_burst(Worker& w, rte_mbuf* const* pkts, uint16_t n, PktInfo* info) 
     // (IPv4 to a group MAC is kDrop already.)
     if (p.kind != FrameKind::kIpv4 || (p.proto != kProtoTcp && p.proto != kProtoUdp)) continue;
     // Stage 2: the flow key, hashed once (the same signature the table
-    // computes: flow_hash.h).
-    fkeys[nl] = make_key(p.src, p.sport, p.dst, p.dport, p.proto);
-    fsig[nl] = conn_hash(fkeys[nl]);
-    pi.looked = true;
-    pi.conn_sig = fsig[nl];
+    // computes: flow_hash.h), from its two words built in registers and
+    // stored once (make_key's layout).
+    static_assert(std::endian::native == std::endian::little && offsetof(FlowKey, dst) == 4 &&
+                      offsetof(FlowKey, sport) == 8 && offsetof(FlowKey, dport) == 10 && offsetof(FlowKey, proto) == 12,
+                  "the layout flow_word0/1 build");
+    const uint64_t k0 = flow_word0(p.src, p.dst), k1 = flow_word1(p.sport, p.dport, p.proto);
+    std::memcpy(&fkeys[nl], &k0, 8);
+    std::memcpy(reinterpret_cast<char*>(&fkeys[nl]) + 8, &k1, 8);
+    const uint32_t sig = conn_hash_words(k0, k1);
+    fsig[nl] = sig;
+    pi.conn_sig = sig;
     const int li = w.conns.local_index(p.dst);
     if (li >= 0) {
       // Full NAT, to a local address: only ever a reply, found by its port

@@ -29,10 +29,11 @@ struct Conn;
 struct PktInfo {
   Parsed p;                // kind kDrop (with the reason) when a check failed
   const Service* svc;      // VIP:port:proto hit, else nullptr (valid if svc_looked)
-  Conn* conn;              // connection hit, else nullptr (valid if looked)
-  uint32_t conn_sig;       // conn_hash of the packet's flow key (valid if looked)
+  // conn, conn_sig: valid for an IPv4 TCP/UDP packet to our MAC (looked
+  // up); the later stages read them only for those.
+  Conn* conn;              // connection hit, else nullptr
+  uint32_t conn_sig;       // conn_hash of the packet's flow key
   bool reply;              // conn was found under its reply key
-  bool looked;             // an IPv4 TCP/UDP packet to our MAC: looked up
   bool svc_looked;         // the VIP table was looked up too: not done for a
                            // connection hit in the client's direction
 };

@@ -57,6 +57,10 @@ inline Parsed parse_frame(const uint8_t* frame, size_t len) noexcept;  // packet
 // and updates the IPv4 checksum incrementally.
 inline void rewrite_l3l4(uint8_t* frame, const Parsed& p, uint32_t new_src, uint16_t new_sport,
                          uint32_t new_dst, uint16_t new_dport) noexcept;  // packet_inline.h
+// The same with the new values as they go into the frame (memory order):
+// the addresses, and the ports as one word (source first).
+inline void rewrite_l3l4_raw(uint8_t* frame, const Parsed& p, uint32_t new_src_raw, uint32_t new_dst_raw,
+                             uint32_t new_ports_raw) noexcept;  // packet_inline.h
 
 // Turns a TCP packet into the RST the receiver would send back (addresses
 // and ports swapped), in place. Returns the new frame length.

@@ -69,9 +69,9 @@ inline uint16_t csum_apply64(uint16_t check_raw, uint64_t delta) {
 // the same as csum_fold(csum_partial(ip, ihl, 0)) == 0.
 [[gnu::always_inline]] inline bool ipv4_checksum_ok(const uint8_t* ip, unsigned ihl) {
   if (ihl != 20) return csum_fold(csum_partial(ip, ihl, 0)) == 0;
-  uint32_t w[5];
-  std::memcpy(w, ip, 20);
-  return fold64(uint64_t{w[0]} + w[1] + w[2] + w[3] + w[4]) == 0xffff;
+  // Five loads straight from the frame (a 20-byte array copy would go
+  // through the stack).
+  return fold64(uint64_t{raw32(ip)} + raw32(ip + 4) + raw32(ip + 8) + raw32(ip + 12) + raw32(ip + 16)) == 0xffff;
 }
 
 inline Parsed drop_as(Parsed p, DropReason r) {
@@ -161,34 +161,49 @@ inline Parsed parse_frame(const uint8_t* f, size_t len) noexcept {
 inline void rewrite_l3l4(uint8_t* f, const Parsed& p, uint32_t new_src, uint16_t new_sport,
                          uint32_t new_dst, uint16_t new_dport) noexcept {
   using namespace packet_detail;
+  rewrite_l3l4_raw(f, p, be32(new_src), be32(new_dst), raw_ports(new_sport, new_dport));
+}
+
+inline void rewrite_l3l4_raw(uint8_t* f, const Parsed& p, uint32_t nsrc, uint32_t ndst, uint32_t new_ports) noexcept {
+  using namespace packet_detail;
   uint8_t* ip = f + p.l3_off;
   uint8_t* l4 = f + p.l4_off;
   // Everything in raw (memory order) words, built in registers; the
   // one's-complement deltas are summed in 32-bit words (RFC 1624 eqn. 3).
   const uint32_t old_src = raw32(ip + 12), old_dst = raw32(ip + 16);
-  const uint32_t nsrc = be32(new_src), ndst = be32(new_dst);
   put_raw32(ip + 12, nsrc);
   put_raw32(ip + 16, ndst);
   // The address change enters both checksums (the L4 one through the pseudo
   // header): summed once, applied twice.
   const uint64_t addr_delta = uint64_t{~old_src} + uint64_t{~old_dst} + nsrc + ndst;
-  // IPv4 header: addresses and TTL (the TTL shares a word with the protocol;
-  // the new word is the old one with its TTL byte one less, in a register).
-  const uint16_t old_tw = raw16(ip + 8);
-  const uint8_t new_ttl = static_cast<uint8_t>(ip[8] - 1);
+  // IPv4 header: addresses and TTL. The TTL shares a word with the protocol;
+  // with a TTL above 0 (the callers drop TTL <= 1 before) one less in its
+  // byte is the word one less in the TTL's place, so the word's delta
+  // ~old + new is a constant: 0xffff - 1 in the TTL's place. TTL 0 (wraps
+  // to 255) takes the general form.
+  const uint8_t old_ttl = ip[8];
+  const uint8_t new_ttl = static_cast<uint8_t>(old_ttl - 1);
   ip[8] = new_ttl;
-  const uint16_t new_tw = ttl_word(old_tw, new_ttl);
-  put_raw16(ip + 10, csum_apply64(raw16(ip + 10), addr_delta + static_cast<uint16_t>(~old_tw) + new_tw));
+  uint64_t ttl_delta = static_cast<uint16_t>(~ttl_word(0, 1));  // 0xfffe little-endian, 0xfeff big
+  if (old_ttl == 0) [[unlikely]] {
+    const uint16_t new_tw = raw16(ip + 8);  // (the new TTL stored above)
+    ttl_delta = uint64_t{static_cast<uint16_t>(~ttl_word(new_tw, old_ttl))} + new_tw;
+  }
+  put_raw16(ip + 10, csum_apply64(raw16(ip + 10), addr_delta + ttl_delta));
 
   const uint32_t old_ports = raw32(l4);
-  const uint32_t new_ports = raw_ports(new_sport, new_dport);
   put_raw32(l4, new_ports);
-  const size_t coff = p.proto == kProtoTcp ? 16 : 6;
-  uint16_t c = raw16(l4 + coff);
-  if (p.proto == kProtoUdp && c == 0) return;  // no UDP checksum: keep none
-  c = csum_apply64(c, addr_delta + uint64_t{~old_ports} + new_ports);
-  if (p.proto == kProtoUdp && c == 0) c = 0xffff;
-  put_raw16(l4 + coff, c);
+  const uint64_t l4_delta = addr_delta + uint64_t{~old_ports} + new_ports;
+  // TCP (the common case) tests the protocol once; anything else is UDP here.
+  if (p.proto == kProtoTcp) [[likely]] {
+    put_raw16(l4 + 16, csum_apply64(raw16(l4 + 16), l4_delta));
+    return;
+  }
+  uint16_t c = raw16(l4 + 6);
+  if (c == 0) return;  // no UDP checksum: keep none
+  c = csum_apply64(c, l4_delta);
+  if (c == 0) c = 0xffff;
+  put_raw16(l4 + 6, c);
 }
 
 }  // namespace vipd::dp

@@ -8,6 +8,8 @@
 #include <rte_mbuf.h>
 #include <rte_ring.h>
 
+#include <bit>
+#include <cstddef>
 #include <cstring>
 
 #include "dataplane/fastpath/bytes.h"
@@ -351,7 +353,7 @@ inline uint64_t timeout_for(const Shared& sh, ConnState s) {
   const uint8_t flags = p.tcp_flags;
   // Most packets: an established TCP flow stays so unless FIN or RST.
   if (c.state == ConnState::kEstablished && !(flags & (kTcpFin | kTcpRst))) {
-    c.expires = w.now + w.sh->t_est;
+    c.expires = w.est_expires;  // w.now + t_est (process_burst)
     return true;
   }
   // Waiting for the SYN-ACK (re-steering): never an established packet.
@@ -629,6 +631,20 @@ void new_flow(Worker& w, rte_mbuf* m, const Parsed& p, const Service& svc, uint3
   output(w, m, d.ip);
 }
 
+// The two host-order 16-bit ports at `off` in c (lport then dport, or cport
+// then vport) as one word: byte-swapped whole it is the frame's word of the
+// second port then the first (a reply's vport, cport), rotated by 16 the
+// first then the second (lport, dport). Little-endian hosts (the DPDK
+// targets vipd builds for).
+inline uint32_t port_pair(const Conn& c, size_t off) {
+  static_assert(std::endian::native == std::endian::little, "the port words assume little endian");
+  static_assert(offsetof(Conn, dport) == offsetof(Conn, lport) + 2 && offsetof(Conn, vport) == offsetof(Conn, cport) + 2,
+                "each pair is adjacent");
+  uint32_t v;
+  std::memcpy(&v, reinterpret_cast<const char*>(&c) + off, 4);
+  return v;
+}
+
 // The packet's connection as prepare_burst found it, or looked up again when
 // an earlier packet of the burst added or removed a key with the same hash.
 inline Conn* burst_conn(Worker& w, const PktInfo& pi, bool* reply) {
@@ -671,7 +687,8 @@ bool from_client(Worker& w, rte_mbuf* m, const PktInfo& pi) {
     DestCounters& dc = w.dest_counters[c->dest_slot];
     dc.inpkts++;
     dc.inbytes += p.ip_total_len;
-    rewrite_l3l4(rte_pktmbuf_mtod(m, uint8_t*), p, c->laddr, c->lport, c->daddr, c->dport);
+    rewrite_l3l4_raw(rte_pktmbuf_mtod(m, uint8_t*), p, __builtin_bswap32(c->laddr), __builtin_bswap32(c->daddr),
+                     std::rotl(__builtin_bswap32(port_pair(*c, offsetof(Conn, lport))), 16));
     if (c->proxy) [[unlikely]] {  // the one check a connection without a header pays
       if (!proxy_to_backend(w, m, p, *c)) return true;
     }
@@ -716,7 +733,8 @@ bool from_client(Worker& w, rte_mbuf* m, const PktInfo& pi) {
   DestCounters& dc = w.dest_counters[c->dest_slot];
   dc.outpkts++;
   dc.outbytes += p.ip_total_len;
-  rewrite_l3l4(rte_pktmbuf_mtod(m, uint8_t*), p, c->vaddr, c->vport, c->caddr, c->cport);
+  rewrite_l3l4_raw(rte_pktmbuf_mtod(m, uint8_t*), p, __builtin_bswap32(c->vaddr), __builtin_bswap32(c->caddr),
+                   __builtin_bswap32(port_pair(*c, offsetof(Conn, cport))));
   if (c->proxy) [[unlikely]] proxy_from_backend(rte_pktmbuf_mtod(m, uint8_t*), p, w.proxy.at(c->proxy));
   output(w, m, c->caddr);
 }
@@ -816,6 +834,7 @@ void process_burst(Worker& w, rte_mbuf** pkts, uint16_t n, bool from_ring) noexc
   // then be stale: the change log, started once for all of them, makes a
   // packet whose key changed since look up again (burst_conn).
   w.nh_valid = false;  // a neighbour entry may have changed since the last burst
+  w.est_expires = w.now + w.sh->t_est;  // track(): w.now stays for the whole call
   w.conns.begin_burst();
   // Packets that stay on this worker whoever owns them: redirected ones, and
   // all of them with one worker (worker 0 owns every flow then).

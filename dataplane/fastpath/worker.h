@@ -197,6 +197,9 @@ struct Worker {
   uint16_t n_tx[kMaxPorts]{};
   uint64_t now = 0;
   uint64_t sweep_last = 0;  // TSC up to which the paced sweep has done its share
+  // now + Shared::t_est, set by process_burst for its packets: the expiry an
+  // established TCP packet gives its connection (one load instead of three).
+  uint64_t est_expires = 0;
   // The last next hop output() found reachable, valid for one burst
   // (process_burst forgets it; so does this worker's own ARP handling): the
   // packets of a burst mostly share their next hop.

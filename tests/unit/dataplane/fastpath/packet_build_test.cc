@@ -171,6 +171,27 @@ TEST(RewriteL3L4, TtlAndIdentityRewrite) {
   check_rewrite(f, {s.src, s.dst, s.sport, s.dport}, "identity rewrite");
 }
 
+// The checksum update takes the TTL word's delta as a constant for a TTL
+// above 0; TTL 1 (the smallest the callers forward) and 0 (wraps to 255,
+// the general form) must come out exact too, for TCP and UDP.
+TEST(RewriteL3L4, TtlOneAndZeroChecksumsExact) {
+  std::mt19937_64 rng(10);
+  for (uint8_t ttl : {uint8_t{1}, uint8_t{0}}) {
+    for (int it = 0; it < 200; ++it) {
+      FrameSpec s = (it & 1) ? udp_spec() : tcp_spec();
+      s.ttl = ttl;
+      s.src = static_cast<uint32_t>(rng());
+      s.sport = static_cast<uint16_t>(rng());
+      s.payload = random_bytes(rng, rng() % 64);
+      check_rewrite(build_frame(s),
+                    {static_cast<uint32_t>(rng()), static_cast<uint32_t>(rng()), static_cast<uint16_t>(rng()),
+                     static_cast<uint16_t>(rng())},
+                    ttl ? "ttl 1" : "ttl 0");
+      if (HasFailure()) return;
+    }
+  }
+}
+
 // ---- make_tcp_rst_reply ---------------------------------------------------
 
 void check_rst(const FrameSpec& s, uint32_t want_seq, uint32_t want_ack, uint8_t want_flags, const char* what) {
