@@ -50,16 +50,8 @@ for c in $ROWS; do
   [[ $c =~ ^[0-9]+:[0-9]+:[46]$ ]] || { echo "callgrind_rows.sh: --rows takes services:flows:family (4 or 6), not '$c'" >&2; exit 2; }
 done
 command -v valgrind >/dev/null 2>&1 || { echo "callgrind_rows.sh: valgrind not installed (scripts/bench-bootstrap.sh)" >&2; exit 1; }
-BUILD_DIR=${BENCH_BUILD_DIR:-build-bench}
-BIN=$BUILD_DIR/bench/vipd_bench
-if [ $BUILD = 1 ]; then
-  [ -f "$BUILD_DIR/build.ninja" ] || meson setup "$BUILD_DIR" -Dbench=true -Dtests=false --buildtype=release >&2
-  ninja -C "$BUILD_DIR" bench/vipd_bench >&2
-fi
-[ -x "$BIN" ] || { echo "callgrind_rows.sh: $BIN missing (run without --no-build)" >&2; exit 1; }
-# As scripts/bench.sh: every symbol bound at start-up (lazy binding would be
-# counted in the first packets of the fill).
-export LD_BIND_NOW=1
+NAME=callgrind_rows.sh
+. "$(dirname "$0")/bench_bin.sh"
 TMPD=$(mktemp -d /tmp/vipd-cg-rows.XXXXXX)
 trap 'rm -rf "$TMPD"' EXIT
 mkdir -p "$OUT"

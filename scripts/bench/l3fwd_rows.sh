@@ -33,14 +33,8 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-BUILD_DIR=${BENCH_BUILD_DIR:-build-bench}
-BIN=$BUILD_DIR/bench/vipd_bench
-if [ $BUILD = 1 ]; then
-  [ -f "$BUILD_DIR/build.ninja" ] || meson setup "$BUILD_DIR" -Dbench=true -Dtests=false --buildtype=release >&2
-  ninja -C "$BUILD_DIR" bench/vipd_bench >&2
-fi
-[ -x "$BIN" ] || { echo "l3fwd_rows.sh: $BIN missing" >&2; exit 1; }
-export LD_BIND_NOW=1
+NAME=l3fwd_rows.sh
+. "$(dirname "$0")/bench_bin.sh"
 TMPD=$(mktemp -d /tmp/vipd-l3fwd-rows.XXXXXX)
 trap 'rm -rf "$TMPD"' EXIT
 mkdir -p "$(dirname "$OUT")"
