@@ -249,7 +249,8 @@ class ConnTable {
   // its reply key becomes daddr:dport -> laddr:lport, the entry stays where
   // it is. Full NAT: only the entry changes (the port index finds replies by
   // local address and port). False, nothing changed, when the new reply key
-  // is another connection's or no slot can be made for it.
+  // is another connection's or no slot can be made for it. The entry's
+  // kept route to the destination (route_d) is forgotten.
   bool move_reply(Conn* c, uint32_t daddr, uint16_t dport) noexcept;
 
   // Visits up to `budget` entries from where the last sweep stopped (slots()
