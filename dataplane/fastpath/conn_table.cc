@@ -366,6 +366,7 @@ bool ConnTable::move_reply(Conn* c, uint32_t daddr, uint16_t dport) noexcept {
   if (port_slot(old_rev)) {  // full NAT: the port index finds it, reply_matches checks the rest
     c->daddr = daddr;
     c->dport = dport;
+    c->route_d = 0;  // a new destination: its route is worked out again
     return true;
   }
   const uint32_t ho = conn_hash(old_rev), hn = conn_hash(new_rev);
@@ -375,6 +376,7 @@ bool ConnTable::move_reply(Conn* c, uint32_t daddr, uint16_t dport) noexcept {
   del_key(ho, (idx << 1) | 1);
   c->daddr = daddr;
   c->dport = dport;
+  c->route_d = 0;
   log_change(ho);
   log_change(hn);
   return true;

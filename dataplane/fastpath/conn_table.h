@@ -108,8 +108,16 @@ struct alignas(64) Conn {
   // Re-steering state (SynPool handle, resteer.h; 0 = none): held from the
   // client's SYN until the backend's SYN-ACK, in the same line.
   uint32_t syn;
+  // The route of each direction (worker.cc, route_code), worked out for
+  // its first packet and kept in the line the packet reads anyway: 0 = not
+  // yet; else the egress port's index + 1, with bit 7 set when the next hop
+  // is that port's gateway (else the destination itself). Routes are fixed
+  // after start (Shared::ports), so a code never goes stale; the neighbour
+  // behind it is looked up as for any packet.
+  uint8_t route_d;  // to the backend (daddr)
+  uint8_t route_c;  // to the client (caddr)
 };
-static_assert(offsetof(Conn, syn) + sizeof(uint32_t) == 56 && sizeof(Conn) == 64, "56 bytes in one 64-byte line");
+static_assert(offsetof(Conn, route_c) + sizeof(uint8_t) == 58 && sizeof(Conn) == 64, "58 bytes in one 64-byte line");
 static_assert(offsetof(Conn, caddr) == offsetof(FlowKey, src) && offsetof(Conn, vaddr) == offsetof(FlowKey, dst) &&
                   offsetof(Conn, cport) == offsetof(FlowKey, sport) &&
                   offsetof(Conn, vport) == offsetof(FlowKey, dport) && offsetof(Conn, proto) == offsetof(FlowKey, proto),
@@ -241,7 +249,8 @@ class ConnTable {
   // its reply key becomes daddr:dport -> laddr:lport, the entry stays where
   // it is. Full NAT: only the entry changes (the port index finds replies by
   // local address and port). False, nothing changed, when the new reply key
-  // is another connection's or no slot can be made for it.
+  // is another connection's or no slot can be made for it. The entry's
+  // kept route to the destination (route_d) is forgotten.
   bool move_reply(Conn* c, uint32_t daddr, uint16_t dport) noexcept;
 
   // Visits up to `budget` entries from where the last sweep stopped (slots()

@@ -57,6 +57,22 @@ inline bool route(const Shared& sh, uint32_t dst, uint16_t* port, uint32_t* next
   return false;
 }
 
+// route() as one byte for a connection entry to keep (Conn::route_d,
+// route_c): the port's index + 1, with kRouteViaGw when the next hop is its
+// gateway (else the destination itself); 0 = no route.
+constexpr uint8_t kRouteViaGw = 0x80;
+static_assert(kMaxPorts < kRouteViaGw, "a port index + 1 fits below the gateway bit");
+inline uint8_t route_code_of(uint16_t pidx, uint32_t nh, uint32_t dst) {
+  return static_cast<uint8_t>((pidx + 1) | (nh != dst ? kRouteViaGw : 0));
+}
+
+// Worker::nh_key for a route code and destination: the code alone when the
+// next hop is the port's gateway (the same for every destination), else the
+// destination with it. Never 0 (a code is not).
+inline uint64_t nh_key_of(uint8_t rc, uint32_t dst) {
+  return (rc & kRouteViaGw) ? uint64_t{rc} : (uint64_t{dst} << 8 | rc);
+}
+
 inline void tx_enqueue(Worker& w, uint16_t pidx, rte_mbuf* m) {
   uint16_t n = w.n_tx[pidx];
   if (n >= kBurst * 2) [[unlikely]] {
@@ -81,16 +97,14 @@ void send_arp_request(Worker& w, uint16_t pidx, uint32_t target) {
 
 // output() for a next hop other than the last one resolved in this burst:
 // the neighbour table, and parking (with an ARP request) when it is unknown.
-void output_via(Worker& w, rte_mbuf* m, uint16_t pidx, uint32_t nh) {
+void output_via(Worker& w, rte_mbuf* m, uint16_t pidx, uint32_t nh, uint32_t dst) {
   Shared& sh = *w.sh;
   uint8_t mac[6];
   NeighState st = sh.neigh.lookup(nh, mac, w.now);
   if (st == NeighState::kReachable) {
-    w.nh_ip = nh;
-    w.nh_port = pidx;
     std::memcpy(w.nh_hdr, mac, 6);
     std::memcpy(w.nh_hdr + 6, sh.ports[pidx].mac, 6);
-    w.nh_valid = true;
+    w.nh_key = nh_key_of(route_code_of(pidx, nh, dst), dst);
   }
   if (st == NeighState::kMissing) {
     if (w.n_pending >= kPendingMax) return drop(w, m, kNeighQueueFull);
@@ -114,7 +128,32 @@ inline void output(Worker& w, rte_mbuf* m, uint32_t dst) {
   uint16_t pidx;
   uint32_t nh;
   if (!route(sh, dst, &pidx, &nh)) return drop(w, m, kNoRoute);
-  if (!w.nh_valid || w.nh_ip != nh || w.nh_port != pidx) return output_via(w, m, pidx, nh);
+  if (nh_key_of(route_code_of(pidx, nh, dst), dst) != w.nh_key) return output_via(w, m, pidx, nh, dst);
+  std::memcpy(rte_pktmbuf_mtod(m, uint8_t*), w.nh_hdr, 12);
+  tx_enqueue(w, pidx, m);
+}
+
+[[gnu::noinline]] uint8_t route_code(const Shared& sh, uint32_t dst) {
+  uint16_t pidx;
+  uint32_t nh;
+  return route(sh, dst, &pidx, &nh) ? route_code_of(pidx, nh, dst) : uint8_t{0};
+}
+
+// output() for a connection's packet to `dst`, whose route the entry keeps
+// in `code` (worked out and stored on its first packet): the burst's next
+// hop is one compare away (nh_key), without route().
+inline void output_conn(Worker& w, rte_mbuf* m, uint32_t dst, uint8_t& code) {
+  uint8_t rc = code;
+  if (!rc) [[unlikely]] {
+    rc = route_code(*w.sh, dst);
+    if (!rc) return drop(w, m, kNoRoute);
+    code = rc;
+  }
+  const uint16_t pidx = static_cast<uint16_t>((rc & ~kRouteViaGw) - 1);
+  if (nh_key_of(rc, dst) != w.nh_key) [[unlikely]] {
+    const uint32_t nh = (rc & kRouteViaGw) ? w.sh->ports[pidx].gateway : dst;
+    return output_via(w, m, pidx, nh, dst);
+  }
   std::memcpy(rte_pktmbuf_mtod(m, uint8_t*), w.nh_hdr, 12);
   tx_enqueue(w, pidx, m);
 }
@@ -156,7 +195,7 @@ void send_port_unreachable(Worker& w, rte_mbuf* m, const Parsed& p) {
 
 void handle_arp(Worker& w, rte_mbuf* m) {
   Shared& sh = *w.sh;
-  w.nh_valid = false;  // what it learns must count from the next packet on
+  w.nh_key = 0;  // what it learns must count from the next packet on
   uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
   ArpInfo a;
   if (!parse_arp(f, rte_pktmbuf_data_len(m), &a)) return drop(w, m, kArpIgnored);
@@ -692,7 +731,7 @@ bool from_client(Worker& w, rte_mbuf* m, const PktInfo& pi) {
     if (c->proxy) [[unlikely]] {  // the one check a connection without a header pays
       if (!proxy_to_backend(w, m, p, *c)) return true;
     }
-    output(w, m, c->daddr);
+    output_conn(w, m, c->daddr, c->route_d);
     return true;
   }
   const Service* svc = service_of(w, pi);
@@ -736,7 +775,7 @@ bool from_client(Worker& w, rte_mbuf* m, const PktInfo& pi) {
   rewrite_l3l4_raw(rte_pktmbuf_mtod(m, uint8_t*), p, __builtin_bswap32(c->vaddr), __builtin_bswap32(c->caddr),
                    __builtin_bswap32(port_pair(*c, offsetof(Conn, cport))));
   if (c->proxy) [[unlikely]] proxy_from_backend(rte_pktmbuf_mtod(m, uint8_t*), p, w.proxy.at(c->proxy));
-  output(w, m, c->caddr);
+  output_conn(w, m, c->caddr, c->route_c);
 }
 
 [[gnu::noinline]] void from_dest(Worker& w, rte_mbuf* m, const PktInfo& pi) { reply_to_client(w, m, pi); }
@@ -833,7 +872,7 @@ void process_burst(Worker& w, rte_mbuf** pkts, uint16_t n, bool from_ring) noexc
   // entries, destinations and counters arrive while they do. Its lookups may
   // then be stale: the change log, started once for all of them, makes a
   // packet whose key changed since look up again (burst_conn).
-  w.nh_valid = false;  // a neighbour entry may have changed since the last burst
+  w.nh_key = 0;  // a neighbour entry may have changed since the last burst
   w.est_expires = w.now + w.sh->t_est;  // track(): w.now stays for the whole call
   w.conns.begin_burst();
   // Packets that stay on this worker whoever owns them: redirected ones, and

@@ -203,11 +203,13 @@ struct Worker {
   // The last next hop output() found reachable, valid for one burst
   // (process_burst forgets it; so does this worker's own ARP handling): the
   // packets of a burst mostly share their next hop.
+  // nh_key: which next hop, as worker.cc's nh_key_of makes it from a route
+  // code (egress port, and whether the next hop is its gateway) and the
+  // destination, so that a connection whose entry keeps its route code
+  // checks it with one compare; 0 (never a key): none.
   // nh_hdr: the Ethernet addresses to write for it (its MAC, then the MAC of
-  // port nh_port, out of which it was reached), one 12-byte copy a packet.
-  uint32_t nh_ip = 0;
-  bool nh_valid = false;
-  uint16_t nh_port = 0;
+  // the egress port), one 12-byte copy a packet.
+  uint64_t nh_key = 0;
   uint8_t nh_hdr[12]{};
   PktInfo burst[2][kBurst];  // what prepare_burst found: the burst in hand, the next one
   Worker6* v6 = nullptr;     // IPv6 forwarding state (v6_tables.h), with Shared::v6

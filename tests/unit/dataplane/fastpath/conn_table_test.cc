@@ -98,6 +98,27 @@ TEST_P(ConnTableTest, InsertLookupBothDirections) {
   EXPECT_EQ(t.lookup(k, &reply), nullptr);
 }
 
+// A fresh entry keeps no route; move_reply (a connection re-steered to
+// another destination) forgets the route to the old one, keeps the client's.
+TEST_P(ConnTableTest, MoveReplyForgetsTheKeptRoute) {
+  ConnTable t;
+  ASSERT_TRUE(init(t, 64));
+  const Flow f = flow(1);
+  Conn* c = add(t, f);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->route_d, 0);
+  EXPECT_EQ(c->route_c, 0);
+  c->route_d = 0x82;
+  c->route_c = 0x81;
+  const uint32_t d2 = ip4(10, 2, 0, 12);
+  ASSERT_TRUE(t.move_reply(c, d2, 81));
+  EXPECT_EQ(c->daddr, d2);
+  EXPECT_EQ(c->route_d, 0) << "the new destination's route is worked out again";
+  EXPECT_EQ(c->route_c, 0x81);
+  bool reply = false;
+  if (!GetParam()) EXPECT_EQ(t.lookup(make_key(d2, 81, f.l, f.lp, f.proto), &reply), c);
+}
+
 TEST_P(ConnTableTest, RemoveDeletesBothKeysAndFreesEntry) {
   ConnTable t;
   ASSERT_TRUE(init(t, 16));

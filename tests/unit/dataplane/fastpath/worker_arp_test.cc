@@ -217,6 +217,80 @@ TEST_F(WorkerTest, ClientBehindGatewayAndNoRoute) {
   expect_valid_ipv4(back, "via gateway");
 }
 
+// A connection's entry keeps its route (Conn::route_d, route_c) from its
+// first packet on; the next hop's MAC is still looked up afresh each burst:
+// a neighbour whose MAC changes mid-connection, or a gateway that changes,
+// gets the next packet in either direction.
+TEST_F(WorkerTest, KeptRouteFollowsNeighbourAndGatewayChanges) {
+  build(Forward::kFnat);
+  if (HasFatalFailure()) return;
+  const uint32_t far = ip4(192, 168, 5, 5), gw1 = ip4(10, 0, 0, 254), gw2 = ip4(10, 0, 0, 253);
+  const MacAddr gw1_mac{0x02, 0x99, 0, 0, 0, 0xfe}, gw2_mac{0x02, 0x99, 0, 0, 0, 0xfd};
+  sh().neigh.update(gw1, gw1_mac.data(), kT0);
+  sh().neigh.update(gw2, gw2_mac.data(), kT0);
+  sh().ports[0].gateway = gw1;
+  FrameSpec syn = from_client(59100, kTcpSyn);
+  syn.src = far;
+  syn.smac = gw1_mac;
+  const Frame out = one_out(build_frame(syn), 0, 1);
+  ASSERT_FALSE(out.empty()) << drop_summary();
+  const uint32_t b = ip_dst(out.data());
+  const MacAddr bmac = b == kB1 ? kB1Mac : kB2Mac;
+  EXPECT_TRUE(mac_is(out.data(), bmac));
+  const uint16_t lport = l4_sport(out.data());
+  const Frame reply = build_frame(from_backend(b, bmac, 80, kLocal, lport, kTcpSyn | kTcpAck));
+  FrameSpec ack = from_client(59100, kTcpAck);
+  ack.src = far;
+  ack.smac = gw1_mac;
+  const Frame fwd = build_frame(ack);
+  // Both directions once, as they were: the routes are now kept.
+  Frame back = one_out(reply, 1, 0);
+  ASSERT_FALSE(back.empty()) << drop_summary();
+  EXPECT_TRUE(mac_is(back.data(), gw1_mac));
+  Frame again = one_out(fwd, 0, 1);
+  ASSERT_FALSE(again.empty()) << drop_summary();
+  EXPECT_TRUE(mac_is(again.data(), bmac));
+  // The backend's MAC changes (as an ARP update would change it).
+  const MacAddr bmac2{0x02, 0xb0, 0, 0, 0x77, 0x01};
+  sh().neigh.update(b, bmac2.data(), w().now);
+  again = one_out(fwd, 0, 1);
+  ASSERT_FALSE(again.empty()) << drop_summary();
+  EXPECT_TRUE(mac_is(again.data(), bmac2)) << "the backend's new MAC, on the next packet";
+  EXPECT_TRUE(mac_is(again.data() + 6, kPortMac[1]));
+  expect_valid_ipv4(again, "to the backend, new MAC");
+  // The gateway's MAC changes: the next reply goes to the new one.
+  const MacAddr gw1_mac2{0x02, 0x99, 0, 0, 0x77, 0xfe};
+  sh().neigh.update(gw1, gw1_mac2.data(), w().now);
+  back = one_out(build_frame(from_backend(b, bmac2, 80, kLocal, lport, kTcpAck)), 1, 0);
+  ASSERT_FALSE(back.empty()) << drop_summary();
+  EXPECT_TRUE(mac_is(back.data(), gw1_mac2)) << "the gateway's new MAC, on the next reply";
+  // The route changes: port 0's gateway is another router.
+  sh().ports[0].gateway = gw2;
+  back = one_out(build_frame(from_backend(b, bmac2, 80, kLocal, lport, kTcpAck)), 1, 0);
+  ASSERT_FALSE(back.empty()) << drop_summary();
+  EXPECT_TRUE(mac_is(back.data(), gw2_mac)) << "the new gateway, on the next reply";
+  EXPECT_TRUE(mac_is(back.data() + 6, kPortMac[0]));
+  EXPECT_EQ(ip_dst(back.data()), far);
+  expect_valid_ipv4(back, "via the new gateway");
+  // The backend's entry goes stale: the next packet still goes to its MAC
+  // and asks again (an ARP request), as any packet's next hop would.
+  w().now = kT0 + 62 * sh().tsc_hz;  // reachable time is 60 s
+  rx(fwd, 0);
+  int data = 0, asked = 0;
+  for (const auto& f : tx(1)) {
+    ArpInfo ai;
+    if (get16(&f[12]) == 0x0806) {
+      asked += parse_arp(f.data(), f.size(), &ai) && ai.tpa == b;
+    } else {
+      ++data;
+      EXPECT_TRUE(mac_is(f.data(), bmac2));
+    }
+  }
+  EXPECT_EQ(data, 1);
+  EXPECT_EQ(asked, 1) << "an ARP request for the stale backend";
+  EXPECT_EQ(total_drops(), 0u) << drop_summary();
+}
+
 TEST_F(WorkerTest, NeighbourQueueFull) {
   build(Forward::kFnat);
   if (HasFatalFailure()) return;
