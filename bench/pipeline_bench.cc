@@ -20,6 +20,8 @@
 //
 // Phases (each timed with rdtsc around the polls only):
 //   fill      one SYN (or UDP datagram) per flow until F flows exist
+//             (TCP: then, untimed, each flow's SYN-ACK from its endpoint
+//             and the client's ACK, the rest of the handshake)
 //   est       established flows: a packet of a uniformly random flow (ACK|PSH)
 //   reply     established flows, the backend's direction: a packet from the
 //             endpoint to the full-NAT local address (nat: to the client)
@@ -614,14 +616,41 @@ int run_pipeline(const Args& a) {
     }
     j.integer("conn_entries", v6 ? w6.conns.size() : d.w->conns.size());
   }
-  // Complete the handshakes (untimed in effect: not reported).
+  // The endpoint's direction of flow f (to the full-NAT local address; nat:
+  // to the client), from its connection entry; false: it has none.
+  auto reverse_flow = [&](uint32_t f, Flow& out) {
+    const Flow c = b.established_flow(f);
+    bool is_reply = false;
+    if (v6) {
+      const auto s6 = v6_of(c.src), d6 = v6_of(c.dst);
+      const dp::Conn6* conn = w6.conns.lookup(dp::make_key6(s6.data(), c.sport, d6.data(), kVipPort, proto), &is_reply);
+      if (!conn || is_reply) return false;
+      out = Flow{v4_of(conn->daddr), conn->dport, v4_of(conn->laddr), conn->lport};
+      return true;
+    }
+    const dp::Conn* conn = d.w->conns.lookup(dp::make_key(c.src, c.sport, c.dst, kVipPort, proto), &is_reply);
+    if (!conn || is_reply) return false;
+    out = Flow{conn->daddr, conn->dport, conn->laddr, conn->lport};
+    return true;
+  };
+  // Complete the handshakes as TCP does (untimed in effect: not reported):
+  // the endpoint's SYN-ACK, then the client's ACK.
   if (proto == dp::kProtoTcp) {
-    uint32_t next = 0;
-    while (next < flows)
-      b.chunk(Poll::kPipeline, [&](unsigned) {
-        uint32_t f = next < flows ? next++ : b.rng_pick(flows);
-        return std::pair{b.established_flow(f), uint8_t(dp::kTcpAck)};
-      });
+    uint32_t missing = flows;  // a flow the fill left without a connection
+    for (const uint8_t flags : {uint8_t(dp::kTcpSyn | dp::kTcpAck), uint8_t(dp::kTcpAck)}) {
+      uint32_t next = 0;
+      while (next < flows && missing == flows)
+        b.chunk(Poll::kPipeline, [&](unsigned) {
+          const uint32_t f = next < flows ? next++ : b.rng_pick(flows);
+          Flow fl = b.established_flow(f);
+          if (flags != dp::kTcpAck && !reverse_flow(f, fl)) missing = f;  // its SYN-ACK: the client's flow, dropped
+          return std::pair{fl, flags};
+        });
+    }
+    if (missing != flows) {
+      fprintf(stderr, "vipd_bench: flow %u has no connection\n", missing);
+      return 2;
+    }
   }
   const int64_t rss_flows = rss_kb();
 
@@ -651,26 +680,11 @@ int run_pipeline(const Args& a) {
   // ---- reply: the endpoints' packets of the established flows ----
   if (want("reply")) {
     std::vector<Flow> rev(flows);
-    for (uint32_t f = 0; f < flows; ++f) {
-      const Flow c = b.established_flow(f);
-      bool is_reply = false;
-      if (v6) {
-        const auto s6 = v6_of(c.src), d6 = v6_of(c.dst);
-        const dp::Conn6* conn = w6.conns.lookup(dp::make_key6(s6.data(), c.sport, d6.data(), kVipPort, proto), &is_reply);
-        if (!conn || is_reply) {
-          fprintf(stderr, "vipd_bench: flow %u has no connection\n", f);
-          return 2;
-        }
-        rev[f] = Flow{v4_of(conn->daddr), conn->dport, v4_of(conn->laddr), conn->lport};
-        continue;
-      }
-      const dp::Conn* conn = d.w->conns.lookup(dp::make_key(c.src, c.sport, c.dst, kVipPort, proto), &is_reply);
-      if (!conn || is_reply) {
+    for (uint32_t f = 0; f < flows; ++f)
+      if (!reverse_flow(f, rev[f])) {
         fprintf(stderr, "vipd_bench: flow %u has no connection\n", f);
         return 2;
       }
-      rev[f] = Flow{conn->daddr, conn->dport, conn->laddr, conn->lport};
-    }
     PhaseResult r;
     const uint64_t dr0 = b.drops();
     const uint64_t sw0 = b.sweep_visits;
