@@ -151,7 +151,8 @@ const std::vector<FamilyInfo> kFamilies = {
      "TCP connections sent to another backend before their handshake completed, by what the first one did "
      "(rst, icmp, timeout, retransmit)."},
     {"vipd_worker_resteer_pool_full_total", "counter", "worker",
-     "New TCP connections that found the worker's saved-SYN pool full and went without re-steering."},
+     "New TCP connections that found the worker's saved-SYN pool full (or whose IPv6 SYN's extension headers "
+     "did not fit an entry) and went without re-steering."},
     {"vipd_worker_resteer_gave_up_total", "counter", "worker",
      "Connections that failed to get through and had no re-steering attempt or backend left."},
     {"vipd_worker_handover_packets_total", "counter", "worker,result",

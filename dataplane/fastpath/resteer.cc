@@ -26,13 +26,16 @@ const char* resteer_reason_name(unsigned r) noexcept {
 SynPool::~SynPool() {
   rte_free(slots_);
   rte_free(free_);
+  rte_free(ext_);
 }
 
 bool SynPool::init(const std::string& name, uint32_t capacity, int socket, std::string* error) {
   rte_free(slots_);
   rte_free(free_);
+  rte_free(ext_);
   slots_ = nullptr;
   free_ = nullptr;
+  ext_ = nullptr;
   n_free_ = capacity_ = 0;
   if (!capacity) return true;
   slots_ = static_cast<SynMem*>(
@@ -45,6 +48,19 @@ bool SynPool::init(const std::string& name, uint32_t capacity, int socket, std::
   }
   capacity_ = capacity;
   for (uint32_t h = capacity; h > 0; --h) free_[n_free_++] = h;  // handle 1 on top
+  return true;
+}
+
+bool SynPool::init_ext6(const std::string& name, int socket, std::string* error) {
+  rte_free(ext_);
+  ext_ = nullptr;
+  if (!capacity_) return true;
+  ext_ = static_cast<uint8_t*>(
+      rte_zmalloc_socket(("synmem_ext_" + name).c_str(), kSynExtMax * (size_t{capacity_} + 1), 64, socket));
+  if (!ext_) {
+    *error = "dpdk: out of memory for the re-steering pool's IPv6 area " + name + " (lower --resteer-pool)";
+    return false;
+  }
   return true;
 }
 
@@ -84,20 +100,24 @@ size_t syn_build(uint8_t* f, const SynMem& s, uint32_t src, uint16_t sport, uint
   return kEthLen + total;
 }
 
-size_t syn_build6(uint8_t* f, const SynMem& s, const uint8_t src[16], uint16_t sport, const uint8_t dst[16],
-                  uint16_t dport) noexcept {
+size_t syn_build6(uint8_t* f, const SynMem& s, const uint8_t* ext, const uint8_t src[16], uint16_t sport,
+                  const uint8_t dst[16], uint16_t dport) noexcept {
   wr16(f + 12, kEtherTypeIpv6);
   uint8_t* ip = f + kEthLen;
-  uint8_t* tcp = ip + kIp6Len;
+  const size_t ext_len = s.ext_len;
+  uint8_t* tcp = ip + kIp6Len + ext_len;
   const size_t tcp_len = syn_tcp(tcp, s, sport, dport);
   std::memcpy(ip, s.ip, 4);  // version, traffic class, flow label
-  wr16(ip + 4, static_cast<uint16_t>(tcp_len));
-  ip[6] = kProtoTcp;
+  wr16(ip + 4, static_cast<uint16_t>(ext_len + tcp_len));
+  // The extension headers as the client sent them (their last next header
+  // is TCP), the first one's type as saved.
+  if (ext_len) std::memcpy(ip + kIp6Len, ext, ext_len);
+  ip[6] = ext_len ? s.ip[6] : kProtoTcp;
   ip[7] = s.ip[7] ? s.ip[7] : 1;  // as sent first (the received one less)
   std::memcpy(ip + 8, src, 16);
   std::memcpy(ip + 24, dst, 16);
   put_raw16(tcp + 16, l4_checksum6(src, dst, kProtoTcp, tcp, tcp_len, 16));
-  return kEthLen + kIp6Len + tcp_len;
+  return kEthLen + kIp6Len + ext_len + tcp_len;
 }
 
 }  // namespace vipd::dp

@@ -20,8 +20,14 @@
 // What a SYN is rebuilt from lives in a per-worker pool (SynPool), named from
 // the connection entry (Conn::syn, 0 = none) and freed at the SYN-ACK: memory
 // is bounded by the pool's capacity, and a connection that finds it empty is
-// counted (resteer_pool_full) and goes without (today's behaviour). No
-// allocation after init, no locks, no throw.
+// counted (resteer_pool_full) and goes without (today's behaviour). An IPv6
+// SYN's extension headers (hop-by-hop, destination options, a routing header
+// with no segments left, an atomic fragment header: as vipd forwarded them)
+// are kept in the pool's extension area (SynPool::init_ext6, kSynExtMax bytes
+// per entry, only with IPv6 forwarding on) and go out again in the re-sent
+// SYN; a SYN whose chain is longer is counted the same way
+// (resteer_pool_full) and goes without. No allocation after init, no locks,
+// no throw.
 #pragma once
 
 #include <cstddef>
@@ -41,6 +47,10 @@ struct Conn6;  // v6_tables.h
 constexpr uint32_t kResteerMax = 7;
 // A TCP header with its options, at most.
 constexpr size_t kTcpHdrMax = 60;
+// An IPv6 SYN's extension headers a saved SYN keeps, at most (bytes; each
+// header is a multiple of 8): room for the usual ones (a hop-by-hop and a
+// destination options header, an atomic fragment header) together.
+constexpr size_t kSynExtMax = 64;
 
 enum ResteerReason : uint8_t { kResteerRst, kResteerIcmp, kResteerTimeout, kResteerRetransmit, kNumResteerReasons };
 const char* resteer_reason_name(unsigned r) noexcept;
@@ -66,6 +76,10 @@ struct alignas(64) SynMem {  // two cache lines: handles index with a shift
   // parsing it on every new connection; its length and the ISN are read
   // from it (syn_tcp_len, syn_isn).
   uint8_t tcp[kTcpHdrMax];
+  // IPv6: bytes of extension headers between the IPv6 header and the TCP
+  // header, kept in the pool's extension area (SynPool::ext); 0 = none (the
+  // first next header, ip[6], is then TCP). IPv4: unused.
+  uint8_t ext_len;
   uint32_t tried[kResteerMax];  // their destination slots (tried[0 .. n_tried))
 };
 static_assert(sizeof(SynMem) == 128);
@@ -82,8 +96,16 @@ class SynPool {
   SynPool& operator=(const SynPool&) = delete;
   ~SynPool();
   // Allocates `capacity` entries (rte_zmalloc on `socket`). 0 = no pool:
-  // every alloc_armed() fails.
+  // every alloc_armed() fails. No extension area (init_ext6).
   bool init(const std::string& name, uint32_t capacity, int socket, std::string* error);
+  // Adds the IPv6 extension area: kSynExtMax bytes per entry (after init;
+  // with IPv6 forwarding on). Without it an IPv6 SYN with extension headers
+  // is not kept (has_ext6 false).
+  bool init_ext6(const std::string& name, int socket, std::string* error);
+  bool has_ext6() const noexcept { return ext_ != nullptr; }
+  // Entry h's extension bytes (kSynExtMax of room; has_ext6 only).
+  uint8_t* ext(uint32_t h) noexcept { return ext_ + size_t{h} * kSynExtMax; }
+  const uint8_t* ext(uint32_t h) const noexcept { return ext_ + size_t{h} * kSynExtMax; }
   void release(uint32_t h) noexcept {
     if (!h) return;
     unlink(h);
@@ -145,6 +167,7 @@ class SynPool {
   }
   SynMem* slots_ = nullptr;  // capacity_ + 1: [0] the sentinel
   uint32_t* free_ = nullptr;
+  uint8_t* ext_ = nullptr;   // (capacity_ + 1) * kSynExtMax, indexed by handle; null: none
   uint32_t n_free_ = 0;
   uint32_t capacity_ = 0;
 };
@@ -183,11 +206,13 @@ inline void syn_save(SynMem& s, const uint8_t* frame, size_t room, const ParsedT
 // checksum). Returns its length.
 size_t syn_build(uint8_t* frame, const SynMem& s, uint32_t src, uint16_t sport, uint32_t dst,
                  uint16_t dport) noexcept;
-// The same over IPv6 (room for kEthLen + 40 + kTcpHdrMax bytes): traffic
-// class and flow label as received, the hop limit one less, no extension
-// headers, the TCP checksum over the IPv6 pseudo header.
-size_t syn_build6(uint8_t* frame, const SynMem& s, const uint8_t src[16], uint16_t sport, const uint8_t dst[16],
-                  uint16_t dport) noexcept;
+// The same over IPv6 (room for kEthLen + 40 + kSynExtMax + kTcpHdrMax
+// bytes): traffic class and flow label as received, the hop limit one less,
+// the extension headers as forwarded the first time (s.ext_len bytes at
+// `ext`; the first next header as saved), the TCP checksum over the IPv6
+// pseudo header.
+size_t syn_build6(uint8_t* frame, const SynMem& s, const uint8_t* ext, const uint8_t src[16], uint16_t sport,
+                  const uint8_t dst[16], uint16_t dport) noexcept;
 
 // What a segment from the backend means to a connection waiting for its
 // SYN-ACK (flags and ack as received).

@@ -215,7 +215,10 @@ bool resteer_conn6(Worker& w, Conn6& c, ResteerReason why) {
 void send_saved_syn6(Worker& w, Conn6& c, rte_mbuf* m) {
   send_saved_syn_as(
       w, c.dest_slot, m,
-      [&](uint8_t* f) { return syn_build6(f, w.syn.at(c.syn), c.laddr, c.lport, c.daddr, c.dport); },
+      [&](uint8_t* f) {
+        const SynMem& s = w.syn.at(c.syn);
+        return syn_build6(f, s, s.ext_len ? w.syn.ext(c.syn) : nullptr, c.laddr, c.lport, c.daddr, c.dport);
+      },
       [&](rte_mbuf* s) { output6(w, s, c.daddr); });
 }
 
@@ -228,16 +231,24 @@ void send_saved_syn6(Worker& w, Conn6& c, rte_mbuf* m) {
 }
 
 // Keeps a new connection's SYN (as it goes out: rewritten, hop limit one
-// less) and starts its timer; the pool empty: counted, and the connection
-// goes without re-steering. Inline at the end of new_flow6, as syn_open for
-// IPv4 (little is live there).
+// less, its extension headers as forwarded) and starts its timer; the pool
+// empty, or extension headers longer than kSynExtMax (or no extension area):
+// counted (resteer_pool_full), and the connection goes without re-steering.
+// Inline at the end of new_flow6, as syn_open for IPv4 (little is live
+// there).
 [[gnu::always_inline]] inline void syn_open6(Worker& w, const rte_mbuf* m, const Parsed6& p, Conn6& c) {
+  const size_t ext_len = size_t{p.l4_off} - p.l3_off - kIp6Len;  // parse_ipv6: whole 8-byte units
+  if (ext_len && (ext_len > kSynExtMax || !w.syn.has_ext6())) [[unlikely]]
+    return bump(w.counters.resteer_pool_full);
   uint32_t h;
   SynMem* s = w.syn.alloc_armed(w.now, w.sh->t_resteer, &h, 1);
   if (!s) return bump(w.counters.resteer_pool_full);
   c.syn = h;
   s->conn6 = &c;
-  syn_save<0>(*s, rte_pktmbuf_mtod(m, const uint8_t*), size_t{m->buf_len} - m->data_off, p);
+  const uint8_t* f = rte_pktmbuf_mtod(m, const uint8_t*);
+  syn_save<0>(*s, f, size_t{m->buf_len} - m->data_off, p);
+  s->ext_len = static_cast<uint8_t>(ext_len);
+  if (ext_len) [[unlikely]] std::memcpy(w.syn.ext(h), f + p.l3_off + kIp6Len, ext_len);
 }
 
 // Follows the connection's state with a packet of it. False when the packet

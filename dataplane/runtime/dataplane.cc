@@ -403,6 +403,9 @@ bool DpdkDataplane::init_ipv6(int sock, std::string* error) {
   for (auto& w : workers_) {
     workers6_.push_back(std::make_unique<Worker6>());
     init_worker6(*w, *workers6_.back(), cap6);
+    // Re-steering: room for an IPv6 SYN's extension headers (kSynExtMax
+    // bytes per saved SYN), re-sent with it.
+    if (!w->syn.init_ext6("vipd_" + std::to_string(w->index), sock, error)) return false;
   }
   log_info("dpdk: IPv6 forwarding on (" + std::to_string(locals.size()) + " IPv6 local address(es), " +
            std::to_string(cap6) + " IPv6 connections per worker)");

@@ -216,6 +216,9 @@ void build_setup(Setup& s, Forward fwd, uint32_t conn_capacity) {
     // RSTs, ICMP errors and retransmitted SYNs of connections waiting for
     // their SYN-ACK re-steer them, one frame in, one out.
     if (!w->syn.init(uniq("fzsyn_"), 4, 0, &err)) fail("syn pool", err);
+    // With the IPv6 extension area (IPv6 forwarding is on below): a SYN's
+    // extension headers are kept and re-sent.
+    if (!w->syn.init_ext6(uniq("fzsynx_"), 0, &err)) fail("syn pool ext6", err);
     w->sched = static_cast<SchedState*>(rte_zmalloc("fz_sched", sizeof(SchedState) * sh.max_services, 64));
     w->dest_counters = static_cast<DestCounters*>(rte_zmalloc("fz_dctr", sizeof(DestCounters) * sh.max_dests, 64));
     if (!w->sched || !w->dest_counters) fail("rte_zmalloc");

@@ -1248,6 +1248,12 @@ class Resteer6Test : public WorkerIpv6FwdTest {
   void SetUp() override {
     WorkerIpv6FwdTest::SetUp();
     if (IsSkipped() || HasFatalFailure()) return;
+    resteer_services();
+  }
+  // The re-steering services, the backends' neighbour entries, a pool of 64
+  // saved SYNs on every worker (setup builds them afresh: called again after
+  // setup(..., 2)).
+  void resteer_services() {
     const std::vector<cp::RealServer> four = {rs(ip6(kB16), 80), rs(ip6(kB26), 80), rs(ip6(kB36), 80),
                                               rs(ip6(kB46), 80)};
     put(table_, vsvc(ip6(kVip6), kPortRs6, Protocol::kTcp, four));
@@ -1263,26 +1269,38 @@ class Resteer6Test : public WorkerIpv6FwdTest {
     sh().resteer_attempts = 3;
     sh().t_resteer = 200'000;  // TSC ticks (the tests move w.now themselves)
   }
-  void set_pool(uint32_t n) {
+  // Every worker's pool: n saved SYNs, with the IPv6 extension area (as
+  // DpdkDataplane with IPv6 forwarding on) unless ext6 is false.
+  void set_pool(uint32_t n, bool ext6 = true) {
     std::string err;
-    ASSERT_TRUE(w(0).syn.init(uniq("t6syn_"), n, 0, &err)) << err;
+    for (uint32_t i = 0; i < sh().n_workers; ++i) {
+      ASSERT_TRUE(w(i).syn.init(uniq("t6syn_"), n, 0, &err)) << err;
+      if (ext6) {
+        ASSERT_TRUE(w(i).syn.init_ext6(uniq("t6synx_"), 0, &err)) << err;
+      }
+    }
   }
-  // A TCP segment as the wire has it (checksum filled in).
+  // A TCP segment as the wire has it (checksum filled in), after the
+  // extension headers `ext` (the fixed header's next header `first`).
   static Bytes seg6(const MacAddr& smac, const MacAddr& dmac, const Addr6& src, uint16_t sport, const Addr6& dst,
-                    uint16_t dport, uint8_t flags, uint32_t seq, uint32_t ack, const std::vector<uint8_t>& opts = {}) {
-    Frame6 s{.dmac = dmac, .smac = smac, .src = src, .dst = dst, .next = kProtoTcp, .l4 = tcp6(sport, dport, flags)};
+                    uint16_t dport, uint8_t flags, uint32_t seq, uint32_t ack, const std::vector<uint8_t>& opts = {},
+                    const Bytes& ext = {}, uint8_t first = kProtoTcp) {
+    Frame6 s{.dmac = dmac, .smac = smac, .src = src, .dst = dst, .next = first, .ext = ext,
+             .l4 = tcp6(sport, dport, flags)};
     put32(&s.l4[4], seq);
     put32(&s.l4[8], ack);
     s.l4[12] = static_cast<uint8_t>((20 + opts.size()) / 4 << 4);
     put16(&s.l4[14], 29200);
     s.l4.insert(s.l4.end(), opts.begin(), opts.end());
     Bytes f = build6(s);
-    fix_cksum6(f, 54, kProtoTcp, 16);
+    fix_cksum6(f, 54 + ext.size(), kProtoTcp, 16);
     return f;
   }
-  // The client's SYN: traffic class 0x28, flow label 0x12345, options.
-  static Bytes syn(uint16_t cport, uint16_t vport, uint32_t isn = kIsn6) {
-    Bytes f = seg6(kClientMac, kPortMac[0], kClient6, cport, kVip6, vport, kTcpSyn, isn, 0, kSynOpts6);
+  // The client's SYN: traffic class 0x28, flow label 0x12345, options; with
+  // the extension headers `ext` when given.
+  static Bytes syn(uint16_t cport, uint16_t vport, uint32_t isn = kIsn6, const Bytes& ext = {},
+                   uint8_t first = kProtoTcp, const Addr6& client = kClient6) {
+    Bytes f = seg6(kClientMac, kPortMac[0], client, cport, kVip6, vport, kTcpSyn, isn, 0, kSynOpts6, ext, first);
     f[14] = 0x62, f[15] = 0x81, f[16] = 0x23, f[17] = 0x45;  // not in the checksum
     return f;
   }
@@ -1304,7 +1322,7 @@ class Resteer6Test : public WorkerIpv6FwdTest {
   // `out` is the client's SYN as vipd sends it to a backend: traffic class
   // and flow label, hop limit one less than received, seq, window, options,
   // the connection's source; valid checksum.
-  void expect_syn(const Frame& out, uint16_t cport, const char* what) {
+  void expect_syn(const Frame& out, uint16_t cport, const char* what, const Addr6& client = kClient6) {
     ASSERT_FALSE(out.empty()) << what;
     const Parsed6 p = expect_valid6(out, what);
     EXPECT_EQ(get32(out.data() + 14), 0x62812345u) << what << ": version, traffic class, flow label";
@@ -1320,7 +1338,7 @@ class Resteer6Test : public WorkerIpv6FwdTest {
     if (fnat()) {
       EXPECT_EQ(addr_at(p.src), kLocal6) << what;
     } else {
-      EXPECT_EQ(addr_at(p.src), kClient6) << what;
+      EXPECT_EQ(addr_at(p.src), client) << what;
       EXPECT_EQ(p.sport, cport) << what;
     }
   }
@@ -1577,6 +1595,234 @@ TEST_P(Resteer6Test, MhResteersInTheKeysOwnOrder) {
   ASSERT_FALSE(b2.empty());
   EXPECT_EQ(dst_of(a2), dst_of(b2));
   EXPECT_NE(dst_of(a2), dst_of(a));
+}
+
+// A destination options header of 8 * (units + 1) bytes with one option
+// that is not padding (type 0x1e: experimental, skipped by a node that does
+// not know it) filling it: its bytes tell a kept header from a rebuilt one.
+Bytes dest_opts(uint8_t next, uint8_t units = 1) {
+  Bytes h = ext_hdr(next, units);
+  h[2] = 0x1e;
+  h[3] = static_cast<uint8_t>(h.size() - 4);
+  for (size_t i = 4; i < h.size(); ++i) h[i] = static_cast<uint8_t>(0xa0 + i);
+  return h;
+}
+
+// `out` carries the extension headers `ext` (first next header `first`)
+// between its IPv6 and TCP headers, the payload length counting them.
+void expect_ext(const Frame& out, const Bytes& ext, uint8_t first, const char* what) {
+  ASSERT_GE(out.size(), 54 + ext.size() + 20) << what;
+  EXPECT_EQ(out[20], first) << what << ": first next header";
+  EXPECT_EQ(Bytes(out.begin() + 54, out.begin() + 54 + static_cast<long>(ext.size())), ext) << what;
+  Parsed6 p;
+  ASSERT_TRUE(parse_ipv6(out.data(), out.size(), &p)) << what;
+  EXPECT_EQ(p.l4_off, 54 + ext.size()) << what;
+  EXPECT_EQ(p.payload_len, ext.size() + 32) << what << ": extension headers + TCP header with options";
+  EXPECT_EQ(out.size(), 54 + ext.size() + 32) << what;
+}
+
+// A client's SYN with IPv6 extension headers: the re-sent SYN (after an
+// RST, an ICMPv6 unreachable quoting it, the timeout) carries them as
+// forwarded the first time, with a TCP checksum valid from scratch; a
+// destination options header alone, and a chain of a hop-by-hop, a
+// destination options and an atomic fragment header.
+TEST_P(Resteer6Test, ExtensionHeadersGoOutAgainWithTheResentSyn) {
+  Bytes chain = ext_hdr(kIp6DestOpts, 0);  // hop-by-hop: PadN only
+  chain[2] = 1, chain[3] = 4;
+  const Bytes d = dest_opts(kIp6Fragment);
+  chain.insert(chain.end(), d.begin(), d.end());
+  const Bytes fr = frag_hdr(kProtoTcp, 0, false, 0xabcd);
+  chain.insert(chain.end(), fr.begin(), fr.end());
+  struct Case {
+    Bytes ext;
+    uint8_t first;
+    const char* what;
+  } cases[] = {{dest_opts(kProtoTcp), kIp6DestOpts, "destination options"},
+               {chain, kIp6HopByHop, "hop-by-hop, destination options, atomic fragment"}};
+  uint16_t cport = 41020;
+  uint64_t n = 0;
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.what);
+    ++cport;
+    const Frame first = one_out(syn(cport, kPortRs6, kIsn6, k.ext, k.first), 0, 1);
+    expect_syn(first, cport, "first SYN");
+    expect_ext(first, k.ext, k.first, "first SYN");
+    // The backend refuses.
+    const Frame second = one_out(answer(first, kTcpRst | kTcpAck, kIsn6 + 1), 1, 1);
+    expect_syn(second, cport, "SYN after the RST");
+    expect_ext(second, k.ext, k.first, "SYN after the RST");
+    EXPECT_NE(dst_of(second), dst_of(first));
+    // An ICMPv6 port unreachable quoting it, extension headers and all.
+    const Parsed6 p2 = parsed(second);
+    const Frame third = one_out(icmp6_err(kRouterMac, kPortMac[1], kPodRouter6, addr_at(p2.src), kIcmp6DestUnreach,
+                                          4, 0, l3_of(second)), 1, 1);
+    expect_syn(third, cport, "SYN after the ICMPv6 error");
+    expect_ext(third, k.ext, k.first, "SYN after the ICMPv6 error");
+    EXPECT_NE(dst_of(third), dst_of(second));
+    // No answer in time.
+    auto out = timers_at(w(0).now + sh().t_resteer);
+    ASSERT_EQ(out.size(), 1u);
+    expect_syn(out[0], cport, "SYN after the timeout");
+    expect_ext(out[0], k.ext, k.first, "SYN after the timeout");
+    EXPECT_NE(dst_of(out[0]), dst_of(third));
+    n += 3;
+    EXPECT_EQ(resteers(kResteerRst) + resteers(kResteerIcmp) + resteers(kResteerTimeout), n);
+    // The last backend answers: the client gets its SYN-ACK.
+    ASSERT_FALSE(one_out(answer(out[0], kTcpSyn | kTcpAck, kIsn6 + 1), 1, 0).empty());
+    EXPECT_EQ(w(0).syn.in_use(), 0u);
+  }
+  EXPECT_EQ(w(0).counters.resteer_pool_full.load(), 0u);
+  EXPECT_EQ(total_drops(), 0u) << drop_summary();
+}
+
+// Extension headers up to kSynExtMax bytes are kept; a longer chain, or a
+// pool without the extension area, is counted (resteer_pool_full) and the
+// connection goes without re-steering: the SYN goes out as forwarded, the
+// backend's RST reaches the client.
+TEST_P(Resteer6Test, ExtensionHeadersThatDoNotFitGoWithout) {
+  const Bytes fits = dest_opts(kProtoTcp, kSynExtMax / 8 - 1), too_long = dest_opts(kProtoTcp, kSynExtMax / 8);
+  ASSERT_EQ(fits.size(), kSynExtMax);
+  const Frame a = one_out(syn(41030, kPortRs6, kIsn6, fits, kIp6DestOpts), 0, 1);
+  expect_ext(a, fits, kIp6DestOpts, "64 bytes");
+  const Frame a2 = one_out(answer(a, kTcpRst | kTcpAck, kIsn6 + 1), 1, 1);
+  expect_syn(a2, 41030, "64 bytes, re-sent");
+  expect_ext(a2, fits, kIp6DestOpts, "64 bytes, re-sent");
+  EXPECT_EQ(resteers(kResteerRst), 1u);
+  EXPECT_EQ(w(0).counters.resteer_pool_full.load(), 0u);
+
+  auto without = [&](uint16_t cport, const Bytes& ext, uint64_t full, const char* what) {
+    SCOPED_TRACE(what);
+    const uint32_t in_use = w(0).syn.in_use();
+    const Frame b = one_out(syn(cport, kPortRs6, kIsn6, ext, kIp6DestOpts), 0, 1);
+    expect_syn(b, cport, "forwarded");
+    expect_ext(b, ext, kIp6DestOpts, "forwarded");
+    EXPECT_EQ(w(0).counters.resteer_pool_full.load(), full);
+    EXPECT_EQ(w(0).syn.in_use(), in_use) << "not kept";
+    const Frame rst = one_out(answer(b, kTcpRst | kTcpAck, kIsn6 + 1), 1, 0);
+    ASSERT_FALSE(rst.empty());
+    EXPECT_EQ(parsed(rst).tcp_flags & kTcpRst, kTcpRst);
+    EXPECT_EQ(addr_at(parsed(rst).src), kVip6);
+  };
+  without(41031, too_long, 1, "72 bytes");
+  set_pool(64, false);
+  without(41032, dest_opts(kProtoTcp), 2, "no extension area");
+  // Without extension headers a SYN is still kept there.
+  const Frame c = one_out(syn(41033, kPortRs6), 0, 1);
+  ASSERT_FALSE(c.empty());
+  expect_syn(one_out(answer(c, kTcpRst | kTcpAck, kIsn6 + 1), 1, 1), 41033, "no extension headers");
+  EXPECT_EQ(resteers(kResteerRst), 2u);
+  EXPECT_EQ(w(0).counters.resteer_pool_full.load(), 2u);
+}
+
+// Two workers (as TwoWorkersRedirectToTheOwner): a connection's packets go
+// to the worker that owns it (the client's for the client side; fnat: the
+// local port's, nat: the client's for replies and ICMPv6 errors), wherever
+// they arrive. Two clients, one owned by each worker; each one's SYN, the
+// backend's RST, an ICMPv6 unreachable quoting the re-sent SYN and the
+// backend's SYN-ACK all arrive at the other worker; the client's
+// retransmitted SYN too. Re-steering happens on the owner (its counters,
+// its pool), every re-sent SYN leaves on the owner's queue, the timers of
+// the other worker send nothing.
+TEST_P(Resteer6Test, TwoWorkersResteerOnTheOwner) {
+  setup(GetParam(), 2);
+  if (HasFatalFailure()) return;
+  resteer_services();
+  if (HasFatalFailure()) return;
+  sh().resteer_attempts = 4;
+  serve_rings_ = true;
+  // A second client address that the other worker owns.
+  const uint32_t o1 = flow_owner(fold6(kClient6.data()), 0, 2);
+  Addr6 client2 = kClient6;
+  for (uint8_t i = 0x11; flow_owner(fold6(client2.data()), 0, 2) == o1 && i < 0xff; ++i) client2[15] = i;
+  ASSERT_NE(flow_owner(fold6(client2.data()), 0, 2), o1) << "the test needs a client on each worker";
+  v6_->neigh.update(client2.data(), kClientMac.data(), kT0);
+  auto sent_by = [&](uint16_t port, uint32_t wi, const char* what) {
+    auto mine = tx_queue(port, static_cast<uint16_t>(wi)), other = tx_queue(port, static_cast<uint16_t>(1 - wi));
+    EXPECT_EQ(other.size(), 0u) << what << ": frames on the other worker's queue";
+    EXPECT_EQ(mine.size(), 1u) << what << ": " << drop_summary(0) << " /" << drop_summary(1);
+    EXPECT_EQ(tx_queue(static_cast<uint16_t>(1 - port), 0).size() + tx_queue(static_cast<uint16_t>(1 - port), 1).size(),
+              0u) << what << ": frames on the other port";
+    return mine.empty() ? Frame{} : mine[0];
+  };
+  uint64_t base[2][kNumResteerReasons] = {};  // each worker's counts before this client's connections
+  auto rs = [&](uint32_t wi, ResteerReason r) { return w(wi).counters.resteers[r].load() - base[wi][r]; };
+  uint16_t cport = 45000;
+  for (const Addr6& client : {kClient6, client2}) {
+    const uint32_t own = flow_owner(fold6(client.data()), 0, 2), other = 1 - own;
+    SCOPED_TRACE(own);
+    for (uint32_t wi = 0; wi < 2; ++wi)
+      for (unsigned r = 0; r < kNumResteerReasons; ++r) base[wi][r] = w(wi).counters.resteers[r].load();
+    const size_t conns_own = w6_[own]->conns.size(), conns_other = w6_[other]->conns.size();
+    ++cport;
+    rx(syn(cport, kPortRs6, kIsn6, {}, kProtoTcp, client), 0, other);
+    const Frame first = sent_by(1, own, "SYN");
+    expect_syn(first, cport, "SYN", client);
+    EXPECT_EQ(w(own).syn.in_use(), 1u);
+    EXPECT_EQ(w(other).syn.in_use(), 0u);
+    EXPECT_EQ(w6_[own]->conns.size(), conns_own + 1);
+    EXPECT_EQ(w6_[other]->conns.size(), conns_other);
+    // The reply's owner: fnat the local port's worker, nat the client's.
+    const Parsed6 p1 = parsed(first);
+    if (fnat()) {
+      EXPECT_EQ(p1.sport % 2u, own) << "the local port is the owner's";
+    }
+    // RST at the other worker: redirected, re-steered by the owner.
+    rx(answer(first, kTcpRst | kTcpAck, kIsn6 + 1), 1, other);
+    const Frame second = sent_by(1, own, "SYN after the RST");
+    expect_syn(second, cport, "SYN after the RST", client);
+    EXPECT_NE(dst_of(second), dst_of(first));
+    EXPECT_EQ(rs(own, kResteerRst), 1u);
+    EXPECT_EQ(rs(other, kResteerRst), 0u);
+    // ICMPv6 unreachable quoting it, at the other worker.
+    const Parsed6 p2 = parsed(second);
+    rx(icmp6_err(kRouterMac, kPortMac[1], kPodRouter6, addr_at(p2.src), kIcmp6DestUnreach, 1, 0, l3_of(second)), 1,
+       other);
+    const Frame third = sent_by(1, own, "SYN after the ICMPv6 error");
+    expect_syn(third, cport, "SYN after the ICMPv6 error", client);
+    EXPECT_NE(dst_of(third), dst_of(second));
+    EXPECT_EQ(rs(own, kResteerIcmp), 1u);
+    EXPECT_EQ(rs(other, kResteerIcmp), 0u);
+    // The timers: only the owner's has the connection.
+    const uint64_t at = w(own).now + sh().t_resteer;
+    w(other).now = at;
+    resteer_timers(w(other), 64);
+    flush_tx(w(other));
+    w(own).now = at;
+    resteer_timers(w(own), 64);
+    flush_tx(w(own));
+    const Frame fourth = sent_by(1, own, "SYN after the timeout");
+    expect_syn(fourth, cport, "SYN after the timeout", client);
+    EXPECT_EQ(rs(own, kResteerTimeout), 1u);
+    EXPECT_EQ(rs(other, kResteerTimeout), 0u);
+    std::set<Addr6> seen{dst_of(first), dst_of(second), dst_of(third), dst_of(fourth)};
+    EXPECT_EQ(seen.size(), 4u) << "every backend once";
+    // The SYN-ACK at the other worker: to the client by the owner.
+    rx(answer(fourth, kTcpSyn | kTcpAck, kIsn6 + 1), 1, other);
+    const Frame synack = sent_by(0, own, "SYN-ACK");
+    ASSERT_FALSE(synack.empty());
+    EXPECT_EQ(addr_at(parsed(synack).dst), client);
+    EXPECT_EQ(w(own).syn.in_use(), 0u);
+    w(other).now = w(own).now;
+
+    // A second connection: the client's retransmitted SYN, at the other
+    // worker, goes to another backend.
+    ++cport;
+    rx(syn(cport, kPortRs6, kIsn6, {}, kProtoTcp, client), 0, other);
+    const Frame a = sent_by(1, own, "second connection's SYN");
+    rx(syn(cport, kPortRs6, kIsn6, {}, kProtoTcp, client), 0, other);
+    const Frame b = sent_by(1, own, "retransmitted SYN");
+    expect_syn(b, cport, "retransmitted SYN", client);
+    EXPECT_NE(dst_of(b), dst_of(a));
+    EXPECT_EQ(rs(own, kResteerRetransmit), 1u);
+    EXPECT_EQ(rs(other, kResteerRetransmit), 0u);
+    // Its SYN-ACK: no timer left behind.
+    rx(answer(b, kTcpSyn | kTcpAck, kIsn6 + 1), 1, other);
+    sent_by(0, own, "second connection's SYN-ACK");
+    EXPECT_EQ(w(own).syn.in_use(), 0u);
+    ASSERT_FALSE(HasFatalFailure());
+  }
+  EXPECT_EQ(w(0).counters.resteer_gave_up.load() + w(1).counters.resteer_gave_up.load(), 0u);
+  EXPECT_EQ(drops_of_all_workers(), 0u) << drop_summary(0) << " /" << drop_summary(1);
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, Resteer6Test, ::testing::Values(Forward::kFnat, Forward::kNat),
