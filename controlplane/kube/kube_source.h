@@ -156,7 +156,7 @@ class KubeSource : public Source {
   // the divergence. Never called by vipd itself.
   void discard_pending_changes_for_test();
 
-  struct Impl;  // reflectors (kube_source.cc)
+  struct Impl;  // reflectors (kube_source.cc, reflector.h)
 
  private:
   void notify(int64_t change_unix_ns);

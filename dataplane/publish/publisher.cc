@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 #include <numeric>
+#include <tuple>
 
 #include "dataplane/publish/tables_build.h"
 #include "dataplane/sched/sched.h"
@@ -27,15 +28,20 @@ Publisher::~Publisher() {
 int64_t Publisher::dest_slot(const cp::ServiceKey& k, const cp::IpAddr& ip, uint16_t port) const {
   auto it = recs_.find(k);
   if (it == recs_.end()) return -1;
-  auto s = it->second.slots.find({ip, port});
-  return s == it->second.slots.end() ? -1 : static_cast<int64_t>(s->second);
+  const DestSlot* s = find_slot(it->second.slots, ip, port);
+  return s ? static_cast<int64_t>(s->slot) : -1;
+}
+
+Publisher::DestSlot* Publisher::find_slot(SlotList& l, const cp::IpAddr& ip, uint16_t port) {
+  auto e = std::lower_bound(l.begin(), l.end(), ip,
+                            [port](const DestSlot& x, const cp::IpAddr& a) { return dest_before(x, a, port); });
+  return e != l.end() && e->ip == ip && e->port == port ? &*e : nullptr;
 }
 
 std::string Publisher::slot_owner(uint32_t slot) const {
   for (const auto& [key, r] : recs_)
-    for (const auto& [id, s] : r.slots)
-      if (s == slot)
-        return r.spec.name + " (" + cp::to_string(key) + ") -> " + cp::host_port(id.first, id.second);
+    for (const DestSlot& e : r.slots)
+      if (e.slot == slot) return r.spec.name + " (" + cp::to_string(key) + ") -> " + cp::host_port(e.ip, e.port);
   return "";
 }
 
@@ -106,14 +112,16 @@ bool Publisher::upsert(const cp::VirtualService& vs_in, Deferred& d, std::string
     vsp = &same_family;
   }
   const cp::VirtualService& vs = *vsp;
-  auto it = recs_.find(vs.key);
-  const bool fresh = it == recs_.end();
+  // lower_bound rather than find: a new record goes in at this position
+  // without a second search of recs_.
+  auto it = recs_.lower_bound(vs.key);
+  const bool fresh = it == recs_.end() || recs_.key_comp()(vs.key, it->first);
   if (!fresh && it->second.spec == vs_in) return true;
   // New destinations need free slots now: the slots of destinations leaving
   // this service are only released after the quiescent period.
   size_t needed = 0;
   for (const auto& b : vs.backends)
-    if (fresh || !it->second.slots.count({b.ip, b.port})) ++needed;
+    if (fresh || !find_slot(it->second.slots, b.ip, b.port)) ++needed;
   if (needed > free_slots_.size()) {
     *error = "destination capacity exhausted (max-dests " + std::to_string(sh_.max_dests) + ") at " +
              cp::to_string(vs.key);
@@ -178,13 +186,16 @@ bool Publisher::upsert(const cp::VirtualService& vs_in, Deferred& d, std::string
     *error = "out of DPDK memory for service " + cp::to_string(vs.key);
     return false;
   }
-  Rec& r = recs_[vs.key];
+  Rec& r = fresh ? recs_.emplace_hint(it, std::piecewise_construct, std::forward_as_tuple(vs.key), std::tuple<>())->second
+                 : it->second;
   if (fresh) {
     r.id = free_ids_.back();
     free_ids_.pop_back();
     vip_ref(vs.key.vip, +1, d);
   }
-  SlotMap slots;
+  SlotList slots;
+  slots.reserve(n);
+  bool slots_sorted = true;  // backends come sorted and unique (ServiceTable::normalize)
   Service6Ext* ext = nullptr;
   uint8_t(*dest_ip)[16] = nullptr;
   if (is6) {
@@ -211,18 +222,18 @@ bool Publisher::upsert(const cp::VirtualService& vs_in, Deferred& d, std::string
   uint32_t weighted = 0;
   for (size_t i = 0; i < n; ++i) {
     const cp::RealServer& b = vs.backends[i];
-    const std::pair<cp::IpAddr, uint16_t> id{b.ip, b.port};
     uint32_t slot;
-    auto old = r.slots.find(id);
-    if (old != r.slots.end()) {
-      slot = old->second;
-      r.slots.erase(old);
+    DestSlot* old = r.slots.empty() ? nullptr : find_slot(r.slots, b.ip, b.port);
+    if (old && old->slot != kSlotTaken) {
+      slot = old->slot;
+      old->slot = kSlotTaken;
     } else {
       slot = free_slots_.front();
       free_slots_.pop_front();
       if (slot >= slot_high_water_) slot_high_water_ = slot + 1;
     }
-    slots[id] = slot;
+    if (!slots.empty() && !dest_before(slots.back(), b.ip, b.port)) slots_sorted = false;
+    slots.push_back({b.ip, b.port, slot});
     DestRef& dr = obj->dests[i];
     if (is6) std::memcpy(dest_ip[i], b.ip.v6_bytes().data(), 16);
     dr.ip = is6 ? fold6(b.ip.v6_bytes().data()) : b.ip.v4();
@@ -259,7 +270,19 @@ bool Publisher::upsert(const cp::VirtualService& vs_in, Deferred& d, std::string
     obj->table_size = tsize;
   }
   // Destinations that disappeared: expire their connections after quiescence.
-  for (auto& [id, slot] : r.slots) d.dead_slots.push_back(slot);
+  if (!slots_sorted) {
+    // Not reached with a normalized table. As a map assigned in backend order
+    // would: sorted, and of equal (ip, port) the last assignment kept.
+    std::stable_sort(slots.begin(), slots.end(),
+                     [](const DestSlot& a, const DestSlot& b) { return dest_before(a, b.ip, b.port); });
+    SlotList uniq;
+    for (size_t i = 0; i < slots.size(); ++i)
+      if (i + 1 == slots.size() || dest_before(slots[i], slots[i + 1].ip, slots[i + 1].port))
+        uniq.push_back(slots[i]);
+    slots = std::move(uniq);
+  }
+  for (const DestSlot& e : r.slots)
+    if (e.slot != kSlotTaken) d.dead_slots.push_back(e.slot);
   r.slots = std::move(slots);
   if (!vip_put(vs.key, obj)) {
     // Only a new key can fail (an existing key is updated in place): undo the
@@ -267,7 +290,7 @@ bool Publisher::upsert(const cp::VirtualService& vs_in, Deferred& d, std::string
     *error = "VIP table full adding " + cp::to_string(vs.key);
     rte_free(obj);
     if (fresh) {
-      for (auto& [id, slot] : r.slots) free_slots_.push_front(slot);
+      for (const DestSlot& e : r.slots) free_slots_.push_front(e.slot);
       free_ids_.push_back(r.id);
       vip_ref(vs.key.vip, -1, d);
       recs_.erase(vs.key);
@@ -286,7 +309,7 @@ void Publisher::remove(const cp::ServiceKey& k, Deferred& d) {
   Rec& r = it->second;
   vip_del(k, d);
   d.objs.push_back(r.obj);
-  for (auto& [id, slot] : r.slots) d.dead_slots.push_back(slot);
+  for (const DestSlot& e : r.slots) d.dead_slots.push_back(e.slot);
   d.ids.push_back(r.id);
   vip_ref(k.vip, -1, d);
   recs_.erase(it);

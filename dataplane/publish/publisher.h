@@ -44,19 +44,30 @@ class Publisher {
   size_t services() const { return recs_.size(); }
 
  private:
-  // A destination's slot by (ip, port), ordered by an inline comparator
-  // (std::pair's operator< goes through an out-of-line three-way comparison).
-  struct DestLess {
-    bool operator()(const std::pair<cp::IpAddr, uint16_t>& a, const std::pair<cp::IpAddr, uint16_t>& b) const {
-      if (!(a.first == b.first)) return a.first < b.first;
-      return a.second < b.second;
-    }
+  // A service's destination slots, sorted by (ip, port), unique: a sorted
+  // vector (one allocation per service) instead of a std::map (a node
+  // allocation, a rebalance and out-of-line comparisons per destination).
+  struct DestSlot {
+    cp::IpAddr ip;
+    uint16_t port = 0;
+    uint32_t slot = 0;
   };
-  using SlotMap = std::map<std::pair<cp::IpAddr, uint16_t>, uint32_t, DestLess>;
+  using SlotList = std::vector<DestSlot>;
+  // Marks an entry of the previous list that a destination took over (upsert).
+  static constexpr uint32_t kSlotTaken = UINT32_MAX;
+  static bool dest_before(const DestSlot& e, const cp::IpAddr& ip, uint16_t port) {
+    if (!(e.ip == ip)) return e.ip < ip;
+    return e.port < port;
+  }
+  // The entry of (ip, port) in a sorted list, or nullptr.
+  static DestSlot* find_slot(SlotList& l, const cp::IpAddr& ip, uint16_t port);
+  static const DestSlot* find_slot(const SlotList& l, const cp::IpAddr& ip, uint16_t port) {
+    return find_slot(const_cast<SlotList&>(l), ip, port);
+  }
   struct Rec {
     Service* obj = nullptr;
     uint32_t id = 0;
-    SlotMap slots;
+    SlotList slots;
     cp::VirtualService spec;
   };
   struct Deferred {

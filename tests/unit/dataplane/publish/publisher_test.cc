@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -219,6 +220,45 @@ TEST_F(PublisherTest, ChangingWeightsKeepsSlotsAndGenerations) {
   EXPECT_EQ(gen(sl0), g0);
   EXPECT_EQ(gen(sl1), g1);
   EXPECT_EQ(after->n_weighted, 1u);
+}
+
+// The slots of a service are kept in a list sorted by (ip, port): a table that
+// was not normalized (backends out of order) still gives every destination its
+// own slot, found again by dest_slot, and kept when the order changes.
+TEST_F(PublisherTest, UnsortedBackendsKeepTheirSlots) {
+  cp::ServiceTable t;
+  auto v = vsvc(kVip, 8080, Protocol::kTcp, {});
+  v.backends = {rs(kB3, 80), rs(kB1, 81), rs(kB2, 80), rs(kB1, 80)};  // not sorted
+  put(t, v);
+  ASSERT_TRUE(full(t));
+  const Service* s = find_service(sh(), kVip, 8080, 6);
+  ASSERT_NE(s, nullptr);
+  ASSERT_EQ(s->n_dests, 4u);
+  std::set<uint32_t> slots;
+  std::map<std::pair<uint32_t, uint16_t>, uint32_t> by_dest;
+  for (uint32_t i = 0; i < 4; ++i) {
+    EXPECT_TRUE(slots.insert(s->dests[i].slot).second);
+    EXPECT_EQ(pub_->dest_slot(v.key, s->dests[i].ip, s->dests[i].port), static_cast<int64_t>(s->dests[i].slot)) << i;
+    by_dest[std::make_pair(s->dests[i].ip, s->dests[i].port)] = s->dests[i].slot;
+  }
+  EXPECT_EQ(pub_->dest_slot(v.key, kB2, 81), -1);
+  auto slot_of = [&](uint32_t ip, uint16_t port) { return static_cast<int64_t>(by_dest.at({ip, port})); };
+  // Another order, one destination gone (kB2:80), one new (kB2:81).
+  auto v2 = v;
+  v2.backends = {rs(kB1, 80), rs(kB2, 81), rs(kB3, 80, 2), rs(kB1, 81)};
+  cp::ServiceTable t2;
+  put(t2, v2);
+  const auto gone = static_cast<uint32_t>(slot_of(kB2, 80));
+  const uint32_t g_gone = gen(gone);
+  ASSERT_TRUE(full(t2));
+  EXPECT_EQ(pub_->dest_slot(v.key, kB1, 80), slot_of(kB1, 80));
+  EXPECT_EQ(pub_->dest_slot(v.key, kB1, 81), slot_of(kB1, 81));
+  EXPECT_EQ(pub_->dest_slot(v.key, kB3, 80), slot_of(kB3, 80));
+  EXPECT_EQ(pub_->dest_slot(v.key, kB2, 80), -1);
+  const int64_t fresh = pub_->dest_slot(v.key, kB2, 81);
+  ASSERT_GE(fresh, 0);
+  EXPECT_FALSE(slots.count(static_cast<uint32_t>(fresh)));
+  EXPECT_EQ(gen(gone), g_gone + 1) << "the left destination's slot is released";
 }
 
 TEST_F(PublisherTest, RemovingServiceRemovesVipKeyAndAddress) {
