@@ -49,7 +49,8 @@
 #                            connection broken, no request failed
 #   kill9-failover-window    kill -9 of gw2 under new-connection load (0.5 s per
 #                            request): the router drops gw2 (measured); requests
-#                            fail only in a window (measured) of at most 3 s
+#                            fail only in a window (measured) of at most 4 s
+#                            (D up to 2.8 s under load, BGP hold time 3 s)
 #   kill9-established-survive  the keep-alive connections (those gw2 carried among
 #                            them) all go on through gw1/gw3 (mh picks them up):
 #                            none reset, every request answered within 8 s (the
@@ -618,7 +619,7 @@ note "undrain gw1: back at the router after $ms ms"
 #  - its answer lost with the request unacknowledged: the client's retransmission after D,
 #    then the pod's next one.
 # Worst case the pod's first retransmission after the client's first packet after D:
-# 6.2 s for D up to 3 s (measured: answered at most 2.2 s after the kill, 18 kills). The
+# 6.2 s for D up to 3 s (measured: answered at most 2.2 s after the kill, 24 kills). The
 # next step, 12.6 s, needs D over 3 s: BFD missed, the 3 s BGP hold time. KA_TIMEOUT 8
 # leaves 1.8 s of timer slack under load and stays under the pods' 10 s idle limit (the
 # serial client holds the other connections that long). A connection reset, or one not
@@ -688,11 +689,13 @@ for i in $(seq 1 "${VIPD_ECMP_KILL_REPEAT:-0}"); do
   start_gw 2; wait_gw 2; wait_nh 10.96.0.100 "1 2 3" "$(now_ms)" 20000 >/dev/null; sleep 2
 done
 kill_gw2 kill
-if [ "$ms" != timeout ] && [ "$nfail" != "?" ] && [ "${wlast:-0}" -le 3000 ] && [ "$(jf "$NL" ok)" != 0 ] &&
+# The window: D plus the last failed request's 0.5 s; D measured up to 2.8 s under load
+# (window 3.2 s), and the 3 s BGP hold time ends it where BFD misses: at most 4 s.
+if [ "$ms" != timeout ] && [ "$nfail" != "?" ] && [ "${wlast:-0}" -le 4000 ] && [ "$(jf "$NL" ok)" != 0 ] &&
    [ "$("$PYTHON" -c 'import json,sys; r=json.loads(sys.argv[1]); print(len(r.get("fail_times",[])) == r.get("failed"))' "$NL")" = True ]; then
   pass kill9-failover-window
 else
-  fail kill9-failover-window "want the route gone ($ms) and failures only within 3 s of the kill: $nfail failed, window $wfirst..$wlast ms; $NL"
+  fail kill9-failover-window "want the route gone ($ms) and failures only within 4 s of the kill: $nfail failed, window $wfirst..$wlast ms; $NL"
 fi
 if [ "$(jf "$KA" broken_conns)" = 0 ] && [ "$(jf "$KA" conns)" = 24 ] && [ "$(jf "$KA" conns_one_pod)" = 24 ] &&
    [ "$on2" -gt 0 ] 2>/dev/null; then
