@@ -6,7 +6,7 @@
   client.py ping HOST [--count N] [--timeout S]
   client.py hold HOST:PORT --conns N --go FILE [--timeout S] [--max-time S]
   client.py keepalive HOST:PORT --conns N --max-time S [--stop FILE] [--mark FILE] [--until-after-mark N]
-                      [--interval S] [--timeout S]
+                      [--interval S] [--timeout S] [--slow S] [--tcp-keepalive S]
 
 Lab traffic generator; runs inside the client network namespace.
 Addresses may be IPv4 or IPv6: HOST:PORT is a.b.c.d:P or [IPV6]:P, URLs are
@@ -39,7 +39,14 @@ keepalive: opens N TCP connections (prints "open N"), then sends GET /keepalive
          "mark_s" (when the mark was first seen, s since the start, or null) and
          per connection "error_s" (when it failed, s since the start) and
          "idle_s" (how long before the failure its last answer came, or since
-         it opened), both null while it has not failed.
+         it opened), both null while it has not failed. Per connection also
+         "max_lat_s" (its slowest request, answered or not) and "slow": up to
+         8 [sent_s, latency_s, answered] of its requests that took over
+         --slow S (default 0.5; sent_s: s since the start), and "t0_unix" (the
+         start as Unix time, to place them beside other clocks).
+         --tcp-keepalive S: TCP keepalive probes on each connection after S s
+         without a packet from the peer, every S s (a client that waits for an
+         answer sends nothing else once its request is acknowledged).
 
 Everything is bounded: --count <= 100000 and --max-time (default 120 s) caps the
 whole run; requests not attempted before the limit count as failed with error
@@ -244,13 +251,23 @@ def keepalive(args):
     import os
     host, port = args.target
     start = time.monotonic()
+    t0_unix = time.time()
     deadline = start + args.max_time
     conns = []
     for _ in range(args.conns):
         s = socket.create_connection((host, port), timeout=args.timeout)
         s.settimeout(args.timeout)
+        if args.tcp_keepalive:
+            # Probes after that many seconds without a packet from the peer, while
+            # nothing of ours is unacknowledged (the request acknowledged, its answer
+            # awaited): the only packets this side sends then.
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, args.tcp_keepalive)
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL, args.tcp_keepalive)
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT, 30)
         conns.append({"sock": s, "buf": b"", "ok": 0, "after": 0, "pods": [], "error": None,
-                      "last": time.monotonic(), "error_s": None, "idle_s": None})
+                      "last": time.monotonic(), "error_s": None, "idle_s": None,
+                      "max_lat": 0.0, "slow": []})
     print("open %d" % len(conns), flush=True)
     req = b"GET /keepalive HTTP/1.1\r\nHost: vip\r\nConnection: keep-alive\r\n\r\n"
     res = {"conns": len(conns), "requests": 0, "ok": 0, "failed": 0, "by_pod": {}, "errors": {}}
@@ -287,7 +304,11 @@ def keepalive(args):
                 c["idle_s"] = round(now - c["last"], 3)
                 res["errors"][c["error"]] = res["errors"].get(c["error"], 0) + 1
                 c["sock"].close()
-            max_lat = max(max_lat, time.monotonic() - t0)
+            lat = time.monotonic() - t0
+            max_lat = max(max_lat, lat)
+            c["max_lat"] = max(c["max_lat"], lat)
+            if lat > args.slow and len(c["slow"]) < 8:
+                c["slow"].append([round(t0 - start, 3), round(lat, 3), c["error"] is None])
         if args.interval > 0:
             time.sleep(args.interval)
     for c in conns:
@@ -300,9 +321,11 @@ def keepalive(args):
     res["by_pod"] = dict(sorted(res["by_pod"].items()))
     res["mark_s"] = None if mark_t is None else round(mark_t - start, 3)
     res["per_conn"] = [{"ok": c["ok"], "ok_after_mark": c["after"], "pods": c["pods"], "error": c["error"],
-                        "error_s": c["error_s"], "idle_s": c["idle_s"]}
+                        "error_s": c["error_s"], "idle_s": c["idle_s"],
+                        "max_lat_s": round(c["max_lat"], 3), "slow": c["slow"]}
                        for c in conns]
     res["elapsed_s"] = round(time.monotonic() - start, 3)
+    res["t0_unix"] = round(t0_unix, 3)
     print(json.dumps(res), flush=True)
     return 0
 
@@ -417,6 +440,10 @@ def main():
                    help="stop once every live connection has this many answers after the mark")
     k.add_argument("--interval", type=pos_float, default=0.1, help="pause after each round, s")
     k.add_argument("--timeout", type=pos_float, default=10.0, help="per request, s")
+    k.add_argument("--tcp-keepalive", type=count_arg, default=0, metavar="S",
+                   help="TCP keepalive probes every S s of silence from the peer (default off)")
+    k.add_argument("--slow", type=pos_float, default=0.5,
+                   help="list requests slower than this per connection (s)")
     k.add_argument("--max-time", type=pos_float, default=60.0)
     g = sub.add_parser("ping", help="ICMP echo requests")
     g.add_argument("host")

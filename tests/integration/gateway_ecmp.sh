@@ -49,9 +49,14 @@
 #                            connection broken, no request failed
 #   kill9-failover-window    kill -9 of gw2 under new-connection load (0.5 s per
 #                            request): the router drops gw2 (measured); requests
-#                            fail only in a window (measured) of at most 3 s
+#                            fail only in a window (measured) of at most 4 s
+#                            (D up to 2.8 s under load, BGP hold time 3 s)
 #   kill9-established-survive  the keep-alive connections (those gw2 carried among
-#                            them) all go on through gw1/gw3 (mh picks them up)
+#                            them) all go on through gw1/gw3 (mh picks them up):
+#                            none reset, every request answered within 8 s (the
+#                            client with TCP keepalive probes, 1 s; the budget's
+#                            reasoning at the step); the slow requests are listed
+#                            (sent -> answered, from the kill)
 #   gateway-join-no-broken   vipd on gw2 starts again under load: the router has 3
 #                            next hops again (measured); no keep-alive connection
 #                            broken, no request failed
@@ -532,10 +537,11 @@ fi
 # KA_TIMEOUT: the keep-alive requests' timeout. The client serves its connections in turn,
 # so each stuck one holds up the others that long.
 KA_TIMEOUT=5
+KA_OPTS=   # more client keepalive options (the kill step: --tcp-keepalive 1)
 start_load() {
   local tag=$1 target=${4:-10.96.0.100:8080}
   rm -f "$TMP/$tag.stop" "$TMP/$tag.mark"
-  client keepalive "$target" --conns "$2" --interval 0.05 --timeout "$KA_TIMEOUT" --max-time 90 \
+  client keepalive "$target" --conns "$2" --interval 0.05 --timeout "$KA_TIMEOUT" --max-time 90 $KA_OPTS \
     --stop "$TMP/$tag.stop" --mark "$TMP/$tag.mark" --until-after-mark 2 >"$TMP/$tag.ka" 2>&1 &
   LOAD_PIDS+=($!); KA_PID=$! NL_PID=
   if [[ $target != \[* ]]; then
@@ -593,37 +599,110 @@ ms=$(wait_nh 10.96.0.100 "1 2 3" "$(now_ms)" 5000)
 note "undrain gw1: back at the router after $ms ms"
 
 # ---- kill -9 of gw2 under load ------------------------------------------------------------
-start_load kill 24 0.5
-sleep 1.5
-on2=$(active_conns 2)
-bfd=$(rt_bfd)
-tk=$(now_ms)
-kill -KILL "${GW_PID[2]}" 2>/dev/null
-{ wait "${GW_PID[2]}"; } 2>/dev/null
-GW_PID[2]=
-ms=$(wait_nh 10.96.0.100 "1 3" "$tk" 5000)
-note "router's next hops after the kill: $(cat "$TMP/nh_states"); BFD before: $bfd"
-sleep 3
-stop_load kill
-win=$("$PYTHON" -c '
+# How a keep-alive connection that gw2 carried gets through the kill: gw2 is gone from the
+# router's route once BFD (200 ms x 5) declares it down and bgpd/zebra withdraw it: D =
+# 0.9-1.1 s on a quiet machine, up to 2.8 s measured under load (docs/reliability.md);
+# until then the router keeps sending the flow to the dead gateway. Afterwards the next
+# packet from the client reaches gw1 or gw3, which schedules it with mh (same backend, new
+# entry), and the pod then routes its replies through that gateway (connection mark).
+# Nothing but a packet from the client moves the flow, so a request in flight at the kill
+# waits on TCP's retransmission backoff (RTO 200 ms doubling: about 0.2 0.6 1.4 3.0 6.2 s
+# after it was sent):
+#  - its request lost with gw2: the client's first retransmission after D goes through;
+#  - its answer lost with gw2, the request acknowledged before: the client sends nothing
+#    more (it waits), the pod retransmits into gw2 for ever; only a TCP keepalive probe
+#    from the client (--tcp-keepalive 1: one a second of silence) moves the flow; the
+#    pod's next retransmission after that goes through. Without the probes such a
+#    connection hangs until the client gives up (seen: 1 of 24 after 9 s, when the pod
+#    acknowledged the request at once and answered it a few ms later, after the kill).
+#    That is the NAT return path's limit (docs/gateway.md), not the gateways';
+#  - its answer lost with the request unacknowledged: the client's retransmission after D,
+#    then the pod's next one.
+# Worst case the pod's first retransmission after the client's first packet after D:
+# 6.2 s for D up to 3 s (measured: answered at most 2.2 s after the kill, 24 kills). The
+# next step, 12.6 s, needs D over 3 s: BFD missed, the 3 s BGP hold time. KA_TIMEOUT 8
+# leaves 1.8 s of timer slack under load and stays under the pods' 10 s idle limit (the
+# serial client holds the other connections that long). A connection reset, or one not
+# answered within 8 s, fails the check; each request slower than 0.5 s is listed
+# (connection, sent -> answered, ms from the kill).
+# ka_stalls TAG TK_MS: the keep-alive requests of load TAG slower than 0.5 s, each as
+# "cN +SENT->+DONE ms" (N the connection, times from the kill at TK_MS; "failed" when
+# unanswered within KA_TIMEOUT); then " max +DONE ms" (the last answer through the
+# failover, after the kill). Empty when none.
+ka_stalls() {
+  grep '^{' "$TMP/$1.ka" | tail -n 1 | "$PYTHON" -c '
+import json, sys
+try:
+    r = json.load(sys.stdin)
+except ValueError:
+    sys.exit()
+tk = int(sys.argv[1]) / 1000.0 - r.get("t0_unix", 0)
+out, last = [], None
+for i, c in enumerate(r.get("per_conn", [])):
+    for sent, lat, ok in c.get("slow", []):
+        done = round(1000 * (sent + lat - tk))
+        out.append("c%d +%d->+%d ms%s" % (i, round(1000 * (sent - tk)), done, "" if ok else " failed"))
+        last = done if ok and (last is None or done > last) else last
+print(", ".join(out) + ("" if last is None else "; max +%d ms" % last))' "$2" 2>/dev/null
+}
+# kill_gw2 TAG: kill -9 of gw2 under load TAG (24 keep-alive connections, new connections
+# with 0.5 s each); sets on2 (gw2's active connections before), tk, ms (route gone at the
+# router, or timeout), KA and NL (the loads' results), nfail wfirst wlast (the failed new
+# connections and their window after the kill) and STALLS (ka_stalls); prints notes.
+kill_gw2() {
+  local tag=$1 bfd win
+  KA_TIMEOUT=8 KA_OPTS="--tcp-keepalive 1" start_load "$tag" 24 0.5
+  sleep 1.5
+  on2=$(active_conns 2)
+  bfd=$(rt_bfd)
+  tk=$(now_ms)
+  kill -KILL "${GW_PID[2]}" 2>/dev/null
+  # The route first, then the process: under CPU load the killed vipd took 10-90 s to
+  # exit (its ports' teardown), which delayed the measurement when it waited first.
+  ms=$(wait_nh 10.96.0.100 "1 3" "$tk" 5000)
+  { wait "${GW_PID[2]}"; } 2>/dev/null
+  GW_PID[2]=
+  note "router's next hops after the kill: $(cat "$TMP/nh_states"); BFD before: $bfd; gw2's vipd exited after $(( $(now_ms) - tk )) ms"
+  sleep 3
+  stop_load "$tag"
+  win=$("$PYTHON" -c '
 import json, sys
 r = json.loads(sys.argv[1]); tk = int(sys.argv[2]) / 1000.0
 ft = [t - tk for t in r.get("fail_times", [])]
 after = [t for t in ft if t >= -0.6]
 print("%d %d %d" % (len(ft), round(1000 * min(after)) if after else 0, round(1000 * (max(after) + 0.5)) if after else 0))' "$NL" "$tk" 2>/dev/null)
-read -r nfail wfirst wlast <<<"${win:-? ? ?}"
-note "kill -9 gw2 (it carried $on2 active connections): route gone at the router after $ms ms; new connections $(jf "$NL" ok) ok, $nfail failed (0.5 s each), failures from $wfirst ms to $wlast ms after the kill; keep-alive $KA"
-if [ "$ms" != timeout ] && [ "$nfail" != "?" ] && [ "${wlast:-0}" -le 3000 ] && [ "$(jf "$NL" ok)" != 0 ] &&
+  read -r nfail wfirst wlast <<<"${win:-? ? ?}"
+  STALLS=$(ka_stalls "$tag" "$tk")
+  note "kill -9 gw2 (it carried $on2 active connections): route gone at the router after $ms ms; new connections $(jf "$NL" ok) ok, $nfail failed (0.5 s each), failures from $wfirst ms to $wlast ms after the kill; keep-alive requests over 0.5 s (sent->answered, from the kill): ${STALLS:-none}; keep-alive $KA"
+}
+# VIPD_ECMP_KILL_REPEAT=N (measuring only): N more kills of gw2 first, each after gw2
+# came back, for the failover time distribution (docs/reliability.md).
+retrans() {
+  local ns
+  for ns in client pod1 pod2 pod3 pod4; do
+    inns "$P$ns" nstat -asz TcpRetransSegs | awk '$1 == "TcpRetransSegs" {printf "%s ", $2}'
+  done
+}
+for i in $(seq 1 "${VIPD_ECMP_KILL_REPEAT:-0}"); do
+  rt0=$(retrans); kill_gw2 "rep$i"; rt1=$(retrans)
+  note "repeat $i: route gone $ms ms; stalls: ${STALLS:-none}; retransmissions client/pods $rt0 -> $rt1; broken $(jf "$KA" broken_conns)"
+  start_gw 2; wait_gw 2; wait_nh 10.96.0.100 "1 2 3" "$(now_ms)" 20000 >/dev/null; sleep 2
+done
+kill_gw2 kill
+# The window: D plus the last failed request's 0.5 s; D measured up to 2.8 s under load
+# (window 3.2 s), and the 3 s BGP hold time ends it where BFD misses: at most 4 s.
+if [ "$ms" != timeout ] && [ "$nfail" != "?" ] && [ "${wlast:-0}" -le 4000 ] && [ "$(jf "$NL" ok)" != 0 ] &&
    [ "$("$PYTHON" -c 'import json,sys; r=json.loads(sys.argv[1]); print(len(r.get("fail_times",[])) == r.get("failed"))' "$NL")" = True ]; then
   pass kill9-failover-window
 else
-  fail kill9-failover-window "want the route gone ($ms) and failures only within 3 s of the kill: $nfail failed, window $wfirst..$wlast ms; $NL"
+  fail kill9-failover-window "want the route gone ($ms) and failures only within 4 s of the kill: $nfail failed, window $wfirst..$wlast ms; $NL"
 fi
 if [ "$(jf "$KA" broken_conns)" = 0 ] && [ "$(jf "$KA" conns)" = 24 ] && [ "$(jf "$KA" conns_one_pod)" = 24 ] &&
    [ "$on2" -gt 0 ] 2>/dev/null; then
   pass kill9-established-survive
+  note "keep-alive requests through the failover (sent -> answered, ms from the kill; 8 s each): ${STALLS:-none over 0.5 s}"
 else
-  fail kill9-established-survive "want all 24 keep-alive connections (gw2 had $on2 active) unbroken: $KA"
+  fail kill9-established-survive "want all 24 keep-alive connections (gw2 had $on2 active) unbroken, each request answered within 8 s (sent -> answered, ms from the kill: ${STALLS:-none over 0.5 s}): $KA"
 fi
 
 # ---- gw2 joins again under load ------------------------------------------------------------
