@@ -57,37 +57,42 @@ inline Parsed check_and_parse(const Shared& sh, const rte_mbuf* m) {
   return p;
 }
 
-// Stages 3 and 4 of prepare_burst, for the nl keys in fptr/fsig (of packets
+// Stages 3 and 4 of prepare_burst, for the nl keys hashed in fsig (of packets
 // which[0..nl)) that are not full-NAT replies.
-void lookup_conns(Worker& w, PktInfo* info, const void** fptr, uint32_t* fsig, const uint8_t* which,
-                  uint32_t nl) noexcept {
+void lookup_conns(Worker& w, PktInfo* info, const uint32_t* fsig, const uint8_t* which, uint32_t nl) noexcept {
   const Shared& sh = *w.sh;
-  // Stage 3: the connection table in bulk (it prefetches the buckets and
-  // entries of all of them before comparing any). A packet of a known flow needs
-  // nothing else: in the client's direction its entry says where it goes, and
-  // a NAT-mode reply (to the client's address and port) is a reply whatever
-  // the VIP table says. The VIP table is looked up, again in bulk, only for
-  // the others (new flows), so an established flow's cost does not grow with
-  // the number of services. The per-packet stage looks the Service of a
-  // connection hit up by itself in the rare cases that need it.
-  int32_t fpos[kBurst];
-  const uint64_t fhits = w.conns.lookup_bulk(fptr, fsig, nl, fpos);
+  // Stage 3: the connection table's buckets in bulk (it prefetches the
+  // buckets and the entries their tags name). A client-direction candidate
+  // is taken as the packet's connection, its key compared by the per-packet
+  // stage (burst_conn), which reads that line anyway; a reply-direction one
+  // (NAT mode) is compared here. Only packets without a connection look the
+  // VIP table up, again in bulk.
+  uint32_t cand[kBurst];
+  w.conns.lookup_candidates(fsig, nl, cand);
   VipKey vkeys[kBurst];
   const void* vptr[kBurst];
   uint32_t vsig[kBurst];
   uint8_t vwhich[kBurst];  // lookup j of the VIP table is for packet vwhich[j]
   uint32_t nv = 0;
   for (uint32_t j = 0; j < nl; ++j) {
-    PktInfo& pi = info[which[j]];  // svc, conn, reply, svc_looked: cleared in stage 1
-    if ((fhits >> j) & 1) {
-      // The entry is the line the lookup just compared the key with (in
-      // cache). A NAT-mode reply's key ends at a client's address and port:
-      // no VIP of ours. Either way the VIP table is not looked up
-      // (svc_looked stays false).
-      bool reply;
-      pi.conn = w.conns.decode(fpos[j], &reply);
-      pi.reply = reply;
-      continue;
+    PktInfo& pi = info[which[j]];  // svc, conn, reply, svc_looked, cand: cleared in stage 1
+    const uint32_t p1 = cand[j];
+    if (p1) {
+      const int32_t pos = static_cast<int32_t>(p1 - 1);
+      if (!(pos & 1)) [[likely]] {
+        pi.conn = w.conns.at(static_cast<uint32_t>(pos) >> 1);
+        pi.cand = true;
+        continue;
+      }
+      const Parsed& p = pi.p;
+      const FlowKey k = make_key(p.src, p.sport, p.dst, p.dport, p.proto);
+      const int32_t q = w.conns.holds(pos, k) ? pos : w.conns.find_pos(k, fsig[j]);
+      if (q >= 0) {
+        bool reply;
+        pi.conn = w.conns.decode(q, &reply);
+        pi.reply = reply;
+        continue;
+      }
     }
     pi.svc_looked = true;
     vkeys[nv] = VipKey{pi.p.dst, pi.p.dport, pi.p.proto, 0};
@@ -116,8 +121,6 @@ void prepare_burst(Worker& w, rte_mbuf* const* pkts, uint16_t n, PktInfo* info) 
   // Stage 1: headers. The frames were just received (in cache, or on their
   // way there): ask for all of them before parsing the first.
   for (uint16_t i = 0; i < n; ++i) rte_prefetch0(rte_pktmbuf_mtod(pkts[i], const void*));
-  FlowKey fkeys[kBurst];
-  const void* fptr[kBurst];
   uint32_t fsig[kBurst];
   uint8_t which[kBurst];  // packet index of lookup j
   uint32_t nl = 0;
@@ -131,18 +134,13 @@ void prepare_burst(Worker& w, rte_mbuf* const* pkts, uint16_t n, PktInfo* info) 
     pi.svc = nullptr;
     pi.conn = nullptr;
     pi.reply = false;
+    pi.cand = false;
     const Parsed& p = pi.p;
     // (IPv4 to a group MAC is kDrop already.)
     if (p.kind != FrameKind::kIpv4 || (p.proto != kProtoTcp && p.proto != kProtoUdp)) continue;
     // Stage 2: the flow key, hashed once (the same signature the table
-    // computes: flow_hash.h), from its two words built in registers and
-    // stored once (make_key's layout).
-    static_assert(std::endian::native == std::endian::little && offsetof(FlowKey, dst) == 4 &&
-                      offsetof(FlowKey, sport) == 8 && offsetof(FlowKey, dport) == 10 && offsetof(FlowKey, proto) == 12,
-                  "the layout flow_word0/1 build");
+    // computes: flow_hash.h), from its two words built in registers.
     const uint64_t k0 = flow_word0(p.src, p.dst), k1 = flow_word1(p.sport, p.dport, p.proto);
-    std::memcpy(&fkeys[nl], &k0, 8);
-    std::memcpy(reinterpret_cast<char*>(&fkeys[nl]) + 8, &k1, 8);
     const uint32_t sig = conn_hash_words(k0, k1);
     fsig[nl] = sig;
     pi.conn_sig = sig;
@@ -156,11 +154,10 @@ void prepare_burst(Worker& w, rte_mbuf* const* pkts, uint16_t n, PktInfo* info) 
       pwhich[np++] = static_cast<uint8_t>(i);
       continue;
     }
-    fptr[nl] = &fkeys[nl];
     which[nl] = static_cast<uint8_t>(i);
     ++nl;
   }
-  if (nl) lookup_conns(w, info, fptr, fsig, which, nl);
+  if (nl) lookup_conns(w, info, fsig, which, nl);
   // The replies' entries are candidates: the per-packet stage checks the
   // rest of the key against the entry (from_dest).
   for (uint32_t r = 0; r < np; ++r) {

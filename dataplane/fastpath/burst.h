@@ -36,6 +36,8 @@ struct PktInfo {
   bool reply;              // conn was found under its reply key
   bool svc_looked;         // the VIP table was looked up too: not done for a
                            // connection hit in the client's direction
+  bool cand;               // conn (client direction) is the entry its tag
+                           // names, its key not compared yet (burst_conn)
 };
 
 // Fills info[0..n) for pkts[0..n), n <= kBurst (worker.h): frame checks and

@@ -193,6 +193,18 @@ class ConnTable {
   // all their buckets, then the entries their tags name, before comparing
   // any key. Returns the bitmask of hits; pos[i] of a hit goes to decode().
   uint64_t lookup_bulk(const void** keys, uint32_t* sigs, uint32_t n, int32_t* pos) noexcept;
+  // lookup_bulk's first two stages only: cand[i] is 1 + the position of the
+  // first slot of sigs[i]'s buckets whose tag is the key's (prefetched),
+  // else 0. No key is compared: the caller checks the candidate (holds) or
+  // finds the key by itself (find_pos) when it is not that one.
+  void lookup_candidates(const uint32_t* sigs, uint32_t n, uint32_t* cand) noexcept;
+  // Whether position `pos` holds key k.
+  bool holds(int32_t pos, const FlowKey& k) const noexcept {
+    const Conn& c = entries_[static_cast<uint32_t>(pos) >> 1];
+    return (pos & 1) ? reply_matches(c, k) : key_equal(k, c);
+  }
+  // Position of the key with this hash, or -1.
+  int32_t find_pos(const FlowKey& k, uint32_t sig) const noexcept { return find(k, sig); }
   // The entry and direction a bulk lookup's position stands for (in cache:
   // the lookup compared its key).
   Conn* decode(int32_t pos, bool* reply) noexcept {

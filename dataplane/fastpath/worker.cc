@@ -686,12 +686,21 @@ inline uint32_t port_pair(const Conn& c, size_t off) {
 
 // The packet's connection as prepare_burst found it, or looked up again when
 // an earlier packet of the burst added or removed a key with the same hash.
+// A candidate (PktInfo::cand: the entry its tag named, key not compared) is
+// compared here, where its line is read anyway; one that holds another key
+// (tags collide) makes the packet look its key up by itself.
 inline Conn* burst_conn(Worker& w, const PktInfo& pi, bool* reply) {
-  if (!w.conns.changed_in_burst(pi.conn_sig)) {
-    *reply = pi.reply;
-    return pi.conn;
-  }
   const Parsed& p = pi.p;
+  if (!w.conns.changed_in_burst(pi.conn_sig)) {
+    if (!pi.cand) {
+      *reply = pi.reply;
+      return pi.conn;
+    }
+    if (ConnTable::key_equal(make_key(p.src, p.sport, p.dst, p.dport, p.proto), *pi.conn)) [[likely]] {
+      *reply = false;
+      return pi.conn;
+    }
+  }
   return w.conns.lookup(make_key(p.src, p.sport, p.dst, p.dport, p.proto), pi.conn_sig, reply);
 }
 

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "dataplane/fastpath/conn_table.h"
+#include "dataplane/fastpath/flow_hash.h"
 #include "tests/unit/dataplane/fastpath/worker_test_fixture.h"
 
 namespace vipd::dp {
@@ -179,6 +181,57 @@ TEST_F(WorkerBurstTest, EntryReusedByAnotherFlowSeenByTheNextBurst) {
   process_burst(w(), ms.data(), static_cast<uint16_t>(ms.size()), false);
   flush_tx(w());
   expect_b_took_a_entry(ca, 46101, 2 * kBurst - 1);  // B's SYN and ACKs
+}
+
+// prepare_burst takes the entry the first matching tag names as a
+// connection's candidate without comparing keys (burst.cc); the per-packet
+// stage compares it. A flow whose key shares its buckets and tag with an
+// established one's must get a connection of its own, and both flows' later
+// packets their own connections, in one burst and across bursts.
+TEST_F(WorkerBurstTest, FlowWhoseTagNamesAnotherFlowsEntry) {
+  build(Forward::kFnat, 1, kReuseCap);
+  if (HasFatalFailure()) return;
+  const uint32_t mask = w().conns.buckets() - 1;
+  ASSERT_GT(mask, 0u);
+  // (CRC32 is linear: keys that differ in the port alone never share a tag
+  // and bucket here, so the client's address varies too.)
+  std::map<uint32_t, std::pair<uint32_t, uint16_t>> seen;  // (tag, first bucket) -> client
+  std::pair<uint32_t, uint16_t> ca{0, 0}, cb{0, 0};
+  for (uint32_t i = 0; i < (1u << 20) && !ca.first; ++i) {
+    const std::pair<uint32_t, uint16_t> c{kClient + (i >> 10), static_cast<uint16_t>(40000 + (i & 1023))};
+    const uint32_t h = conn_hash(make_key(c.first, c.second, kVip, 8080, kProtoTcp));
+    auto [it, fresh] = seen.emplace((uint32_t{ConnTable::tag_of(h)} << 16) | (h & mask), c);
+    if (!fresh) {
+      ca = it->second;
+      cb = c;
+    }
+  }
+  ASSERT_NE(ca.first, 0u) << "no two clients share a tag and bucket";
+  const auto pkt = [&](const std::pair<uint32_t, uint16_t>& c, uint8_t flags) {
+    FrameSpec s = from_client(c.second, flags);
+    s.src = c.first;
+    return build_frame(s);
+  };
+  const Frame a = one_out(pkt(ca, kTcpSyn), 0, 1);
+  ASSERT_FALSE(a.empty()) << drop_summary();
+  // One burst: B's SYN (its candidate is A's entry), A's ACK, B's ACK.
+  const auto out = one_burst({pkt(cb, kTcpSyn), pkt(ca, kTcpAck), pkt(cb, kTcpAck)});
+  ASSERT_EQ(out.size(), 3u) << drop_summary();
+  EXPECT_EQ(total_drops(), 0u) << drop_summary();
+  EXPECT_EQ(w().conns.size(), 2u);
+  EXPECT_NE(tuple_of(out[0]), tuple_of(a)) << "B has a connection of its own";
+  EXPECT_EQ(tuple_of(out[1]), tuple_of(a)) << "A's packet on A's connection";
+  EXPECT_EQ(tuple_of(out[2]), tuple_of(out[0])) << "B's packet on B's connection";
+  // A later burst (no change logged): each flow's packet on its connection.
+  const auto again = one_burst({pkt(cb, kTcpAck | kTcpPsh), pkt(ca, kTcpAck | kTcpPsh)});
+  ASSERT_EQ(again.size(), 2u) << drop_summary();
+  EXPECT_EQ(tuple_of(again[0]), tuple_of(out[0]));
+  EXPECT_EQ(tuple_of(again[1]), tuple_of(a));
+  bool reply = true;
+  const Conn* conn_b = w().conns.lookup(make_key(cb.first, cb.second, kVip, 8080, kProtoTcp), &reply);
+  ASSERT_NE(conn_b, nullptr);
+  EXPECT_FALSE(reply);
+  EXPECT_EQ(conn_b->state, ConnState::kEstablished);
 }
 
 // output() keeps the last reachable next hop for the rest of the burst; an
