@@ -286,6 +286,14 @@ class ConnTable {
   // each) are equal; nothing of the entry after its key is read. Reads the
   // first 16 bytes of each and masks the last 3 of them (a Conn's state
   // there, a FlowKey's zero padding) off the second 8-byte word.
+  // key_equal of the key whose two words (flow_word0, flow_word1) are k0, k1.
+  static bool key_words_equal(uint64_t k0, uint64_t k1, const Conn& c) noexcept {
+    constexpr uint64_t kLow5Bytes = 0xffffffffffull;
+    uint64_t b0, b1;
+    std::memcpy(&b0, &c, 8);
+    std::memcpy(&b1, reinterpret_cast<const char*>(&c) + 8, 8);
+    return ((k0 ^ b0) | ((k1 ^ b1) & kLow5Bytes)) == 0;
+  }
   static bool key_equal(const FlowKey& k, const Conn& c) noexcept {
     static_assert(std::endian::native == std::endian::little, "the mask keeps a word's low 5 bytes");
     constexpr uint64_t kLow5Bytes = 0xffffffffffull;  // bytes 8..12: ports and protocol
