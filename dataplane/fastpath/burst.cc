@@ -59,7 +59,8 @@ inline Parsed check_and_parse(const Shared& sh, const rte_mbuf* m) {
 
 // Stages 3 and 4 of prepare_burst, for the nl keys hashed in fsig (of packets
 // which[0..nl)) that are not full-NAT replies.
-void lookup_conns(Worker& w, PktInfo* info, const uint32_t* fsig, const uint8_t* which, uint32_t nl) noexcept {
+void lookup_conns(Worker& w, PktInfo* info, const uint32_t* fsig, const void* const* ba, const void* const* bb,
+                  const uint16_t* tags, bool conns_on, const uint8_t* which, uint32_t nl) noexcept {
   const Shared& sh = *w.sh;
   // Stage 3: the connection table's buckets in bulk (it prefetches the
   // buckets and the entries their tags name). A client-direction candidate
@@ -68,7 +69,11 @@ void lookup_conns(Worker& w, PktInfo* info, const uint32_t* fsig, const uint8_t*
   // (NAT mode) is compared here. Only packets without a connection look the
   // VIP table up, again in bulk.
   uint32_t cand[kBurst];
-  w.conns.lookup_candidates(fsig, nl, cand);
+  if (conns_on) [[likely]] {
+    w.conns.candidates_of(ba, bb, tags, nl, cand);
+  } else {
+    for (uint32_t j = 0; j < nl; ++j) cand[j] = 0;
+  }
   VipKey vkeys[kBurst];
   const void* vptr[kBurst];
   uint32_t vsig[kBurst];
@@ -122,6 +127,10 @@ void prepare_burst(Worker& w, rte_mbuf* const* pkts, uint16_t n, PktInfo* info) 
   // way there): ask for all of them before parsing the first.
   for (uint16_t i = 0; i < n; ++i) rte_prefetch0(rte_pktmbuf_mtod(pkts[i], const void*));
   uint32_t fsig[kBurst];
+  const void* ba[kBurst];  // the connection hash's buckets of lookup j
+  const void* bb[kBurst];
+  uint16_t tags[kBurst];
+  const bool conns_on = w.conns.buckets() != 0;
   uint8_t which[kBurst];  // packet index of lookup j
   uint32_t nl = 0;
   const uint32_t* pentry[kBurst];  // port index entry of full-NAT reply r
@@ -154,10 +163,12 @@ void prepare_burst(Worker& w, rte_mbuf* const* pkts, uint16_t n, PktInfo* info) 
       pwhich[np++] = static_cast<uint8_t>(i);
       continue;
     }
+    // Its buckets asked for at once (ConnTable::buckets_of).
+    w.conns.buckets_of(sig, &ba[nl], &bb[nl], &tags[nl]);
     which[nl] = static_cast<uint8_t>(i);
     ++nl;
   }
-  if (nl) lookup_conns(w, info, fsig, which, nl);
+  if (nl) lookup_conns(w, info, fsig, ba, bb, tags, conns_on, which, nl);
   // The replies' entries are candidates: the per-packet stage checks the
   // rest of the key against the entry (from_dest).
   for (uint32_t r = 0; r < np; ++r) {

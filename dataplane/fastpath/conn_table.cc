@@ -250,6 +250,23 @@ void ConnTable::lookup_candidates(const uint32_t* sigs, uint32_t n, uint32_t* ca
   }
 }
 
+void ConnTable::candidates_of(const void* const* a, const void* const* b, const uint16_t* tags, uint32_t n,
+                              uint32_t* cand) noexcept {
+  const Conn* const entries = entries_;
+  for (uint32_t i = 0; i < n; ++i) {
+    const Bucket& ba = *static_cast<const Bucket*>(a[i]);
+    const Bucket& bb = *static_cast<const Bucket*>(b[i]);
+    const uint32_t h = tag_hits(ba, bb, tags[i]);
+    uint32_t p1 = 0;
+    if (h) {
+      const uint32_t s = static_cast<uint32_t>(std::countr_zero(h));
+      p1 = (s < kBucketSlots ? ba : bb).pos1[s & (kBucketSlots - 1)];
+      rte_prefetch0(&entries[(p1 - 1) >> 1]);
+    }
+    cand[i] = p1;
+  }
+}
+
 // Breadth-first from the key's two buckets (all their slots taken): each
 // visited bucket's keys could move to their other bucket; the first such
 // bucket with a free slot ends the search, and the keys on the path to it

@@ -39,6 +39,7 @@
 #endif
 
 #include <rte_hash_crc.h>
+#include <rte_prefetch.h>
 
 namespace vipd::dp {
 
@@ -198,6 +199,20 @@ class ConnTable {
   // else 0. No key is compared: the caller checks the candidate (holds) or
   // finds the key by itself (find_pos) when it is not that one.
   void lookup_candidates(const uint32_t* sigs, uint32_t n, uint32_t* cand) noexcept;
+  // lookup_candidates in two steps, so that the first runs in the caller's
+  // loop right after each key's hash: the key's buckets (prefetched) and tag
+  // (a non-empty table: buckets() > 0); then, for n keys, their candidates.
+  void buckets_of(uint32_t sig, const void** a, const void** b, uint16_t* tag) const noexcept {
+    const uint16_t t = tag_of(sig);
+    const uint32_t b1 = sig & mask_;
+    *tag = t;
+    *a = &buckets_[b1];
+    *b = &buckets_[other_bucket(b1, t, mask_)];
+    rte_prefetch0(*a);
+    rte_prefetch0(*b);
+  }
+  void candidates_of(const void* const* a, const void* const* b, const uint16_t* tags, uint32_t n,
+                     uint32_t* cand) noexcept;
   // Whether position `pos` holds key k.
   bool holds(int32_t pos, const FlowKey& k) const noexcept {
     const Conn& c = entries_[static_cast<uint32_t>(pos) >> 1];
