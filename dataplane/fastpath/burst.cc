@@ -149,20 +149,22 @@ void prepare_burst(Worker& w, rte_mbuf* const* pkts, uint16_t n, PktInfo* info) 
     if (p.kind != FrameKind::kIpv4 || (p.proto != kProtoTcp && p.proto != kProtoUdp)) continue;
     // Stage 2: the flow key, hashed once (the same signature the table
     // computes: flow_hash.h), from its two words built in registers.
-    const uint64_t k0 = flow_word0(p.src, p.dst), k1 = flow_word1(p.sport, p.dport, p.proto);
-    const uint32_t sig = conn_hash_words(k0, k1);
-    fsig[nl] = sig;
-    pi.conn_sig = sig;
     const int li = w.conns.local_index(p.dst);
     if (li >= 0) {
       // Full NAT, to a local address: only ever a reply, found by its port
-      // in the port index (conn_table.h), read after the bulk lookup below.
+      // in the port index (conn_table.h), read after the bulk lookup below;
+      // the change log names it by that entry (no hash of its key).
       pi.svc_looked = true;  // no Service on a local address
       pentry[np] = w.conns.port_entry(li, p.dport);
+      pi.conn_sig = w.conns.port_sig(pentry[np]);
       rte_prefetch0(pentry[np]);
       pwhich[np++] = static_cast<uint8_t>(i);
       continue;
     }
+    const uint64_t k0 = flow_word0(p.src, p.dst), k1 = flow_word1(p.sport, p.dport, p.proto);
+    const uint32_t sig = conn_hash_words(k0, k1);
+    fsig[nl] = sig;
+    pi.conn_sig = sig;
     // Its buckets asked for at once (ConnTable::buckets_of).
     w.conns.buckets_of(sig, &ba[nl], &bb[nl], &tags[nl]);
     which[nl] = static_cast<uint8_t>(i);

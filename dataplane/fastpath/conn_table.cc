@@ -371,7 +371,7 @@ Conn* ConnTable::insert(const FlowKey& fwd, uint32_t fwd_sig, const FlowKey& rev
     return nullptr;
   }
   --n_free_;
-  log_changes(hf, hr);
+  log_changes(hf, port ? port_sig(port) : hr);
   ++used_;
   c->in_use = kSlotConn;
   return c;
@@ -398,14 +398,16 @@ void ConnTable::remove(Conn* c) noexcept {
   const uint32_t idx = static_cast<uint32_t>(c - entries_);
   c->in_use = kSlotFree;
   del_key(hf, idx << 1);
+  uint32_t hl = hr;  // what the change log names the reply by
   if (uint32_t* port = port_slot(rev)) {
     if (*port == idx + 1) *port = 0;
+    hl = port_sig(port);
   } else {
     del_key(hr, (idx << 1) | 1);
   }
   free_[n_free_++] = idx;
   log_change(hf);
-  log_change(hr);
+  log_change(hl);
   --used_;
 }
 

@@ -154,6 +154,12 @@ class ConnTable {
     }
   }
   Conn* local_candidate(int li, uint16_t port) noexcept { return candidate_at(port_entry(li, port)); }
+  // The burst change log's name for a port index entry (its index, mixed):
+  // a reply found there is logged and checked (changed_in_burst) by it
+  // instead of its key's conn_hash, which the burst then need not compute.
+  uint32_t port_sig(const uint32_t* entry) const noexcept {
+    return (static_cast<uint32_t>(entry - port_index_) + 1) * 0x9e3779b1u;
+  }
   uint32_t* port_entry(int li, uint16_t port) noexcept {
     return &port_index_[(static_cast<uint32_t>(li) << 16) | port];
   }
@@ -503,7 +509,7 @@ inline uint32_t ConnTable::free_slots(const Bucket& a, const Bucket& b) noexcept
   if (local_index(vaddr) >= 0 || *port != 0 ||
       (!fwd_absent && has_client_key(caddr, cport, vaddr, vport, proto, fwd_sig)))
     return nullptr;
-  const uint32_t hr = conn_hash_of(daddr, dport, laddr, lport, proto);
+  const uint32_t hr = port_sig(port);
   const uint32_t idx = free_[n_free_ - 1];
   Conn* c = at(idx);
   *c = Conn{};
