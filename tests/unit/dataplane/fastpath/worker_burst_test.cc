@@ -234,6 +234,33 @@ TEST_F(WorkerBurstTest, FlowWhoseTagNamesAnotherFlowsEntry) {
   EXPECT_EQ(conn_b->state, ConnState::kEstablished);
 }
 
+// A full-NAT reply is found by its port index entry, which the change log
+// names (ConnTable::port_sig): a reply to a local port that a new connection
+// took earlier in the same burst (no connection there when the burst was
+// prepared) must find that connection, as one packet at a time would.
+TEST_F(WorkerBurstTest, ReplyToAPortTakenEarlierInTheBurst) {
+  build(Forward::kFnat);
+  if (HasFatalFailure()) return;
+  const FnatPool& fp = w().fnat[0];
+  ASSERT_EQ(fp.buckets, 0u) << "the test predicts the pool's next port (no RSS buckets)";
+  ASSERT_GT(fp.top, 0u);
+  const uint16_t lport = fp.ports[fp.top - 1];
+  // The client's SYN (to B1: rr starts there) and, behind it in the same
+  // burst, B1's SYN-ACK to the local port the SYN takes.
+  std::vector<rte_mbuf*> ms{mbuf_of(build_frame(from_client(48000, kTcpSyn)), 0),
+                            mbuf_of(build_frame(from_backend(kB1, kB1Mac, 80, kLocal, lport, kTcpSyn | kTcpAck)), 1)};
+  process_burst(w(), ms.data(), static_cast<uint16_t>(ms.size()), false);
+  flush_tx(w());
+  const auto to_backends = tx(1), to_client = tx(0);
+  ASSERT_EQ(to_backends.size(), 1u) << drop_summary();
+  EXPECT_EQ(ip_dst(to_backends[0].data()), kB1);
+  ASSERT_EQ(l4_sport(to_backends[0].data()), lport) << "the SYN took the predicted port";
+  ASSERT_EQ(to_client.size(), 1u) << drop_summary();
+  EXPECT_EQ(ip_dst(to_client[0].data()), kClient);
+  EXPECT_EQ(l4_dport(to_client[0].data()), 48000);
+  EXPECT_EQ(total_drops(), 0u) << drop_summary();
+}
+
 // output() keeps the last reachable next hop for the rest of the burst; an
 // ARP reply that moves that neighbour to a new MAC in the middle of a burst
 // counts from the next packet on, as it would one packet at a time.
