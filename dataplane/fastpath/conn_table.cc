@@ -370,11 +370,7 @@ Conn* ConnTable::insert(const FlowKey& fwd, uint32_t fwd_sig, const FlowKey& rev
     last_full_ = true;
     return nullptr;
   }
-  --n_free_;
-  log_changes(hf, port ? port_sig(port) : hr);
-  ++used_;
-  c->in_use = kSlotConn;
-  return c;
+  return take_slot(c, hf, port ? port_sig(port) : hr);
 }
 
 

@@ -367,6 +367,15 @@ class ConnTable {
     log_[n + 1] = b;
     n_log_ = n + 2;
   }
+  // The last step of either insert, its keys added: the slot is taken, its
+  // two hashes logged for the burst's lookups, the entry marked live.
+  Conn* take_slot(Conn* c, uint32_t hf, uint32_t hr) noexcept {
+    --n_free_;
+    log_changes(hf, hr);
+    ++used_;
+    c->in_use = kSlotConn;
+    return c;
+  }
 
   // A bucket: 8 keys' tags and entry positions (position + 1). An empty
   // slot has tag 0 and position 0, and no key's tag is 0.
@@ -527,11 +536,7 @@ inline uint32_t ConnTable::free_slots(const Bucket& a, const Bucket& b) noexcept
     return nullptr;
   }
   *port = idx + 1;
-  --n_free_;
-  log_changes(fwd_sig, hr);
-  ++used_;
-  c->in_use = kSlotConn;
-  return c;
+  return take_slot(c, fwd_sig, hr);
 }
 
 }  // namespace vipd::dp

@@ -309,9 +309,11 @@ TEST(Neighbor, ConcurrentUpdatesDoNotCorrupt) {
   std::thread reader([&] {
     uint8_t mac[6];
     reader_up.store(true);
-    // Keeps reading while the writers run, and a while after (so that it
-    // always sees entries even if the writers were fast).
-    for (long pass = 0; !stop.load() || pass < 2000; ++pass) {
+    // Keeps reading while the writers run, and 2000 passes after they are
+    // done (counted from then: a reader the scheduler kept off the CPU for the
+    // writers' whole run still sees the entries).
+    for (long after = 0; after < 2000;) {
+      if (stop.load()) ++after;
       for (int k = 0; k < kIps; ++k) {
         if (tb.t.lookup(ip4(10, 9, 0, k + 1), mac, 1'000'000) == NeighState::kMissing) continue;
         if (std::equal(mac, mac + 6, a.begin())) {
