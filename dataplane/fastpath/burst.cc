@@ -7,8 +7,6 @@
 
 #include <bit>
 #include <cstddef>
-#include <bit>
-#include <cstddef>
 #include <cstring>
 
 #include "dataplane/fastpath/flow_hash.h"

@@ -218,36 +218,15 @@ uint64_t ConnTable::lookup_bulk(const void** keys, uint32_t* sigs, uint32_t n, i
 }
 
 void ConnTable::lookup_candidates(const uint32_t* sigs, uint32_t n, uint32_t* cand) noexcept {
-  const uint32_t mask = mask_;
-  if (!mask) {
+  if (!mask_) {
     for (uint32_t i = 0; i < n; ++i) cand[i] = 0;
     return;
   }
-  const Bucket* const buckets = buckets_;
-  const Conn* const entries = entries_;
-  const Bucket* ba[64];
-  const Bucket* bb[64];
+  const void* ba[64];
+  const void* bb[64];
   uint16_t tags[64];
-  for (uint32_t i = 0; i < n; ++i) {
-    const uint32_t sig = sigs[i];
-    const uint16_t tag = tag_of(sig);
-    const uint32_t b1 = sig & mask;
-    tags[i] = tag;
-    ba[i] = &buckets[b1];
-    bb[i] = &buckets[other_bucket(b1, tag, mask)];
-    rte_prefetch0(ba[i]);
-    rte_prefetch0(bb[i]);
-  }
-  for (uint32_t i = 0; i < n; ++i) {
-    const uint32_t h = tag_hits(*ba[i], *bb[i], tags[i]);
-    uint32_t p1 = 0;
-    if (h) {
-      const uint32_t s = static_cast<uint32_t>(std::countr_zero(h));
-      p1 = (s < kBucketSlots ? ba[i] : bb[i])->pos1[s & (kBucketSlots - 1)];
-      rte_prefetch0(&entries[(p1 - 1) >> 1]);
-    }
-    cand[i] = p1;
-  }
+  for (uint32_t i = 0; i < n; ++i) buckets_of(sigs[i], &ba[i], &bb[i], &tags[i]);
+  candidates_of(ba, bb, tags, n, cand);
 }
 
 void ConnTable::candidates_of(const void* const* a, const void* const* b, const uint16_t* tags, uint32_t n,

@@ -2,8 +2,10 @@
 // control thread before the worker starts / after it stopped.
 // Connection table: a cuckoo hash from flow keys to connection entries, and
 // an incremental expiry sweep. The burst path (burst.cc) hashes keys itself
-// (conn_hash) and looks them up in bulk; a per-burst change log tells which
-// of those results a later packet of the same burst may have made stale.
+// (conn_hash), asks for their buckets (buckets_of) and takes the entry the
+// first matching tag names as a candidate (candidates_of), its key compared
+// later; a per-burst change log tells which of those results a later packet
+// of the same burst may have made stale.
 //
 // The table is vipd's own, built from public DPDK calls only (rte_zmalloc,
 // the CRC32 of rte_hash_crc.h), so a DPDK upgrade cannot change its layout.
@@ -203,7 +205,8 @@ class ConnTable {
   // lookup_bulk's first two stages only: cand[i] is 1 + the position of the
   // first slot of sigs[i]'s buckets whose tag is the key's (prefetched),
   // else 0. No key is compared: the caller checks the candidate (holds) or
-  // finds the key by itself (find_pos) when it is not that one.
+  // finds the key by itself (find_pos) when it is not that one. n <= 64.
+  // (The burst path runs it as the two steps below.)
   void lookup_candidates(const uint32_t* sigs, uint32_t n, uint32_t* cand) noexcept;
   // lookup_candidates in two steps, so that the first runs in the caller's
   // loop right after each key's hash: the key's buckets (prefetched) and tag
@@ -234,9 +237,11 @@ class ConnTable {
   }
 
   // Burst change log: begin_burst() forgets; then every key added or removed
-  // is logged by its hash (in a 1024-bit filter and a list). changed_in_burst
-  // (sig): a key with this hash was added or removed since begin_burst() (or
-  // the list overflowed), so a lookup made before is stale: repeat it.
+  // is logged by its hash (in a kFilterBits-bit filter and a list), a
+  // full-NAT reply key by its port index entry (port_sig). changed_in_burst
+  // (sig): a key with this hash (entry) was added or removed since
+  // begin_burst() (or the list overflowed), so a lookup made before is
+  // stale: repeat it.
   void begin_burst() noexcept {
     if (n_log_ == 0) return;
     n_log_ = 0;
@@ -307,14 +312,6 @@ class ConnTable {
   // each) are equal; nothing of the entry after its key is read. Reads the
   // first 16 bytes of each and masks the last 3 of them (a Conn's state
   // there, a FlowKey's zero padding) off the second 8-byte word.
-  // key_equal of the key whose two words (flow_word0, flow_word1) are k0, k1.
-  static bool key_words_equal(uint64_t k0, uint64_t k1, const Conn& c) noexcept {
-    constexpr uint64_t kLow5Bytes = 0xffffffffffull;
-    uint64_t b0, b1;
-    std::memcpy(&b0, &c, 8);
-    std::memcpy(&b1, reinterpret_cast<const char*>(&c) + 8, 8);
-    return ((k0 ^ b0) | ((k1 ^ b1) & kLow5Bytes)) == 0;
-  }
   static bool key_equal(const FlowKey& k, const Conn& c) noexcept {
     static_assert(std::endian::native == std::endian::little, "the mask keeps a word's low 5 bytes");
     constexpr uint64_t kLow5Bytes = 0xffffffffffull;  // bytes 8..12: ports and protocol
@@ -324,6 +321,14 @@ class ConnTable {
     std::memcpy(&a1, reinterpret_cast<const char*>(&k) + 8, 8);
     std::memcpy(&b1, reinterpret_cast<const char*>(&c) + 8, 8);
     return ((a0 ^ b0) | ((a1 ^ b1) & kLow5Bytes)) == 0;
+  }
+  // key_equal of the key whose two words (flow_word0, flow_word1) are k0, k1.
+  static bool key_words_equal(uint64_t k0, uint64_t k1, const Conn& c) noexcept {
+    constexpr uint64_t kLow5Bytes = 0xffffffffffull;
+    uint64_t b0, b1;
+    std::memcpy(&b0, &c, 8);
+    std::memcpy(&b1, reinterpret_cast<const char*>(&c) + 8, 8);
+    return ((k0 ^ b0) | ((k1 ^ b1) & kLow5Bytes)) == 0;
   }
   // Buckets for `keys` keys: at most 80 % of their slots taken, a power of
   // two, at least 2.
@@ -368,7 +373,9 @@ class ConnTable {
     n_log_ = n + 2;
   }
   // The last step of either insert, its keys added: the slot is taken, its
-  // two hashes logged for the burst's lookups, the entry marked live.
+  // keys' names logged for the burst's lookups (hf: the client key's hash;
+  // hr: the reply key's hash, or in full NAT its port index entry's port_sig),
+  // the entry marked live.
   Conn* take_slot(Conn* c, uint32_t hf, uint32_t hr) noexcept {
     --n_free_;
     log_changes(hf, hr);

@@ -261,6 +261,42 @@ TEST_F(WorkerBurstTest, ReplyToAPortTakenEarlierInTheBurst) {
   EXPECT_EQ(total_drops(), 0u) << drop_summary();
 }
 
+// The other way: a reply to a local port whose connection an earlier packet
+// of the same burst removed (its destination gone: the client's next packet
+// expires it). The burst found the connection in the port index; the change
+// log (port_sig) sends the reply to a fresh lookup, which finds none (and the
+// entry, free again, would not match its key either: reply_matches checks
+// in_use): it is dropped as one packet at a time would drop it, and the
+// removed entry is not expired a second time.
+TEST_F(WorkerBurstTest, ReplyToAPortFreedEarlierInTheBurst) {
+  build(Forward::kFnat, 1, kReuseCap);
+  if (HasFatalFailure()) return;
+  const Conn* ca = flow_on_removed_b1(47000, 0);
+  ASSERT_FALSE(HasFailure());
+  ASSERT_NE(ca, nullptr);
+  const uint32_t laddr = ca->laddr;
+  const uint16_t lport = ca->lport;
+  ASSERT_NE(w().conns.local_candidate(w().conns.local_index(laddr), lport), nullptr);
+  // One burst: the client's ACK (expired: RST to the client), then B1's ACK
+  // to the connection's local port.
+  std::vector<rte_mbuf*> ms{mbuf_of(build_frame(from_client(47000, kTcpAck)), 0),
+                            mbuf_of(build_frame(from_backend(kB1, kB1Mac, 80, laddr, lport, kTcpAck)), 1)};
+  process_burst(w(), ms.data(), static_cast<uint16_t>(ms.size()), false);
+  flush_tx(w());
+  const auto to_client = tx(0), to_backends = tx(1);
+  ASSERT_EQ(to_client.size(), 1u) << drop_summary();
+  EXPECT_EQ(tcp_flags(to_client[0].data()), kTcpRst);
+  EXPECT_TRUE(to_backends.empty());
+  EXPECT_EQ(drops(kNoService), 1u) << drop_summary();
+  EXPECT_EQ(drops(kDestExpired), 0u) << drop_summary();
+  EXPECT_EQ(total_drops(), 1u) << drop_summary();
+  EXPECT_EQ(w().conns.size(), 0u);
+  EXPECT_EQ(w().conns.local_candidate(w().conns.local_index(laddr), lport), nullptr);
+  // The table is whole: a new flow gets a connection.
+  EXPECT_FALSE(one_out(build_frame(from_client(47001, kTcpSyn)), 0, 1).empty()) << drop_summary();
+  EXPECT_EQ(w().conns.size(), 1u);
+}
+
 // output() keeps the last reachable next hop for the rest of the burst; an
 // ARP reply that moves that neighbour to a new MAC in the middle of a burst
 // counts from the next packet on, as it would one packet at a time.
