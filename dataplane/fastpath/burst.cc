@@ -26,6 +26,24 @@ inline bool to_port_mac(const uint8_t* f, const PortInfo& p) {
   return ((a ^ b) << 16) == 0;
 }
 
+// The port's id and MAC as one word: PortInfo's first 8 bytes.
+inline uint64_t port_word(const PortInfo& p) {
+  static_assert(offsetof(PortInfo, port_id) == 0 && sizeof(PortInfo::port_id) == 2 && offsetof(PortInfo, mac) == 2,
+                "the id, then the MAC");
+  uint64_t w;
+  std::memcpy(&w, &p, 8);
+  return w;
+}
+
+// The same word for a frame (>= 8 bytes) received on `port`: its
+// destination MAC (the two bytes after it shifted out) above the port id,
+// which equals port_word(p) when the frame came in on p and is to p's MAC.
+inline uint64_t frame_word(const uint8_t* f, uint16_t port) {
+  uint64_t a;
+  std::memcpy(&a, f, 8);
+  return (a << 16) | port;
+}
+
 // The frame checks of the per-packet path, in its order: one segment, an
 // Ethernet header, a port of ours, our MAC (or a group address), then
 // parse_frame's own.
@@ -134,33 +152,60 @@ void prepare_burst(Worker& w, rte_mbuf* const* pkts, uint16_t n, PktInfo* info) 
   const uint32_t* pentry[kBurst];  // port index entry of full-NAT reply r
   uint8_t pwhich[kBurst];          // ... which is packet pwhich[r]
   uint32_t np = 0;
+  // The frames of a burst come from one rx call, so mostly from one port:
+  // the first frame's, if ours and its MAC a unicast one, as one word
+  // (port_word). A frame received there, to that MAC, of one segment and
+  // parse_tcp_udp4's usual kind passes every check of check_and_parse; it
+  // is parsed straight into its PktInfo, its key's words kept in registers.
+  // Any other frame takes check_and_parse, from the start.
+  uint64_t pword = 0;
+  bool fast = false;
+  if (n) {
+    const uint16_t port0 = pkts[0]->port;
+    for (uint16_t i = 0; i < sh.n_ports; ++i) {
+      if (sh.ports[i].port_id != port0) continue;
+      fast = !(sh.ports[i].mac[0] & 1);
+      pword = port_word(sh.ports[i]);
+      break;
+    }
+  }
   for (uint16_t i = 0; i < n; ++i) {
     PktInfo& pi = info[i];
-    pi.p = check_and_parse(sh, pkts[i]);
     pi.svc_looked = false;
     pi.svc = nullptr;
     pi.conn = nullptr;
     pi.reply = false;
     pi.cand = false;
+    const rte_mbuf* m = pkts[i];
+    const uint8_t* f = rte_pktmbuf_mtod(m, const uint8_t*);
+    const size_t len = rte_pktmbuf_data_len(m);
+    uint64_t k0;
+    uint32_t ports;
+    if (!(fast && m->nb_segs == 1 && len >= kEthLen + 20 && frame_word(f, m->port) == pword &&
+          parse_tcp_udp4(f, len, pi.p, &k0, &ports))) [[unlikely]] {
+      pi.p = check_and_parse(sh, m);
+      const Parsed& p = pi.p;
+      // (IPv4 to a group MAC is kDrop already.)
+      if (p.kind != FrameKind::kIpv4 || (p.proto != kProtoTcp && p.proto != kProtoUdp)) continue;
+      k0 = flow_word0(p.src, p.dst);
+      ports = uint32_t{p.sport} | (uint32_t{p.dport} << 16);
+    }
     const Parsed& p = pi.p;
-    // (IPv4 to a group MAC is kDrop already.)
-    if (p.kind != FrameKind::kIpv4 || (p.proto != kProtoTcp && p.proto != kProtoUdp)) continue;
     // Stage 2: the flow key, hashed once (the same signature the table
-    // computes: flow_hash.h), from its two words built in registers.
-    const int li = w.conns.local_index(p.dst);
+    // computes: flow_hash.h), from its two words in registers.
+    const int li = w.conns.local_index(static_cast<uint32_t>(k0 >> 32));
     if (li >= 0) {
       // Full NAT, to a local address: only ever a reply, found by its port
       // in the port index (conn_table.h), read after the bulk lookup below;
       // the change log names it by that entry (no hash of its key).
       pi.svc_looked = true;  // no Service on a local address
-      pentry[np] = w.conns.port_entry(li, p.dport);
+      pentry[np] = w.conns.port_entry(li, static_cast<uint16_t>(ports >> 16));
       pi.conn_sig = w.conns.port_sig(pentry[np]);
       rte_prefetch0(pentry[np]);
       pwhich[np++] = static_cast<uint8_t>(i);
       continue;
     }
-    const uint64_t k0 = flow_word0(p.src, p.dst), k1 = flow_word1(p.sport, p.dport, p.proto);
-    const uint32_t sig = conn_hash_words(k0, k1);
+    const uint32_t sig = conn_hash_words(k0, ports | (uint64_t{p.proto} << 32));
     fsig[nl] = sig;
     pi.conn_sig = sig;
     // Its buckets asked for at once (ConnTable::buckets_of).

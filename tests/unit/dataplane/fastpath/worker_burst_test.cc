@@ -297,6 +297,40 @@ TEST_F(WorkerBurstTest, ReplyToAPortFreedEarlierInTheBurst) {
   EXPECT_EQ(w().conns.size(), 1u);
 }
 
+// prepare_burst parses a frame received on the burst's first frame's port,
+// to that port's MAC, straight into its PktInfo, and any other frame with
+// the whole check_and_parse (burst.cc): in one burst, frames to the other
+// port's MAC, to group MACs, from a port not ours and on the other port are
+// each checked as they would be alone.
+TEST_F(WorkerBurstTest, FramesOfOtherPortsAndMacsInOneBurst) {
+  build(Forward::kFnat);
+  if (HasFatalFailure()) return;
+  const auto with_mac = [&](uint16_t cport, const MacAddr& mac) {
+    FrameSpec s = from_client(cport, kTcpSyn);
+    s.dmac = mac;
+    return build_frame(s);
+  };
+  rte_mbuf* stranger = mbuf_of(build_frame(from_client(49004, kTcpSyn)), 0);
+  ASSERT_NE(stranger, nullptr);
+  stranger->port = 31;  // a port the dataplane does not own
+  std::vector<rte_mbuf*> ms{mbuf_of(build_frame(from_client(49000, kTcpSyn)), 0),
+                            mbuf_of(with_mac(49001, kPortMac[1]), 0),  // the other port's MAC
+                            mbuf_of(with_mac(49002, kBcast), 0),
+                            mbuf_of(with_mac(49003, MacAddr{0x01, 0x00, 0x5e, 0x00, 0x00, 0x01}), 0),
+                            stranger,
+                            mbuf_of(with_mac(49005, kPortMac[1]), 1),  // on port 1, to its MAC
+                            mbuf_of(build_frame(from_client(49000, kTcpAck)), 0)};
+  process_burst(w(), ms.data(), static_cast<uint16_t>(ms.size()), false);
+  flush_tx(w());
+  const auto out = tx(1);
+  ASSERT_EQ(out.size(), 3u) << drop_summary();
+  EXPECT_EQ(tuple_of(out[2]), tuple_of(out[0])) << "the ACK on the SYN's connection";
+  EXPECT_NE(tuple_of(out[1]), tuple_of(out[0]));
+  EXPECT_EQ(drops(kNotForUs), 4u) << drop_summary();
+  EXPECT_EQ(total_drops(), 4u) << drop_summary();
+  EXPECT_EQ(w().conns.size(), 2u);
+}
+
 // output() keeps the last reachable next hop for the rest of the burst; an
 // ARP reply that moves that neighbour to a new MAC in the middle of a burst
 // counts from the next packet on, as it would one packet at a time.
