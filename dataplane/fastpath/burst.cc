@@ -73,23 +73,27 @@ inline Parsed check_and_parse(const Shared& sh, const rte_mbuf* m) {
   return p;
 }
 
+// For an IPv4 TCP/UDP packet: its flow key's address and port words, as
+// parse_tcp_udp4 gives them; false for any other frame (not looked up).
+inline bool key_words(const Parsed& p, uint64_t* addrs, uint32_t* ports) {
+  if (p.kind != FrameKind::kIpv4 || (p.proto != kProtoTcp && p.proto != kProtoUdp)) return false;
+  *addrs = flow_word0(p.src, p.dst);
+  *ports = uint32_t{p.sport} | (uint32_t{p.dport} << 16);
+  return true;
+}
+
 // Stages 3 and 4 of prepare_burst, for the nl keys hashed in fsig (of packets
 // which[0..nl)) that are not full-NAT replies.
 void lookup_conns(Worker& w, PktInfo* info, const uint32_t* fsig, const void* const* ba, const void* const* bb,
                   const uint16_t* tags, bool conns_on, const uint8_t* which, uint32_t nl) noexcept {
   const Shared& sh = *w.sh;
-  // Stage 3: the connection table's buckets in bulk (it prefetches the
-  // buckets and the entries their tags name). A client-direction candidate
+  // Stage 3: each key's buckets (asked for in stage 2) read, their tags
+  // compared (ConnTable::candidate_of, inline: it prefetches the entry the
+  // first matching tag names). A client-direction candidate
   // is taken as the packet's connection, its key compared by the per-packet
   // stage (burst_conn), which reads that line anyway; a reply-direction one
   // (NAT mode) is compared here. Only packets without a connection look the
   // VIP table up, again in bulk.
-  uint32_t cand[kBurst];
-  if (conns_on) [[likely]] {
-    w.conns.candidates_of(ba, bb, tags, nl, cand);
-  } else {
-    for (uint32_t j = 0; j < nl; ++j) cand[j] = 0;
-  }
   VipKey vkeys[kBurst];
   const void* vptr[kBurst];
   uint32_t vsig[kBurst];
@@ -97,7 +101,7 @@ void lookup_conns(Worker& w, PktInfo* info, const uint32_t* fsig, const void* co
   uint32_t nv = 0;
   for (uint32_t j = 0; j < nl; ++j) {
     PktInfo& pi = info[which[j]];  // svc, conn, reply, svc_looked, cand: cleared in stage 1
-    const uint32_t p1 = cand[j];
+    const uint32_t p1 = conns_on ? w.conns.candidate_of(ba[j], bb[j], tags[j]) : 0;
     if (p1) {
       const int32_t pos = static_cast<int32_t>(p1 - 1);
       if (!(pos & 1)) [[likely]] {
@@ -154,10 +158,11 @@ void prepare_burst(Worker& w, rte_mbuf* const* pkts, uint16_t n, PktInfo* info) 
   uint32_t np = 0;
   // The frames of a burst come from one rx call, so mostly from one port:
   // the first frame's, if ours and its MAC a unicast one, as one word
-  // (port_word). A frame received there, to that MAC, of one segment and
-  // parse_tcp_udp4's usual kind passes every check of check_and_parse; it
-  // is parsed straight into its PktInfo, its key's words kept in registers.
-  // Any other frame takes check_and_parse, from the start.
+  // (port_word). A frame of one segment received there, to that MAC, has
+  // passed check_and_parse's checks before parse_frame; if it is of
+  // parse_tcp_udp4's usual kind, it is parsed straight into its PktInfo, its
+  // key's words kept in registers, else by parse_frame. Any other frame
+  // takes check_and_parse, from the start.
   uint64_t pword = 0;
   bool fast = false;
   if (n) {
@@ -181,14 +186,15 @@ void prepare_burst(Worker& w, rte_mbuf* const* pkts, uint16_t n, PktInfo* info) 
     const size_t len = rte_pktmbuf_data_len(m);
     uint64_t k0;
     uint32_t ports;
-    if (!(fast && m->nb_segs == 1 && len >= kEthLen + 20 && frame_word(f, m->port) == pword &&
-          parse_tcp_udp4(f, len, pi.p, &k0, &ports))) [[unlikely]] {
+    if (fast && m->nb_segs == 1 && len >= kEthLen && frame_word(f, m->port) == pword) [[likely]] {
+      // check_and_parse's checks before parse_frame have passed.
+      if (!parse_tcp_udp4(f, len, pi.p, &k0, &ports)) [[unlikely]] {
+        pi.p = parse_frame(f, len);
+        if (!key_words(pi.p, &k0, &ports)) continue;
+      }
+    } else {
       pi.p = check_and_parse(sh, m);
-      const Parsed& p = pi.p;
-      // (IPv4 to a group MAC is kDrop already.)
-      if (p.kind != FrameKind::kIpv4 || (p.proto != kProtoTcp && p.proto != kProtoUdp)) continue;
-      k0 = flow_word0(p.src, p.dst);
-      ports = uint32_t{p.sport} | (uint32_t{p.dport} << 16);
+      if (!key_words(pi.p, &k0, &ports)) continue;  // (IPv4 to a group MAC is kDrop already)
     }
     const Parsed& p = pi.p;
     // Stage 2: the flow key, hashed once (the same signature the table

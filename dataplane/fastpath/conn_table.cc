@@ -100,33 +100,6 @@ bool ConnTable::init(const std::string& name, uint32_t capacity, int socket, std
   return true;
 }
 
-// Slots of buckets a (bits 0-7) and b (bits 8-15) whose tag is `tag`.
-inline __attribute__((always_inline)) uint32_t ConnTable::tag_hits(const Bucket& a, const Bucket& b,
-                                                                   uint16_t tag) noexcept {
-#if defined(__SSE2__)
-  const __m128i t = _mm_set1_epi16(static_cast<short>(tag));
-  const __m128i ea = _mm_cmpeq_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(a.tag)), t);
-  const __m128i eb = _mm_cmpeq_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(b.tag)), t);
-  return static_cast<uint32_t>(_mm_movemask_epi8(_mm_packs_epi16(ea, eb)));
-#else
-  // Four 16-bit lanes per word: a lane of x is zero iff its top bit ends
-  // up clear in ((x & 0x7fff) + 0x7fff) | x.
-  constexpr uint64_t kLow15 = 0x7fff7fff7fff7fffull;
-  const uint64_t t = uint64_t{tag} * 0x0001000100010001ull;
-  uint32_t hits = 0;
-  for (int w = 0; w < 4; ++w) {
-    uint64_t x;
-    std::memcpy(&x, w < 2 ? &a.tag[4 * w] : &b.tag[4 * (w - 2)], 8);
-    x ^= t;
-    const uint64_t zero = ~(((x & kLow15) + kLow15) | x) & ~kLow15;  // top bit of each zero lane
-    const uint32_t m = static_cast<uint32_t>(((zero >> 15) & 1) | ((zero >> 30) & 2) | ((zero >> 45) & 4) |
-                                             ((zero >> 60) & 8));
-    hits |= m << (4 * w);
-  }
-  return hits;
-#endif
-}
-
 inline __attribute__((always_inline)) bool ConnTable::matches(uint32_t pos, const FlowKey& k) const noexcept {
   const Conn& c = entries_[pos >> 1];
   return (pos & 1) ? reply_matches(c, k) : key_equal(k, c);
@@ -231,19 +204,7 @@ void ConnTable::lookup_candidates(const uint32_t* sigs, uint32_t n, uint32_t* ca
 
 void ConnTable::candidates_of(const void* const* a, const void* const* b, const uint16_t* tags, uint32_t n,
                               uint32_t* cand) noexcept {
-  const Conn* const entries = entries_;
-  for (uint32_t i = 0; i < n; ++i) {
-    const Bucket& ba = *static_cast<const Bucket*>(a[i]);
-    const Bucket& bb = *static_cast<const Bucket*>(b[i]);
-    const uint32_t h = tag_hits(ba, bb, tags[i]);
-    uint32_t p1 = 0;
-    if (h) {
-      const uint32_t s = static_cast<uint32_t>(std::countr_zero(h));
-      p1 = (s < kBucketSlots ? ba : bb).pos1[s & (kBucketSlots - 1)];
-      rte_prefetch0(&entries[(p1 - 1) >> 1]);
-    }
-    cand[i] = p1;
-  }
+  for (uint32_t i = 0; i < n; ++i) cand[i] = candidate_of(a[i], b[i], tags[i]);
 }
 
 // Breadth-first from the key's two buckets (all their slots taken): each

@@ -222,6 +222,19 @@ class ConnTable {
   }
   void candidates_of(const void* const* a, const void* const* b, const uint16_t* tags, uint32_t n,
                      uint32_t* cand) noexcept;
+  // candidates_of for one key, inline: 1 + the position the first slot of
+  // its buckets a, b (buckets_of) with its tag holds (the entry prefetched),
+  // else 0.
+  uint32_t candidate_of(const void* a, const void* b, uint16_t tag) const noexcept {
+    const Bucket& ba = *static_cast<const Bucket*>(a);
+    const Bucket& bb = *static_cast<const Bucket*>(b);
+    const uint32_t hits = tag_hits(ba, bb, tag);
+    if (!hits) return 0;
+    const uint32_t s = static_cast<uint32_t>(std::countr_zero(hits));
+    const uint32_t p1 = (s < kBucketSlots ? ba : bb).pos1[s & (kBucketSlots - 1)];
+    rte_prefetch0(&entries_[(p1 - 1) >> 1]);
+    return p1;
+  }
   // Whether position `pos` holds key k.
   bool holds(int32_t pos, const FlowKey& k) const noexcept {
     const Conn& c = entries_[static_cast<uint32_t>(pos) >> 1];
@@ -463,6 +476,33 @@ inline uint32_t ConnTable::conn_hash_of(uint32_t src, uint16_t sport, uint32_t d
   const uint64_t a = uint64_t{src} | (uint64_t{dst} << 32);
   const uint64_t b = uint64_t{sport} | (uint64_t{dport} << 16) | (uint64_t{proto} << 32);
   return rte_hash_crc_8byte(b, rte_hash_crc_8byte(a, kConnHashInit));
+}
+
+// Slots of buckets a (bits 0-7) and b (bits 8-15) whose tag is `tag`.
+inline __attribute__((always_inline)) uint32_t ConnTable::tag_hits(const Bucket& a, const Bucket& b,
+                                                                   uint16_t tag) noexcept {
+#if defined(__SSE2__)
+  const __m128i t = _mm_set1_epi16(static_cast<short>(tag));
+  const __m128i ea = _mm_cmpeq_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(a.tag)), t);
+  const __m128i eb = _mm_cmpeq_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(b.tag)), t);
+  return static_cast<uint32_t>(_mm_movemask_epi8(_mm_packs_epi16(ea, eb)));
+#else
+  // Four 16-bit lanes per word: a lane of x is zero iff its top bit ends
+  // up clear in ((x & 0x7fff) + 0x7fff) | x.
+  constexpr uint64_t kLow15 = 0x7fff7fff7fff7fffull;
+  const uint64_t t = uint64_t{tag} * 0x0001000100010001ull;
+  uint32_t hits = 0;
+  for (int w = 0; w < 4; ++w) {
+    uint64_t x;
+    std::memcpy(&x, w < 2 ? &a.tag[4 * w] : &b.tag[4 * (w - 2)], 8);
+    x ^= t;
+    const uint64_t zero = ~(((x & kLow15) + kLow15) | x) & ~kLow15;  // top bit of each zero lane
+    const uint32_t m = static_cast<uint32_t>(((zero >> 15) & 1) | ((zero >> 30) & 2) | ((zero >> 45) & 4) |
+                                             ((zero >> 60) & 8));
+    hits |= m << (4 * w);
+  }
+  return hits;
+#endif
 }
 
 // A free slot's tag is 0, and no key's.
