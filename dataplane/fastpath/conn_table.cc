@@ -100,33 +100,6 @@ bool ConnTable::init(const std::string& name, uint32_t capacity, int socket, std
   return true;
 }
 
-// Slots of buckets a (bits 0-7) and b (bits 8-15) whose tag is `tag`.
-inline __attribute__((always_inline)) uint32_t ConnTable::tag_hits(const Bucket& a, const Bucket& b,
-                                                                   uint16_t tag) noexcept {
-#if defined(__SSE2__)
-  const __m128i t = _mm_set1_epi16(static_cast<short>(tag));
-  const __m128i ea = _mm_cmpeq_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(a.tag)), t);
-  const __m128i eb = _mm_cmpeq_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(b.tag)), t);
-  return static_cast<uint32_t>(_mm_movemask_epi8(_mm_packs_epi16(ea, eb)));
-#else
-  // Four 16-bit lanes per word: a lane of x is zero iff its top bit ends
-  // up clear in ((x & 0x7fff) + 0x7fff) | x.
-  constexpr uint64_t kLow15 = 0x7fff7fff7fff7fffull;
-  const uint64_t t = uint64_t{tag} * 0x0001000100010001ull;
-  uint32_t hits = 0;
-  for (int w = 0; w < 4; ++w) {
-    uint64_t x;
-    std::memcpy(&x, w < 2 ? &a.tag[4 * w] : &b.tag[4 * (w - 2)], 8);
-    x ^= t;
-    const uint64_t zero = ~(((x & kLow15) + kLow15) | x) & ~kLow15;  // top bit of each zero lane
-    const uint32_t m = static_cast<uint32_t>(((zero >> 15) & 1) | ((zero >> 30) & 2) | ((zero >> 45) & 4) |
-                                             ((zero >> 60) & 8));
-    hits |= m << (4 * w);
-  }
-  return hits;
-#endif
-}
-
 inline __attribute__((always_inline)) bool ConnTable::matches(uint32_t pos, const FlowKey& k) const noexcept {
   const Conn& c = entries_[pos >> 1];
   return (pos & 1) ? reply_matches(c, k) : key_equal(k, c);
@@ -215,6 +188,23 @@ uint64_t ConnTable::lookup_bulk(const void** keys, uint32_t* sigs, uint32_t n, i
     pos[i] = p;
   }
   return found;
+}
+
+void ConnTable::lookup_candidates(const uint32_t* sigs, uint32_t n, uint32_t* cand) noexcept {
+  if (!mask_) {
+    for (uint32_t i = 0; i < n; ++i) cand[i] = 0;
+    return;
+  }
+  const void* ba[64];
+  const void* bb[64];
+  uint16_t tags[64];
+  for (uint32_t i = 0; i < n; ++i) buckets_of(sigs[i], &ba[i], &bb[i], &tags[i]);
+  candidates_of(ba, bb, tags, n, cand);
+}
+
+void ConnTable::candidates_of(const void* const* a, const void* const* b, const uint16_t* tags, uint32_t n,
+                              uint32_t* cand) noexcept {
+  for (uint32_t i = 0; i < n; ++i) cand[i] = candidate_of(a[i], b[i], tags[i]);
 }
 
 // Breadth-first from the key's two buckets (all their slots taken): each
@@ -320,7 +310,7 @@ Conn* ConnTable::insert(const FlowKey& fwd, uint32_t fwd_sig, const FlowKey& rev
     last_full_ = true;
     return nullptr;
   }
-  return take_slot(c, hf, hr);
+  return take_slot(c, hf, port ? port_sig(port) : hr);
 }
 
 
@@ -344,14 +334,16 @@ void ConnTable::remove(Conn* c) noexcept {
   const uint32_t idx = static_cast<uint32_t>(c - entries_);
   c->in_use = kSlotFree;
   del_key(hf, idx << 1);
+  uint32_t hl = hr;  // what the change log names the reply by
   if (uint32_t* port = port_slot(rev)) {
     if (*port == idx + 1) *port = 0;
+    hl = port_sig(port);
   } else {
     del_key(hr, (idx << 1) | 1);
   }
   free_[n_free_++] = idx;
   log_change(hf);
-  log_change(hr);
+  log_change(hl);
   --used_;
 }
 

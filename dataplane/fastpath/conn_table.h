@@ -2,8 +2,10 @@
 // control thread before the worker starts / after it stopped.
 // Connection table: a cuckoo hash from flow keys to connection entries, and
 // an incremental expiry sweep. The burst path (burst.cc) hashes keys itself
-// (conn_hash) and looks them up in bulk; a per-burst change log tells which
-// of those results a later packet of the same burst may have made stale.
+// (conn_hash), asks for their buckets (buckets_of) and takes the entry the
+// first matching tag names as a candidate (candidates_of), its key compared
+// later; a per-burst change log tells which of those results a later packet
+// of the same burst may have made stale.
 //
 // The table is vipd's own, built from public DPDK calls only (rte_zmalloc,
 // the CRC32 of rte_hash_crc.h), so a DPDK upgrade cannot change its layout.
@@ -39,6 +41,7 @@
 #endif
 
 #include <rte_hash_crc.h>
+#include <rte_prefetch.h>
 
 namespace vipd::dp {
 
@@ -153,6 +156,12 @@ class ConnTable {
     }
   }
   Conn* local_candidate(int li, uint16_t port) noexcept { return candidate_at(port_entry(li, port)); }
+  // The burst change log's name for a port index entry (its index, mixed):
+  // a reply found there is logged and checked (changed_in_burst) by it
+  // instead of its key's conn_hash, which the burst then need not compute.
+  uint32_t port_sig(const uint32_t* entry) const noexcept {
+    return (static_cast<uint32_t>(entry - port_index_) + 1) * 0x9e3779b1u;
+  }
   uint32_t* port_entry(int li, uint16_t port) noexcept {
     return &port_index_[(static_cast<uint32_t>(li) << 16) | port];
   }
@@ -193,6 +202,46 @@ class ConnTable {
   // all their buckets, then the entries their tags name, before comparing
   // any key. Returns the bitmask of hits; pos[i] of a hit goes to decode().
   uint64_t lookup_bulk(const void** keys, uint32_t* sigs, uint32_t n, int32_t* pos) noexcept;
+  // lookup_bulk's first two stages only: cand[i] is 1 + the position of the
+  // first slot of sigs[i]'s buckets whose tag is the key's (prefetched),
+  // else 0. No key is compared: the caller checks the candidate (holds) or
+  // finds the key by itself (find_pos) when it is not that one. n <= 64.
+  // (The burst path runs it as the two steps below.)
+  void lookup_candidates(const uint32_t* sigs, uint32_t n, uint32_t* cand) noexcept;
+  // lookup_candidates in two steps, so that the first runs in the caller's
+  // loop right after each key's hash: the key's buckets (prefetched) and tag
+  // (a non-empty table: buckets() > 0); then, for n keys, their candidates.
+  void buckets_of(uint32_t sig, const void** a, const void** b, uint16_t* tag) const noexcept {
+    const uint16_t t = tag_of(sig);
+    const uint32_t b1 = sig & mask_;
+    *tag = t;
+    *a = &buckets_[b1];
+    *b = &buckets_[other_bucket(b1, t, mask_)];
+    rte_prefetch0(*a);
+    rte_prefetch0(*b);
+  }
+  void candidates_of(const void* const* a, const void* const* b, const uint16_t* tags, uint32_t n,
+                     uint32_t* cand) noexcept;
+  // candidates_of for one key, inline: 1 + the position the first slot of
+  // its buckets a, b (buckets_of) with its tag holds (the entry prefetched),
+  // else 0.
+  uint32_t candidate_of(const void* a, const void* b, uint16_t tag) const noexcept {
+    const Bucket& ba = *static_cast<const Bucket*>(a);
+    const Bucket& bb = *static_cast<const Bucket*>(b);
+    const uint32_t hits = tag_hits(ba, bb, tag);
+    if (!hits) return 0;
+    const uint32_t s = static_cast<uint32_t>(std::countr_zero(hits));
+    const uint32_t p1 = (s < kBucketSlots ? ba : bb).pos1[s & (kBucketSlots - 1)];
+    rte_prefetch0(&entries_[(p1 - 1) >> 1]);
+    return p1;
+  }
+  // Whether position `pos` holds key k.
+  bool holds(int32_t pos, const FlowKey& k) const noexcept {
+    const Conn& c = entries_[static_cast<uint32_t>(pos) >> 1];
+    return (pos & 1) ? reply_matches(c, k) : key_equal(k, c);
+  }
+  // Position of the key with this hash, or -1.
+  int32_t find_pos(const FlowKey& k, uint32_t sig) const noexcept { return find(k, sig); }
   // The entry and direction a bulk lookup's position stands for (in cache:
   // the lookup compared its key).
   Conn* decode(int32_t pos, bool* reply) noexcept {
@@ -201,9 +250,11 @@ class ConnTable {
   }
 
   // Burst change log: begin_burst() forgets; then every key added or removed
-  // is logged by its hash (in a 1024-bit filter and a list). changed_in_burst
-  // (sig): a key with this hash was added or removed since begin_burst() (or
-  // the list overflowed), so a lookup made before is stale: repeat it.
+  // is logged by its hash (in a kFilterBits-bit filter and a list), a
+  // full-NAT reply key by its port index entry (port_sig). changed_in_burst
+  // (sig): a key with this hash (entry) was added or removed since
+  // begin_burst() (or the list overflowed), so a lookup made before is
+  // stale: repeat it.
   void begin_burst() noexcept {
     if (n_log_ == 0) return;
     n_log_ = 0;
@@ -284,6 +335,14 @@ class ConnTable {
     std::memcpy(&b1, reinterpret_cast<const char*>(&c) + 8, 8);
     return ((a0 ^ b0) | ((a1 ^ b1) & kLow5Bytes)) == 0;
   }
+  // key_equal of the key whose two words (flow_word0, flow_word1) are k0, k1.
+  static bool key_words_equal(uint64_t k0, uint64_t k1, const Conn& c) noexcept {
+    constexpr uint64_t kLow5Bytes = 0xffffffffffull;
+    uint64_t b0, b1;
+    std::memcpy(&b0, &c, 8);
+    std::memcpy(&b1, reinterpret_cast<const char*>(&c) + 8, 8);
+    return ((k0 ^ b0) | ((k1 ^ b1) & kLow5Bytes)) == 0;
+  }
   // Buckets for `keys` keys: at most 80 % of their slots taken, a power of
   // two, at least 2.
   static uint32_t buckets_for(uint64_t keys) noexcept;
@@ -327,7 +386,9 @@ class ConnTable {
     n_log_ = n + 2;
   }
   // The last step of either insert, its keys added: the slot is taken, its
-  // two hashes logged for the burst's lookups, the entry marked live.
+  // keys' names logged for the burst's lookups (hf: the client key's hash;
+  // hr: the reply key's hash, or in full NAT its port index entry's port_sig),
+  // the entry marked live.
   Conn* take_slot(Conn* c, uint32_t hf, uint32_t hr) noexcept {
     --n_free_;
     log_changes(hf, hr);
@@ -417,6 +478,33 @@ inline uint32_t ConnTable::conn_hash_of(uint32_t src, uint16_t sport, uint32_t d
   return rte_hash_crc_8byte(b, rte_hash_crc_8byte(a, kConnHashInit));
 }
 
+// Slots of buckets a (bits 0-7) and b (bits 8-15) whose tag is `tag`.
+inline __attribute__((always_inline)) uint32_t ConnTable::tag_hits(const Bucket& a, const Bucket& b,
+                                                                   uint16_t tag) noexcept {
+#if defined(__SSE2__)
+  const __m128i t = _mm_set1_epi16(static_cast<short>(tag));
+  const __m128i ea = _mm_cmpeq_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(a.tag)), t);
+  const __m128i eb = _mm_cmpeq_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(b.tag)), t);
+  return static_cast<uint32_t>(_mm_movemask_epi8(_mm_packs_epi16(ea, eb)));
+#else
+  // Four 16-bit lanes per word: a lane of x is zero iff its top bit ends
+  // up clear in ((x & 0x7fff) + 0x7fff) | x.
+  constexpr uint64_t kLow15 = 0x7fff7fff7fff7fffull;
+  const uint64_t t = uint64_t{tag} * 0x0001000100010001ull;
+  uint32_t hits = 0;
+  for (int w = 0; w < 4; ++w) {
+    uint64_t x;
+    std::memcpy(&x, w < 2 ? &a.tag[4 * w] : &b.tag[4 * (w - 2)], 8);
+    x ^= t;
+    const uint64_t zero = ~(((x & kLow15) + kLow15) | x) & ~kLow15;  // top bit of each zero lane
+    const uint32_t m = static_cast<uint32_t>(((zero >> 15) & 1) | ((zero >> 30) & 2) | ((zero >> 45) & 4) |
+                                             ((zero >> 60) & 8));
+    hits |= m << (4 * w);
+  }
+  return hits;
+#endif
+}
+
 // A free slot's tag is 0, and no key's.
 inline uint32_t ConnTable::free_slots(const Bucket& a, const Bucket& b) noexcept {
 #if defined(__SSE2__)
@@ -477,7 +565,7 @@ inline uint32_t ConnTable::free_slots(const Bucket& a, const Bucket& b) noexcept
   if (local_index(vaddr) >= 0 || *port != 0 ||
       (!fwd_absent && has_client_key(caddr, cport, vaddr, vport, proto, fwd_sig)))
     return nullptr;
-  const uint32_t hr = conn_hash_of(daddr, dport, laddr, lport, proto);
+  const uint32_t hr = port_sig(port);
   const uint32_t idx = free_[n_free_ - 1];
   Conn* c = at(idx);
   *c = Conn{};

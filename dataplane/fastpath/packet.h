@@ -52,6 +52,15 @@ struct Parsed {
 // TCP data offset, UDP length. TTL is not checked here.
 inline Parsed parse_frame(const uint8_t* frame, size_t len) noexcept;  // packet_inline.h
 
+// parse_frame for the common frame alone: IPv4 with a 20-byte header, TCP or
+// UDP, every check of parse_frame passing. Then `out` holds what parse_frame
+// would return (every field written), *addrs the addresses as src | dst << 32
+// and *ports the ports as sport | dport << 16 (host order: the flow key's
+// words, flow_hash.h); true. Any other frame (or one that fails a check):
+// false, nothing written; parse_frame gives its kind or drop reason.
+inline bool parse_tcp_udp4(const uint8_t* frame, size_t len, Parsed& out, uint64_t* addrs,
+                           uint32_t* ports) noexcept;  // packet_inline.h
+
 // Rewrites addresses/ports of an IPv4 TCP/UDP packet (host-order values);
 // updates L4 checksum incrementally (UDP checksum 0 stays 0), decrements TTL
 // and updates the IPv4 checksum incrementally.

@@ -5,6 +5,8 @@
 // documents them.
 #pragma once
 
+#include <bit>
+#include <cstddef>
 #include <cstring>
 
 #include "dataplane/fastpath/bytes.h"
@@ -156,6 +158,59 @@ inline Parsed parse_frame(const uint8_t* f, size_t len) noexcept {
   }
   p.kind = FrameKind::kIpv4;
   return p;
+}
+
+inline bool parse_tcp_udp4(const uint8_t* f, size_t len, Parsed& out, uint64_t* addrs,
+                           uint32_t* ports) noexcept {
+  using namespace packet_detail;
+  static_assert(offsetof(Parsed, dst) == offsetof(Parsed, src) + 4 &&
+                    offsetof(Parsed, dport) == offsetof(Parsed, sport) + 2,
+                "the key's words are stored whole");
+  static_assert(std::endian::native == std::endian::little, "the words are byte-swapped to host order");
+  if (len < kEthLen + 20 || raw16(f + 12) != __builtin_bswap16(kEtherTypeIpv4)) return false;
+  const uint8_t* ip = f + kEthLen;
+  if (ip[0] != 0x45) return false;
+  const uint16_t total = rd16(ip + 2);
+  if (total < 20 || kEthLen + size_t{total} > len) return false;
+  if (!ipv4_checksum_ok(ip, 20)) return false;
+  if (rd16(ip + 6) & 0x3fff) return false;
+  const uint8_t proto = ip[9];
+  const uint16_t l4_len = static_cast<uint16_t>(total - 20);
+  const uint8_t* l4 = ip + 20;
+  uint8_t flags = 0;
+  if (proto == kProtoTcp) {
+    if (l4_len < 20) return false;
+    const unsigned doff = (l4[12] >> 4) * 4u;
+    if (doff < 20 || doff > l4_len) return false;
+    flags = l4[13];
+  } else if (proto == kProtoUdp) {
+    if (l4_len < 8) return false;
+    const uint16_t ulen = rd16(l4 + 4);
+    if (ulen < 8 || ulen > l4_len) return false;
+  } else {
+    return false;
+  }
+  // The addresses as one word and the ports as another, each loaded once
+  // and put in host order with one byte swap: src | dst << 32, sport |
+  // dport << 16 (flow_hash.h's flow_word0 and the low half of flow_word1).
+  uint64_t a;
+  std::memcpy(&a, ip + 12, 8);
+  a = std::rotl(__builtin_bswap64(a), 32);
+  const uint32_t pp = std::rotl(__builtin_bswap32(raw32(l4)), 16);
+  out.kind = FrameKind::kIpv4;
+  out.drop = kTruncated;
+  out.l3_off = kEthLen;
+  out.l4_off = kEthLen + 20;
+  out.ip_total_len = total;
+  out.l4_len = l4_len;
+  out.proto = proto;
+  out.tcp_flags = flags;
+  out.ttl = ip[8];
+  std::memcpy(&out.src, &a, 8);
+  std::memcpy(&out.sport, &pp, 4);
+  *addrs = a;
+  *ports = pp;
+  return true;
 }
 
 inline void rewrite_l3l4(uint8_t* f, const Parsed& p, uint32_t new_src, uint16_t new_sport,

@@ -686,12 +686,29 @@ inline uint32_t port_pair(const Conn& c, size_t off) {
 
 // The packet's connection as prepare_burst found it, or looked up again when
 // an earlier packet of the burst added or removed a key with the same hash.
+// A candidate (PktInfo::cand: the entry its tag named, key not compared) is
+// compared here, where its line is read anyway; one that holds another key
+// (tags collide) makes the packet look its key up by itself.
 inline Conn* burst_conn(Worker& w, const PktInfo& pi, bool* reply) {
-  if (!w.conns.changed_in_burst(pi.conn_sig)) {
-    *reply = pi.reply;
-    return pi.conn;
-  }
   const Parsed& p = pi.p;
+  if (!w.conns.changed_in_burst(pi.conn_sig)) {
+    if (!pi.cand) {
+      *reply = pi.reply;
+      return pi.conn;
+    }
+    // The key's words from Parsed's adjacent fields, in registers.
+    static_assert(offsetof(Parsed, dst) == offsetof(Parsed, src) + 4 &&
+                      offsetof(Parsed, dport) == offsetof(Parsed, sport) + 2,
+                  "the words load adjacent fields");
+    uint64_t k0;
+    uint32_t ports;
+    std::memcpy(&k0, &p.src, 8);
+    std::memcpy(&ports, &p.sport, 4);
+    if (ConnTable::key_words_equal(k0, ports | (uint64_t{p.proto} << 32), *pi.conn)) [[likely]] {
+      *reply = false;
+      return pi.conn;
+    }
+  }
   return w.conns.lookup(make_key(p.src, p.sport, p.dst, p.dport, p.proto), pi.conn_sig, reply);
 }
 

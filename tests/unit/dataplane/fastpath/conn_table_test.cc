@@ -12,6 +12,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "dataplane/fastpath/flow_hash.h"
@@ -663,6 +664,64 @@ TEST(ConnTableCuckoo, DisplacementWithManyCollisions) {
   }
   bool reply;
   for (uint32_t k = 0; k < flows.size(); ++k) EXPECT_EQ(t.lookup(flows[k].fwd(), &reply), c[k]) << k;
+}
+
+// lookup_candidates names the entry of the first slot whose tag is the key's,
+// without comparing keys: a key whose tag and buckets another key shares gets
+// that key's entry as its candidate, which holds() refuses and find_pos
+// settles; keys in the table get their own entry.
+TEST(ConnTableCuckoo, CandidatesNameTheTaggedEntryWithoutComparing) {
+  VIPD_REQUIRE_EAL();
+  ConnTable t;
+  std::string err;
+  ASSERT_TRUE(t.init(uniq("ct_"), 1024, 0, &err, kLocals, 3)) << err;  // one key per connection
+  const uint32_t mask = t.buckets() - 1;
+  // Two flows with the same first bucket and tag (so the same two buckets).
+  std::unordered_map<uint32_t, uint32_t> seen;
+  int64_t a = -1, b = -1;
+  for (uint32_t i = 0; i < 4000000 && a < 0; ++i) {
+    const uint32_t h = conn_hash(flow(i).fwd());
+    const uint32_t id = (uint32_t{ConnTable::tag_of(h)} << 16) | (h & mask);
+    auto [it, fresh] = seen.emplace(id, i);
+    if (!fresh) {
+      a = it->second;
+      b = i;
+    }
+  }
+  ASSERT_GE(a, 0) << "no two flows share a tag and bucket";
+  Flow fa = flow(static_cast<uint32_t>(a)), fb = flow(static_cast<uint32_t>(b));
+  fa.lp = 2000;
+  fb.lp = 2001;
+  Conn* ca = add(t, fa);
+  ASSERT_NE(ca, nullptr);
+  const FlowKey ka = fa.fwd(), kb = fb.fwd();
+  uint32_t sigs[2] = {conn_hash(ka), conn_hash(kb)};
+  uint32_t cand[2] = {9, 9};
+  t.lookup_candidates(sigs, 2, cand);
+  ASSERT_NE(cand[0], 0u);
+  ASSERT_NE(cand[1], 0u) << "the shared tag names a's entry";
+  EXPECT_EQ(cand[0], cand[1]);
+  bool reply = true;
+  EXPECT_EQ(t.decode(static_cast<int32_t>(cand[0] - 1), &reply), ca);
+  EXPECT_FALSE(reply);
+  EXPECT_TRUE(t.holds(static_cast<int32_t>(cand[0] - 1), ka));
+  EXPECT_FALSE(t.holds(static_cast<int32_t>(cand[1] - 1), kb));
+  EXPECT_EQ(t.find_pos(kb, sigs[1]), -1);
+  // With both in, each key is found: b's candidate is still a's (the first
+  // slot with the tag), find_pos gives b's own.
+  Conn* cb = add(t, fb);
+  ASSERT_NE(cb, nullptr);
+  t.lookup_candidates(sigs, 2, cand);
+  const int32_t pb = t.holds(static_cast<int32_t>(cand[1] - 1), kb) ? static_cast<int32_t>(cand[1] - 1)
+                                                                      : t.find_pos(kb, sigs[1]);
+  ASSERT_GE(pb, 0);
+  EXPECT_EQ(t.decode(pb, &reply), cb);
+  // An empty table's candidates are none.
+  t.remove(ca);
+  t.remove(cb);
+  t.lookup_candidates(sigs, 2, cand);
+  EXPECT_EQ(cand[0], 0u);
+  EXPECT_EQ(cand[1], 0u);
 }
 
 TEST(ConnTablePortIndex, InitRefusesTooManyLocalAddresses) {

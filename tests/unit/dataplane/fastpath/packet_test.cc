@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -357,6 +358,102 @@ TEST(ParseFrame, FuzzRandomAndMutated) {
   EXPECT_GT(kinds[0], 1000u);
   EXPECT_GT(kinds[1], 100u);
   EXPECT_GT(kinds[2], 1000u);
+}
+
+// ---- parse_tcp_udp4: parse_frame's common frame alone ---------------------
+
+// Whether parse_tcp_udp4 took frame f (exactly sized on the heap) exactly
+// when parse_frame says IPv4 TCP/UDP with a 20-byte header, and then wrote
+// what parse_frame returns, and the key's words; else nothing.
+void expect_fast_parse_agrees(const std::vector<uint8_t>& f, size_t* taken) {
+  std::unique_ptr<uint8_t[]> buf(new uint8_t[f.size() ? f.size() : 1]);
+  if (!f.empty()) std::memcpy(buf.get(), f.data(), f.size());
+  const Parsed want = parse_frame(buf.get(), f.size());
+  const bool usual = want.kind == FrameKind::kIpv4 && (want.proto == kProtoTcp || want.proto == kProtoUdp) &&
+                     want.l4_off == kEthLen + 20;
+  Parsed got;
+  std::memset(&got, 0xa5, sizeof got);
+  Parsed untouched;
+  std::memcpy(&untouched, &got, sizeof got);
+  uint64_t addrs = 1;
+  uint32_t ports = 2;
+  const bool fast = parse_tcp_udp4(buf.get(), f.size(), got, &addrs, &ports);
+  ASSERT_EQ(fast, usual) << "len " << f.size() << " kind " << static_cast<int>(want.kind) << " drop "
+                         << static_cast<int>(want.drop);
+  if (!fast) {
+    EXPECT_EQ(std::memcmp(&got, &untouched, sizeof got), 0) << "nothing written";
+    EXPECT_EQ(addrs, 1u);
+    EXPECT_EQ(ports, 2u);
+    return;
+  }
+  ++*taken;
+  EXPECT_EQ(got.kind, want.kind);
+  EXPECT_EQ(got.drop, want.drop);
+  EXPECT_EQ(got.l3_off, want.l3_off);
+  EXPECT_EQ(got.l4_off, want.l4_off);
+  EXPECT_EQ(got.ip_total_len, want.ip_total_len);
+  EXPECT_EQ(got.l4_len, want.l4_len);
+  EXPECT_EQ(got.proto, want.proto);
+  EXPECT_EQ(got.tcp_flags, want.tcp_flags);
+  EXPECT_EQ(got.ttl, want.ttl);
+  EXPECT_EQ(got.src, want.src);
+  EXPECT_EQ(got.dst, want.dst);
+  EXPECT_EQ(got.sport, want.sport);
+  EXPECT_EQ(got.dport, want.dport);
+  EXPECT_EQ(addrs, uint64_t{want.src} | (uint64_t{want.dst} << 32));
+  EXPECT_EQ(ports, uint32_t{want.sport} | (uint32_t{want.dport} << 16));
+}
+
+TEST(ParseTcpUdp4, AgreesWithParseFrameOnGoodFrames) {
+  size_t taken = 0;
+  FrameSpec t = tcp_spec();
+  t.tcp_flags = kTcpSyn | kTcpAck;
+  t.ttl = 17;
+  t.tcp_opts = {2, 4, 0x05, 0xb4};
+  t.payload = {1, 2, 3};
+  expect_fast_parse_agrees(build_frame(t), &taken);
+  FrameSpec u = udp_spec();
+  u.payload = {1};
+  u.pad_to = 60;
+  expect_fast_parse_agrees(build_frame(u), &taken);
+  EXPECT_EQ(taken, 2u);
+  // Frames it leaves to parse_frame: ICMP, IP options, another protocol.
+  expect_fast_parse_agrees(build_frame(icmp_spec()), &taken);
+  FrameSpec o = tcp_spec();
+  o.ip_opts = {1, 1, 1, 0};
+  expect_fast_parse_agrees(build_frame(o), &taken);
+  EXPECT_EQ(taken, 2u);
+}
+
+TEST(ParseTcpUdp4, AgreesWithParseFrameOnMutatedFrames) {
+  std::mt19937_64 rng(11);
+  std::vector<std::vector<uint8_t>> seeds;
+  for (auto s : {tcp_spec(), udp_spec(), icmp_spec()}) {
+    seeds.push_back(build_frame(s));
+    s.ip_opts = {1, 1, 1, 0};
+    seeds.push_back(build_frame(s));
+  }
+  size_t taken = 0;
+  for (int it = 0; it < 50000; ++it) {
+    std::vector<uint8_t> f = seeds[rng() % seeds.size()];
+    const int flips = 1 + static_cast<int>(rng() % 3);
+    for (int k = 0; k < flips; ++k) f[rng() % f.size()] = static_cast<uint8_t>(rng());
+    if (rng() % 3 == 0) f.resize(rng() % (f.size() + 1));
+    if (rng() % 4 == 0) f.resize(f.size() + rng() % 64, static_cast<uint8_t>(rng()));
+    if (f.size() >= 34 && (f[14] >> 4) == 4 && rng() % 4 != 0) {
+      const unsigned ihl = (f[14] & 15) * 4u;
+      if (ihl >= 20 && 14 + ihl <= f.size()) {
+        f[24] = f[25] = 0;
+        put16(&f[24], ref_cksum(&f[14], ihl));
+      }
+    }
+    expect_fast_parse_agrees(f, &taken);
+    if (HasFailure()) {
+      ADD_FAILURE() << "iteration " << it;
+      return;
+    }
+  }
+  EXPECT_GT(taken, 1000u);  // the mix exercises both ways
 }
 
 // ---- rewrite_l3l4 ---------------------------------------------------------

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "dataplane/fastpath/conn_table.h"
+#include "dataplane/fastpath/flow_hash.h"
 #include "tests/unit/dataplane/fastpath/worker_test_fixture.h"
 
 namespace vipd::dp {
@@ -179,6 +181,154 @@ TEST_F(WorkerBurstTest, EntryReusedByAnotherFlowSeenByTheNextBurst) {
   process_burst(w(), ms.data(), static_cast<uint16_t>(ms.size()), false);
   flush_tx(w());
   expect_b_took_a_entry(ca, 46101, 2 * kBurst - 1);  // B's SYN and ACKs
+}
+
+// prepare_burst takes the entry the first matching tag names as a
+// connection's candidate without comparing keys (burst.cc); the per-packet
+// stage compares it. A flow whose key shares its buckets and tag with an
+// established one's must get a connection of its own, and both flows' later
+// packets their own connections, in one burst and across bursts.
+TEST_F(WorkerBurstTest, FlowWhoseTagNamesAnotherFlowsEntry) {
+  build(Forward::kFnat, 1, kReuseCap);
+  if (HasFatalFailure()) return;
+  const uint32_t mask = w().conns.buckets() - 1;
+  ASSERT_GT(mask, 0u);
+  // (CRC32 is linear: keys that differ in the port alone never share a tag
+  // and bucket here, so the client's address varies too.)
+  std::map<uint32_t, std::pair<uint32_t, uint16_t>> seen;  // (tag, first bucket) -> client
+  std::pair<uint32_t, uint16_t> ca{0, 0}, cb{0, 0};
+  for (uint32_t i = 0; i < (1u << 20) && !ca.first; ++i) {
+    const std::pair<uint32_t, uint16_t> c{kClient + (i >> 10), static_cast<uint16_t>(40000 + (i & 1023))};
+    const uint32_t h = conn_hash(make_key(c.first, c.second, kVip, 8080, kProtoTcp));
+    auto [it, fresh] = seen.emplace((uint32_t{ConnTable::tag_of(h)} << 16) | (h & mask), c);
+    if (!fresh) {
+      ca = it->second;
+      cb = c;
+    }
+  }
+  ASSERT_NE(ca.first, 0u) << "no two clients share a tag and bucket";
+  const auto pkt = [&](const std::pair<uint32_t, uint16_t>& c, uint8_t flags) {
+    FrameSpec s = from_client(c.second, flags);
+    s.src = c.first;
+    return build_frame(s);
+  };
+  const Frame a = one_out(pkt(ca, kTcpSyn), 0, 1);
+  ASSERT_FALSE(a.empty()) << drop_summary();
+  // One burst: B's SYN (its candidate is A's entry), A's ACK, B's ACK.
+  const auto out = one_burst({pkt(cb, kTcpSyn), pkt(ca, kTcpAck), pkt(cb, kTcpAck)});
+  ASSERT_EQ(out.size(), 3u) << drop_summary();
+  EXPECT_EQ(total_drops(), 0u) << drop_summary();
+  EXPECT_EQ(w().conns.size(), 2u);
+  EXPECT_NE(tuple_of(out[0]), tuple_of(a)) << "B has a connection of its own";
+  EXPECT_EQ(tuple_of(out[1]), tuple_of(a)) << "A's packet on A's connection";
+  EXPECT_EQ(tuple_of(out[2]), tuple_of(out[0])) << "B's packet on B's connection";
+  // A later burst (no change logged): each flow's packet on its connection.
+  const auto again = one_burst({pkt(cb, kTcpAck | kTcpPsh), pkt(ca, kTcpAck | kTcpPsh)});
+  ASSERT_EQ(again.size(), 2u) << drop_summary();
+  EXPECT_EQ(tuple_of(again[0]), tuple_of(out[0]));
+  EXPECT_EQ(tuple_of(again[1]), tuple_of(a));
+  bool reply = true;
+  const Conn* conn_b = w().conns.lookup(make_key(cb.first, cb.second, kVip, 8080, kProtoTcp), &reply);
+  ASSERT_NE(conn_b, nullptr);
+  EXPECT_FALSE(reply);
+  EXPECT_EQ(conn_b->state, ConnState::kEstablished);
+}
+
+// A full-NAT reply is found by its port index entry, which the change log
+// names (ConnTable::port_sig): a reply to a local port that a new connection
+// took earlier in the same burst (no connection there when the burst was
+// prepared) must find that connection, as one packet at a time would.
+TEST_F(WorkerBurstTest, ReplyToAPortTakenEarlierInTheBurst) {
+  build(Forward::kFnat);
+  if (HasFatalFailure()) return;
+  const FnatPool& fp = w().fnat[0];
+  ASSERT_EQ(fp.buckets, 0u) << "the test predicts the pool's next port (no RSS buckets)";
+  ASSERT_GT(fp.top, 0u);
+  const uint16_t lport = fp.ports[fp.top - 1];
+  // The client's SYN (to B1: rr starts there) and, behind it in the same
+  // burst, B1's SYN-ACK to the local port the SYN takes.
+  std::vector<rte_mbuf*> ms{mbuf_of(build_frame(from_client(48000, kTcpSyn)), 0),
+                            mbuf_of(build_frame(from_backend(kB1, kB1Mac, 80, kLocal, lport, kTcpSyn | kTcpAck)), 1)};
+  process_burst(w(), ms.data(), static_cast<uint16_t>(ms.size()), false);
+  flush_tx(w());
+  const auto to_backends = tx(1), to_client = tx(0);
+  ASSERT_EQ(to_backends.size(), 1u) << drop_summary();
+  EXPECT_EQ(ip_dst(to_backends[0].data()), kB1);
+  ASSERT_EQ(l4_sport(to_backends[0].data()), lport) << "the SYN took the predicted port";
+  ASSERT_EQ(to_client.size(), 1u) << drop_summary();
+  EXPECT_EQ(ip_dst(to_client[0].data()), kClient);
+  EXPECT_EQ(l4_dport(to_client[0].data()), 48000);
+  EXPECT_EQ(total_drops(), 0u) << drop_summary();
+}
+
+// The other way: a reply to a local port whose connection an earlier packet
+// of the same burst removed (its destination gone: the client's next packet
+// expires it). The burst found the connection in the port index; the change
+// log (port_sig) sends the reply to a fresh lookup, which finds none (and the
+// entry, free again, would not match its key either: reply_matches checks
+// in_use): it is dropped as one packet at a time would drop it, and the
+// removed entry is not expired a second time.
+TEST_F(WorkerBurstTest, ReplyToAPortFreedEarlierInTheBurst) {
+  build(Forward::kFnat, 1, kReuseCap);
+  if (HasFatalFailure()) return;
+  const Conn* ca = flow_on_removed_b1(47000, 0);
+  ASSERT_FALSE(HasFailure());
+  ASSERT_NE(ca, nullptr);
+  const uint32_t laddr = ca->laddr;
+  const uint16_t lport = ca->lport;
+  ASSERT_NE(w().conns.local_candidate(w().conns.local_index(laddr), lport), nullptr);
+  // One burst: the client's ACK (expired: RST to the client), then B1's ACK
+  // to the connection's local port.
+  std::vector<rte_mbuf*> ms{mbuf_of(build_frame(from_client(47000, kTcpAck)), 0),
+                            mbuf_of(build_frame(from_backend(kB1, kB1Mac, 80, laddr, lport, kTcpAck)), 1)};
+  process_burst(w(), ms.data(), static_cast<uint16_t>(ms.size()), false);
+  flush_tx(w());
+  const auto to_client = tx(0), to_backends = tx(1);
+  ASSERT_EQ(to_client.size(), 1u) << drop_summary();
+  EXPECT_EQ(tcp_flags(to_client[0].data()), kTcpRst);
+  EXPECT_TRUE(to_backends.empty());
+  EXPECT_EQ(drops(kNoService), 1u) << drop_summary();
+  EXPECT_EQ(drops(kDestExpired), 0u) << drop_summary();
+  EXPECT_EQ(total_drops(), 1u) << drop_summary();
+  EXPECT_EQ(w().conns.size(), 0u);
+  EXPECT_EQ(w().conns.local_candidate(w().conns.local_index(laddr), lport), nullptr);
+  // The table is whole: a new flow gets a connection.
+  EXPECT_FALSE(one_out(build_frame(from_client(47001, kTcpSyn)), 0, 1).empty()) << drop_summary();
+  EXPECT_EQ(w().conns.size(), 1u);
+}
+
+// prepare_burst parses a frame received on the burst's first frame's port,
+// to that port's MAC, straight into its PktInfo, and any other frame with
+// the whole check_and_parse (burst.cc): in one burst, frames to the other
+// port's MAC, to group MACs, from a port not ours and on the other port are
+// each checked as they would be alone.
+TEST_F(WorkerBurstTest, FramesOfOtherPortsAndMacsInOneBurst) {
+  build(Forward::kFnat);
+  if (HasFatalFailure()) return;
+  const auto with_mac = [&](uint16_t cport, const MacAddr& mac) {
+    FrameSpec s = from_client(cport, kTcpSyn);
+    s.dmac = mac;
+    return build_frame(s);
+  };
+  rte_mbuf* stranger = mbuf_of(build_frame(from_client(49004, kTcpSyn)), 0);
+  ASSERT_NE(stranger, nullptr);
+  stranger->port = 31;  // a port the dataplane does not own
+  std::vector<rte_mbuf*> ms{mbuf_of(build_frame(from_client(49000, kTcpSyn)), 0),
+                            mbuf_of(with_mac(49001, kPortMac[1]), 0),  // the other port's MAC
+                            mbuf_of(with_mac(49002, kBcast), 0),
+                            mbuf_of(with_mac(49003, MacAddr{0x01, 0x00, 0x5e, 0x00, 0x00, 0x01}), 0),
+                            stranger,
+                            mbuf_of(with_mac(49005, kPortMac[1]), 1),  // on port 1, to its MAC
+                            mbuf_of(build_frame(from_client(49000, kTcpAck)), 0)};
+  process_burst(w(), ms.data(), static_cast<uint16_t>(ms.size()), false);
+  flush_tx(w());
+  const auto out = tx(1);
+  ASSERT_EQ(out.size(), 3u) << drop_summary();
+  EXPECT_EQ(tuple_of(out[2]), tuple_of(out[0])) << "the ACK on the SYN's connection";
+  EXPECT_NE(tuple_of(out[1]), tuple_of(out[0]));
+  EXPECT_EQ(drops(kNotForUs), 4u) << drop_summary();
+  EXPECT_EQ(total_drops(), 4u) << drop_summary();
+  EXPECT_EQ(w().conns.size(), 2u);
 }
 
 // output() keeps the last reachable next hop for the rest of the burst; an
