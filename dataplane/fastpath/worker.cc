@@ -819,8 +819,6 @@ namespace {
 // through the ring, or there is one worker); from_peer tells the two apart.
 void process_one(Worker& w, rte_mbuf* m, const PktInfo& pi, bool from_ring) {
   Shared& sh = *w.sh;
-  uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
-  const size_t len = rte_pktmbuf_data_len(m);
   const Parsed& p = pi.p;  // frame checks and parse_frame: done, drop reason kept
   // kDrop also for IPv4 to a broadcast/multicast MAC (kNotForUs, burst.cc).
   if (p.kind != FrameKind::kIpv4) return process_other(w, m, p, from_ring);
@@ -857,6 +855,9 @@ void process_one(Worker& w, rte_mbuf* m, const PktInfo& pi, bool from_ring) {
     return drop(w, m, kNoService);
   }
   if (p.proto == kProtoIcmp) {
+    // (The frame's address only here: loaded at the top, the forwarded
+    // packets would pay for it.)
+    uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
     if (is_icmp_error(p)) {  // quoting a NATed flow: translated like it (icmp_error.h)
       IcmpQuote q;
       DropReason r = parse_icmp_quote(sh, f, p, &q);
@@ -872,7 +873,7 @@ void process_one(Worker& w, rte_mbuf* m, const PktInfo& pi, bool from_ring) {
     // With the exception path, the kernel answers for the port's own address.
     if (sh.exc_to_kernel && is_port_ip(sh, p.dst)) return to_kernel(w, m, kLocalUnhandled);
     if (is_port_ip(sh, p.dst) || is_vip_addr(sh, p.dst) || local_addr_index(sh, p.dst) >= 0) {
-      if (make_icmp_echo_reply(f, p)) return reply_same_port(w, m, len);
+      if (make_icmp_echo_reply(f, p)) return reply_same_port(w, m, rte_pktmbuf_data_len(m));
       return drop(w, m, kLocalUnhandled);
     }
     return drop(w, m, kNoService);
