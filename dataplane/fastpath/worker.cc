@@ -729,10 +729,11 @@ bool from_client(Worker& w, rte_mbuf* m, const PktInfo& pi) {
   const Parsed& p = pi.p;
   bool reply = false;
   Conn* c = burst_conn(w, pi, &reply);
-  const bool syn = p.proto == kProtoTcp && (p.tcp_flags & (kTcpSyn | kTcpAck)) == kTcpSyn;
+  // (Worked out only off the established path, which never needs it.)
+  const auto is_syn = [&p] { return p.proto == kProtoTcp && (p.tcp_flags & (kTcpSyn | kTcpAck)) == kTcpSyn; };
   const bool alive = c && !reply && dest_alive(w, *c);
   // (An established entry is never closing: the common case tests one byte.)
-  if (alive && (c->state == ConnState::kEstablished || !(syn && tcp_state_closing(c->state)))) {
+  if (alive && (c->state == ConnState::kEstablished || !(tcp_state_closing(c->state) && is_syn()))) {
     // An established flow: the entry says where it goes. Its Service is read
     // only to refresh a persistence template.
     track(w, *c, m, p, true);  // a client packet is never consumed
@@ -753,6 +754,7 @@ bool from_client(Worker& w, rte_mbuf* m, const PktInfo& pi) {
   }
   const Service* svc = service_of(w, pi);
   if (!svc) return false;
+  const bool syn = is_syn();
   if (c && !reply) {
     // expire_nodest_conn (the destination is gone), or port reuse after a
     // close (a SYN on a closing entry): the entry goes. TCP mid-flow to a
