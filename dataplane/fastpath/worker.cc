@@ -387,8 +387,12 @@ inline uint64_t timeout_for(const Shared& sh, ConnState s) {
 
 // Follows the connection's state with a packet of it. False when the packet
 // was consumed (an answer to the SYN that re-steered the connection:
-// syn_waiting); the caller then leaves it and the entry alone.
-[[gnu::always_inline]] inline bool track(Worker& w, Conn& c, rte_mbuf* m, const Parsed& p, bool from_client) {
+// syn_waiting); the caller then leaves it and the entry alone. `dc`: the
+// caller's pointer to the connection's destination counters, pointed again
+// after a packet off the established path (a re-steered connection counts
+// on its new destination).
+[[gnu::always_inline]] inline bool track(Worker& w, Conn& c, rte_mbuf* m, const Parsed& p, bool from_client,
+                                         DestCounters*& dc) {
   const uint8_t flags = p.tcp_flags;
   // Most packets: an established TCP flow stays so unless FIN or RST.
   if (c.state == ConnState::kEstablished && !(flags & (kTcpFin | kTcpRst))) {
@@ -397,7 +401,9 @@ inline uint64_t timeout_for(const Shared& sh, ConnState s) {
   }
   // Waiting for the SYN-ACK (re-steering): never an established packet.
   if (c.syn) [[unlikely]] {
-    if (!syn_waiting(w, c, m, p, from_client)) return false;
+    const bool kept = syn_waiting(w, c, m, p, from_client);
+    dc = &w.dest_counters[c.dest_slot];
+    if (!kept) return false;
   }
   if (c.proto == kProtoTcp) set_state(w, c, tcp_next_state(c.state, flags, from_client));
   c.expires = w.now + timeout_for(*w.sh, c.state);
@@ -731,19 +737,25 @@ bool from_client(Worker& w, rte_mbuf* m, const PktInfo& pi) {
   Conn* c = burst_conn(w, pi, &reply);
   // (Worked out only off the established path, which never needs it.)
   const auto is_syn = [&p] { return p.proto == kProtoTcp && (p.tcp_flags & (kTcpSyn | kTcpAck)) == kTcpSyn; };
-  const bool alive = c && !reply && dest_alive(w, *c);
+  // dest_alive, with the counters' address kept for the counting below
+  // (after the generation's acquire load it would be worked out again).
+  DestCounters* dc = nullptr;
+  bool alive = false;
+  if (c && !reply) {
+    dc = &w.dest_counters[c->dest_slot];
+    alive = dc->gen.load(std::memory_order_acquire) == c->dest_gen;
+  }
   // (An established entry is never closing: the common case tests one byte.)
   if (alive && (c->state == ConnState::kEstablished || !(tcp_state_closing(c->state) && is_syn()))) {
     // An established flow: the entry says where it goes. Its Service is read
     // only to refresh a persistence template.
-    track(w, *c, m, p, true);  // a client packet is never consumed
+    track(w, *c, m, p, true, dc);  // a client packet is never consumed
     if (c->tmpl) {
       const Service* svc = service_of(w, pi);
       if (svc && svc->persistence_s) refresh_template(w, *c, svc->persistence_s);
     }
-    DestCounters& dc = w.dest_counters[c->dest_slot];
-    dc.inpkts++;
-    dc.inbytes += p.ip_total_len;
+    dc->inpkts++;
+    dc->inbytes += p.ip_total_len;
     rewrite_l3l4_raw(rte_pktmbuf_mtod(m, uint8_t*), p, __builtin_bswap32(c->laddr), __builtin_bswap32(c->daddr),
                      std::rotl(__builtin_bswap32(port_pair(*c, offsetof(Conn, lport))), 16));
     if (c->proxy) [[unlikely]] {  // the one check a connection without a header pays
@@ -783,14 +795,15 @@ bool from_client(Worker& w, rte_mbuf* m, const PktInfo& pi) {
   // A full-NAT reply's entry came from the port index: check the whole key.
   if (!c || !reply || !ConnTable::reply_matches(*c, make_key(p.src, p.sport, p.dst, p.dport, p.proto)))
     return drop(w, m, kNoService);
-  if (!dest_alive(w, *c)) {
+  // dest_alive, the counters' address kept (as from_client).
+  DestCounters* dc = &w.dest_counters[c->dest_slot];
+  if (dc->gen.load(std::memory_order_acquire) != c->dest_gen) {
     expire_conn(w, c);
     return drop(w, m, kDestExpired);
   }
-  if (!track(w, *c, m, p, false)) return;
-  DestCounters& dc = w.dest_counters[c->dest_slot];
-  dc.outpkts++;
-  dc.outbytes += p.ip_total_len;
+  if (!track(w, *c, m, p, false, dc)) return;
+  dc->outpkts++;
+  dc->outbytes += p.ip_total_len;
   rewrite_l3l4_raw(rte_pktmbuf_mtod(m, uint8_t*), p, __builtin_bswap32(c->vaddr), __builtin_bswap32(c->caddr),
                    __builtin_bswap32(port_pair(*c, offsetof(Conn, cport))));
   if (c->proxy) [[unlikely]] proxy_from_backend(rte_pktmbuf_mtod(m, uint8_t*), p, w.proxy.at(c->proxy));
