@@ -792,8 +792,17 @@ bool from_client(Worker& w, rte_mbuf* m, const PktInfo& pi) {
   const Parsed& p = pi.p;
   bool reply = false;
   Conn* c = burst_conn(w, pi, &reply);
-  // A full-NAT reply's entry came from the port index: check the whole key.
-  if (!c || !reply || !ConnTable::reply_matches(*c, make_key(p.src, p.sport, p.dst, p.dport, p.proto)))
+  // A full-NAT reply's entry came from the port index: check the whole key,
+  // as two words loaded from Parsed's adjacent fields and rotated into the
+  // entry's order (destination first).
+  if (!c || !reply) return drop(w, m, kNoService);
+  static_assert(offsetof(Parsed, dst) == offsetof(Parsed, src) + 4 && offsetof(Parsed, dport) == offsetof(Parsed, sport) + 2,
+                "the words load adjacent fields");
+  uint64_t src_dst;
+  uint32_t sport_dport;
+  std::memcpy(&src_dst, &p.src, 8);
+  std::memcpy(&sport_dport, &p.sport, 4);
+  if (!ConnTable::reply_words_match(*c, std::rotl(src_dst, 32), std::rotl(sport_dport, 16), p.proto))
     return drop(w, m, kNoService);
   // dest_alive, the counters' address kept (as from_client).
   DestCounters* dc = &w.dest_counters[c->dest_slot];
