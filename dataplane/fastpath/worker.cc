@@ -142,7 +142,8 @@ inline void output(Worker& w, rte_mbuf* m, uint32_t dst) {
 // output() for a connection's packet to `dst`, whose route the entry keeps
 // in `code` (worked out and stored on its first packet): the burst's next
 // hop is one compare away (nh_key), without route().
-inline void output_conn(Worker& w, rte_mbuf* m, uint32_t dst, uint8_t& code) {
+// `f`: the frame's start (rte_pktmbuf_mtod), which the caller has at hand.
+inline void output_conn(Worker& w, rte_mbuf* m, uint8_t* f, uint32_t dst, uint8_t& code) {
   uint8_t rc = code;
   if (!rc) [[unlikely]] {
     rc = route_code(*w.sh, dst);
@@ -154,7 +155,7 @@ inline void output_conn(Worker& w, rte_mbuf* m, uint32_t dst, uint8_t& code) {
     const uint32_t nh = (rc & kRouteViaGw) ? w.sh->ports[pidx].gateway : dst;
     return output_via(w, m, pidx, nh, dst);
   }
-  std::memcpy(rte_pktmbuf_mtod(m, uint8_t*), w.nh_hdr, 12);
+  std::memcpy(f, w.nh_hdr, 12);
   tx_enqueue(w, pidx, m);
 }
 
@@ -756,12 +757,13 @@ bool from_client(Worker& w, rte_mbuf* m, const PktInfo& pi) {
     }
     dc->inpkts++;
     dc->inbytes += p.ip_total_len;
-    rewrite_l3l4_raw(rte_pktmbuf_mtod(m, uint8_t*), p, __builtin_bswap32(c->laddr), __builtin_bswap32(c->daddr),
+    uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
+    rewrite_l3l4_raw(f, p, __builtin_bswap32(c->laddr), __builtin_bswap32(c->daddr),
                      std::rotl(__builtin_bswap32(port_pair(*c, offsetof(Conn, lport))), 16));
     if (c->proxy) [[unlikely]] {  // the one check a connection without a header pays
-      if (!proxy_to_backend(w, m, p, *c)) return true;
+      if (!proxy_to_backend(w, m, p, *c)) return true;  // (the frame's start stays: the header goes in after TCP's)
     }
-    output_conn(w, m, c->daddr, c->route_d);
+    output_conn(w, m, f, c->daddr, c->route_d);
     return true;
   }
   const Service* svc = service_of(w, pi);
@@ -813,10 +815,11 @@ bool from_client(Worker& w, rte_mbuf* m, const PktInfo& pi) {
   if (!track(w, *c, m, p, false, dc)) return;
   dc->outpkts++;
   dc->outbytes += p.ip_total_len;
-  rewrite_l3l4_raw(rte_pktmbuf_mtod(m, uint8_t*), p, __builtin_bswap32(c->vaddr), __builtin_bswap32(c->caddr),
+  uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
+  rewrite_l3l4_raw(f, p, __builtin_bswap32(c->vaddr), __builtin_bswap32(c->caddr),
                    __builtin_bswap32(port_pair(*c, offsetof(Conn, cport))));
-  if (c->proxy) [[unlikely]] proxy_from_backend(rte_pktmbuf_mtod(m, uint8_t*), p, w.proxy.at(c->proxy));
-  output_conn(w, m, c->caddr, c->route_c);
+  if (c->proxy) [[unlikely]] proxy_from_backend(f, p, w.proxy.at(c->proxy));
+  output_conn(w, m, f, c->caddr, c->route_c);
 }
 
 [[gnu::noinline]] void from_dest(Worker& w, rte_mbuf* m, const PktInfo& pi) { reply_to_client(w, m, pi); }
