@@ -670,7 +670,9 @@ void new_flow(Worker& w, rte_mbuf* m, const Parsed& p, const Service& svc, uint3
                                 : tcp_next_state(ConnState::kNone, p.tcp_flags, true);
   c->expires = w.now + timeout_for(sh, c->state);
   count_new_conn(w, *c, svc, d, tmpl, TemplateKey{p.dst, p.src, p.dport, p.proto, 0}, p.ip_total_len);
-  rewrite_l3l4(rte_pktmbuf_mtod(m, uint8_t*), p, laddr, lport, d.ip, d.port);
+  // (from_client's packet: its TTL checked above 1.)
+  rewrite_l3l4_fwd(rte_pktmbuf_mtod(m, uint8_t*), p, __builtin_bswap32(laddr), __builtin_bswap32(d.ip),
+                   packet_detail::raw_ports(lport, d.port));
   // Re-steering: the SYN is kept until the backend answers it.
   if (sh.resteer_attempts && syn && p.proto == kProtoTcp && svc.n_weighted > 1) [[unlikely]]
     syn_open(w, m, p, *c);
@@ -758,7 +760,7 @@ bool from_client(Worker& w, rte_mbuf* m, const PktInfo& pi) {
     dc->inpkts++;
     dc->inbytes += p.ip_total_len;
     uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
-    rewrite_l3l4_raw(f, p, __builtin_bswap32(c->laddr), __builtin_bswap32(c->daddr),
+    rewrite_l3l4_fwd(f, p, __builtin_bswap32(c->laddr), __builtin_bswap32(c->daddr),
                      std::rotl(__builtin_bswap32(port_pair(*c, offsetof(Conn, lport))), 16));
     if (c->proxy) [[unlikely]] {  // the one check a connection without a header pays
       if (!proxy_to_backend(w, m, p, *c)) return true;  // (the frame's start stays: the header goes in after TCP's)
@@ -816,7 +818,7 @@ bool from_client(Worker& w, rte_mbuf* m, const PktInfo& pi) {
   dc->outpkts++;
   dc->outbytes += p.ip_total_len;
   uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
-  rewrite_l3l4_raw(f, p, __builtin_bswap32(c->vaddr), __builtin_bswap32(c->caddr),
+  rewrite_l3l4_fwd(f, p, __builtin_bswap32(c->vaddr), __builtin_bswap32(c->caddr),
                    __builtin_bswap32(port_pair(*c, offsetof(Conn, cport))));
   if (c->proxy) [[unlikely]] proxy_from_backend(f, p, w.proxy.at(c->proxy));
   output_conn(w, m, f, c->caddr, c->route_c);
