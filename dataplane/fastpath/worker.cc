@@ -105,6 +105,7 @@ void output_via(Worker& w, rte_mbuf* m, uint16_t pidx, uint32_t nh, uint32_t dst
     std::memcpy(w.nh_hdr, mac, 6);
     std::memcpy(w.nh_hdr + 6, sh.ports[pidx].mac, 6);
     w.nh_key = nh_key_of(route_code_of(pidx, nh, dst), dst);
+    w.nh_pidx = pidx;
   }
   if (st == NeighState::kMissing) {
     if (w.n_pending >= kPendingMax) return drop(w, m, kNeighQueueFull);
@@ -150,13 +151,13 @@ inline void output_conn(Worker& w, rte_mbuf* m, uint8_t* f, uint32_t dst, uint8_
     if (!rc) return drop(w, m, kNoRoute);
     code = rc;
   }
-  const uint16_t pidx = static_cast<uint16_t>((rc & ~kRouteViaGw) - 1);
   if (nh_key_of(rc, dst) != w.nh_key) [[unlikely]] {
+    const uint16_t pidx = static_cast<uint16_t>((rc & ~kRouteViaGw) - 1);
     const uint32_t nh = (rc & kRouteViaGw) ? w.sh->ports[pidx].gateway : dst;
     return output_via(w, m, pidx, nh, dst);
   }
   std::memcpy(f, w.nh_hdr, 12);
-  tx_enqueue(w, pidx, m);
+  tx_enqueue(w, w.nh_pidx, m);  // (the key's port: the code's, not decoded again)
 }
 
 // Sends a locally built reply back out of the port it came in on (the
