@@ -179,16 +179,23 @@ class ConnTable {
                       offsetof(Conn, in_use) == offsetof(Conn, proto) + 2 &&
                       offsetof(Conn, laddr_idx) == offsetof(Conn, proto) + 3,
                   "the layout the words assume");
+    return reply_words_match(c, uint64_t{k.dst} | (uint64_t{k.src} << 32), uint32_t{k.dport} | (uint32_t{k.sport} << 16),
+                             k.proto);
+  }
+  // reply_matches with the packet's key as words built in registers:
+  // `addrs` its destination then source address (the entry's laddr,
+  // daddr), `ports` its destination then source port (lport, dport), each
+  // field host order, the first in the low bits. (A caller holding the
+  // source first, as Parsed does, rotates the word: one instruction.)
+  static bool reply_words_match(const Conn& c, uint64_t addrs, uint32_t ports, uint8_t proto) noexcept {
     const char* e = reinterpret_cast<const char*>(&c);
-    uint64_t addrs;
-    uint32_t ports, flags;
-    std::memcpy(&addrs, e + offsetof(Conn, laddr), 8);
-    std::memcpy(&ports, e + offsetof(Conn, lport), 4);
+    uint64_t have_addrs;
+    uint32_t have_ports, flags;
+    std::memcpy(&have_addrs, e + offsetof(Conn, laddr), 8);
+    std::memcpy(&have_ports, e + offsetof(Conn, lport), 4);
     std::memcpy(&flags, e + offsetof(Conn, proto), 4);
-    const uint64_t want_addrs = uint64_t{k.dst} | (uint64_t{k.src} << 32);
-    const uint32_t want_ports = uint32_t{k.dport} | (uint32_t{k.sport} << 16);
-    const uint32_t want_flags = uint32_t{k.proto} | (uint32_t{kSlotConn} << 16);
-    return ((addrs ^ want_addrs) | (ports ^ want_ports) | ((flags & 0x00ff00ffu) ^ want_flags)) == 0;
+    const uint32_t want_flags = uint32_t{proto} | (uint32_t{kSlotConn} << 16);
+    return ((have_addrs ^ addrs) | (have_ports ^ ports) | ((flags & 0x00ff00ffu) ^ want_flags)) == 0;
   }
 
   // Finds the connection of a packet with this key; *reply tells whether the

@@ -70,6 +70,12 @@ inline void rewrite_l3l4(uint8_t* frame, const Parsed& p, uint32_t new_src, uint
 // the addresses, and the ports as one word (source first).
 inline void rewrite_l3l4_raw(uint8_t* frame, const Parsed& p, uint32_t new_src_raw, uint32_t new_dst_raw,
                              uint32_t new_ports_raw) noexcept;  // packet_inline.h
+// The same for a packet the worker forwards, with what its callers know
+// taken as given instead of tested: the IPv4 header right after the
+// Ethernet header (parse_frame's: l3_off == kEthLen) and a TTL above 1
+// (they drop TTL <= 1 first), so that the decrement never wraps.
+inline void rewrite_l3l4_fwd(uint8_t* frame, const Parsed& p, uint32_t new_src_raw, uint32_t new_dst_raw,
+                             uint32_t new_ports_raw) noexcept;  // packet_inline.h
 
 // Turns a TCP packet into the RST the receiver would send back (addresses
 // and ports swapped), in place. Returns the new frame length.

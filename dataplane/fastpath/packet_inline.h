@@ -219,9 +219,14 @@ inline void rewrite_l3l4(uint8_t* f, const Parsed& p, uint32_t new_src, uint16_t
   rewrite_l3l4_raw(f, p, be32(new_src), be32(new_dst), raw_ports(new_sport, new_dport));
 }
 
-inline void rewrite_l3l4_raw(uint8_t* f, const Parsed& p, uint32_t nsrc, uint32_t ndst, uint32_t new_ports) noexcept {
-  using namespace packet_detail;
-  uint8_t* ip = f + p.l3_off;
+namespace packet_detail {
+
+// rewrite_l3l4_raw, and with kFwd rewrite_l3l4_fwd: the IPv4 header at
+// kEthLen and a TTL above 1 taken as given.
+template <bool kFwd>
+[[gnu::always_inline]] inline void rewrite_raw(uint8_t* f, const Parsed& p, uint32_t nsrc, uint32_t ndst,
+                                               uint32_t new_ports) {
+  uint8_t* ip = f + (kFwd ? size_t{kEthLen} : size_t{p.l3_off});
   uint8_t* l4 = f + p.l4_off;
   // Everything in raw (memory order) words, built in registers; the
   // one's-complement deltas are summed in 32-bit words (RFC 1624 eqn. 3).
@@ -240,7 +245,7 @@ inline void rewrite_l3l4_raw(uint8_t* f, const Parsed& p, uint32_t nsrc, uint32_
   const uint8_t new_ttl = static_cast<uint8_t>(old_ttl - 1);
   ip[8] = new_ttl;
   uint64_t ttl_delta = static_cast<uint16_t>(~ttl_word(0, 1));  // 0xfffe little-endian, 0xfeff big
-  if (old_ttl == 0) [[unlikely]] {
+  if (!kFwd && old_ttl == 0) [[unlikely]] {
     const uint16_t new_tw = raw16(ip + 8);  // (the new TTL stored above)
     ttl_delta = uint64_t{static_cast<uint16_t>(~ttl_word(new_tw, old_ttl))} + new_tw;
   }
@@ -259,6 +264,16 @@ inline void rewrite_l3l4_raw(uint8_t* f, const Parsed& p, uint32_t nsrc, uint32_
   c = csum_apply64(c, l4_delta);
   if (c == 0) c = 0xffff;
   put_raw16(l4 + 6, c);
+}
+
+}  // namespace packet_detail
+
+inline void rewrite_l3l4_raw(uint8_t* f, const Parsed& p, uint32_t nsrc, uint32_t ndst, uint32_t new_ports) noexcept {
+  packet_detail::rewrite_raw<false>(f, p, nsrc, ndst, new_ports);
+}
+
+inline void rewrite_l3l4_fwd(uint8_t* f, const Parsed& p, uint32_t nsrc, uint32_t ndst, uint32_t new_ports) noexcept {
+  packet_detail::rewrite_raw<true>(f, p, nsrc, ndst, new_ports);
 }
 
 }  // namespace vipd::dp

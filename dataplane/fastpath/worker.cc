@@ -105,6 +105,7 @@ void output_via(Worker& w, rte_mbuf* m, uint16_t pidx, uint32_t nh, uint32_t dst
     std::memcpy(w.nh_hdr, mac, 6);
     std::memcpy(w.nh_hdr + 6, sh.ports[pidx].mac, 6);
     w.nh_key = nh_key_of(route_code_of(pidx, nh, dst), dst);
+    w.nh_pidx = pidx;
   }
   if (st == NeighState::kMissing) {
     if (w.n_pending >= kPendingMax) return drop(w, m, kNeighQueueFull);
@@ -142,20 +143,21 @@ inline void output(Worker& w, rte_mbuf* m, uint32_t dst) {
 // output() for a connection's packet to `dst`, whose route the entry keeps
 // in `code` (worked out and stored on its first packet): the burst's next
 // hop is one compare away (nh_key), without route().
-inline void output_conn(Worker& w, rte_mbuf* m, uint32_t dst, uint8_t& code) {
+// `f`: the frame's start (rte_pktmbuf_mtod), which the caller has at hand.
+inline void output_conn(Worker& w, rte_mbuf* m, uint8_t* f, uint32_t dst, uint8_t& code) {
   uint8_t rc = code;
   if (!rc) [[unlikely]] {
     rc = route_code(*w.sh, dst);
     if (!rc) return drop(w, m, kNoRoute);
     code = rc;
   }
-  const uint16_t pidx = static_cast<uint16_t>((rc & ~kRouteViaGw) - 1);
   if (nh_key_of(rc, dst) != w.nh_key) [[unlikely]] {
+    const uint16_t pidx = static_cast<uint16_t>((rc & ~kRouteViaGw) - 1);
     const uint32_t nh = (rc & kRouteViaGw) ? w.sh->ports[pidx].gateway : dst;
     return output_via(w, m, pidx, nh, dst);
   }
-  std::memcpy(rte_pktmbuf_mtod(m, uint8_t*), w.nh_hdr, 12);
-  tx_enqueue(w, pidx, m);
+  std::memcpy(f, w.nh_hdr, 12);
+  tx_enqueue(w, w.nh_pidx, m);  // (the key's port: the code's, not decoded again)
 }
 
 // Sends a locally built reply back out of the port it came in on (the
@@ -387,8 +389,12 @@ inline uint64_t timeout_for(const Shared& sh, ConnState s) {
 
 // Follows the connection's state with a packet of it. False when the packet
 // was consumed (an answer to the SYN that re-steered the connection:
-// syn_waiting); the caller then leaves it and the entry alone.
-[[gnu::always_inline]] inline bool track(Worker& w, Conn& c, rte_mbuf* m, const Parsed& p, bool from_client) {
+// syn_waiting); the caller then leaves it and the entry alone. `dc`: the
+// caller's pointer to the connection's destination counters, pointed again
+// after a packet off the established path (a re-steered connection counts
+// on its new destination).
+[[gnu::always_inline]] inline bool track(Worker& w, Conn& c, rte_mbuf* m, const Parsed& p, bool from_client,
+                                         DestCounters*& dc) {
   const uint8_t flags = p.tcp_flags;
   // Most packets: an established TCP flow stays so unless FIN or RST.
   if (c.state == ConnState::kEstablished && !(flags & (kTcpFin | kTcpRst))) {
@@ -397,7 +403,9 @@ inline uint64_t timeout_for(const Shared& sh, ConnState s) {
   }
   // Waiting for the SYN-ACK (re-steering): never an established packet.
   if (c.syn) [[unlikely]] {
-    if (!syn_waiting(w, c, m, p, from_client)) return false;
+    const bool kept = syn_waiting(w, c, m, p, from_client);
+    dc = &w.dest_counters[c.dest_slot];
+    if (!kept) return false;
   }
   if (c.proto == kProtoTcp) set_state(w, c, tcp_next_state(c.state, flags, from_client));
   c.expires = w.now + timeout_for(*w.sh, c.state);
@@ -663,7 +671,9 @@ void new_flow(Worker& w, rte_mbuf* m, const Parsed& p, const Service& svc, uint3
                                 : tcp_next_state(ConnState::kNone, p.tcp_flags, true);
   c->expires = w.now + timeout_for(sh, c->state);
   count_new_conn(w, *c, svc, d, tmpl, TemplateKey{p.dst, p.src, p.dport, p.proto, 0}, p.ip_total_len);
-  rewrite_l3l4(rte_pktmbuf_mtod(m, uint8_t*), p, laddr, lport, d.ip, d.port);
+  // (from_client's packet: its TTL checked above 1.)
+  rewrite_l3l4_fwd(rte_pktmbuf_mtod(m, uint8_t*), p, __builtin_bswap32(laddr), __builtin_bswap32(d.ip),
+                   packet_detail::raw_ports(lport, d.port));
   // Re-steering: the SYN is kept until the backend answers it.
   if (sh.resteer_attempts && syn && p.proto == kProtoTcp && svc.n_weighted > 1) [[unlikely]]
     syn_open(w, m, p, *c);
@@ -729,30 +739,39 @@ bool from_client(Worker& w, rte_mbuf* m, const PktInfo& pi) {
   const Parsed& p = pi.p;
   bool reply = false;
   Conn* c = burst_conn(w, pi, &reply);
-  const bool syn = p.proto == kProtoTcp && (p.tcp_flags & (kTcpSyn | kTcpAck)) == kTcpSyn;
-  const bool alive = c && !reply && dest_alive(w, *c);
+  // (Worked out only off the established path, which never needs it.)
+  const auto is_syn = [&p] { return p.proto == kProtoTcp && (p.tcp_flags & (kTcpSyn | kTcpAck)) == kTcpSyn; };
+  // dest_alive, with the counters' address kept for the counting below
+  // (after the generation's acquire load it would be worked out again).
+  DestCounters* dc = nullptr;
+  bool alive = false;
+  if (c && !reply) {
+    dc = &w.dest_counters[c->dest_slot];
+    alive = dc->gen.load(std::memory_order_acquire) == c->dest_gen;
+  }
   // (An established entry is never closing: the common case tests one byte.)
-  if (alive && (c->state == ConnState::kEstablished || !(syn && tcp_state_closing(c->state)))) {
+  if (alive && (c->state == ConnState::kEstablished || !(tcp_state_closing(c->state) && is_syn()))) {
     // An established flow: the entry says where it goes. Its Service is read
     // only to refresh a persistence template.
-    track(w, *c, m, p, true);  // a client packet is never consumed
+    track(w, *c, m, p, true, dc);  // a client packet is never consumed
     if (c->tmpl) {
       const Service* svc = service_of(w, pi);
       if (svc && svc->persistence_s) refresh_template(w, *c, svc->persistence_s);
     }
-    DestCounters& dc = w.dest_counters[c->dest_slot];
-    dc.inpkts++;
-    dc.inbytes += p.ip_total_len;
-    rewrite_l3l4_raw(rte_pktmbuf_mtod(m, uint8_t*), p, __builtin_bswap32(c->laddr), __builtin_bswap32(c->daddr),
+    dc->inpkts++;
+    dc->inbytes += p.ip_total_len;
+    uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
+    rewrite_l3l4_fwd(f, p, __builtin_bswap32(c->laddr), __builtin_bswap32(c->daddr),
                      std::rotl(__builtin_bswap32(port_pair(*c, offsetof(Conn, lport))), 16));
     if (c->proxy) [[unlikely]] {  // the one check a connection without a header pays
-      if (!proxy_to_backend(w, m, p, *c)) return true;
+      if (!proxy_to_backend(w, m, p, *c)) return true;  // (the frame's start stays: the header goes in after TCP's)
     }
-    output_conn(w, m, c->daddr, c->route_d);
+    output_conn(w, m, f, c->daddr, c->route_d);
     return true;
   }
   const Service* svc = service_of(w, pi);
   if (!svc) return false;
+  const bool syn = is_syn();
   if (c && !reply) {
     // expire_nodest_conn (the destination is gone), or port reuse after a
     // close (a SYN on a closing entry): the entry goes. TCP mid-flow to a
@@ -778,21 +797,32 @@ bool from_client(Worker& w, rte_mbuf* m, const PktInfo& pi) {
   const Parsed& p = pi.p;
   bool reply = false;
   Conn* c = burst_conn(w, pi, &reply);
-  // A full-NAT reply's entry came from the port index: check the whole key.
-  if (!c || !reply || !ConnTable::reply_matches(*c, make_key(p.src, p.sport, p.dst, p.dport, p.proto)))
+  // A full-NAT reply's entry came from the port index: check the whole key,
+  // as two words loaded from Parsed's adjacent fields and rotated into the
+  // entry's order (destination first).
+  if (!c || !reply) return drop(w, m, kNoService);
+  static_assert(offsetof(Parsed, dst) == offsetof(Parsed, src) + 4 && offsetof(Parsed, dport) == offsetof(Parsed, sport) + 2,
+                "the words load adjacent fields");
+  uint64_t src_dst;
+  uint32_t sport_dport;
+  std::memcpy(&src_dst, &p.src, 8);
+  std::memcpy(&sport_dport, &p.sport, 4);
+  if (!ConnTable::reply_words_match(*c, std::rotl(src_dst, 32), std::rotl(sport_dport, 16), p.proto))
     return drop(w, m, kNoService);
-  if (!dest_alive(w, *c)) {
+  // dest_alive, the counters' address kept (as from_client).
+  DestCounters* dc = &w.dest_counters[c->dest_slot];
+  if (dc->gen.load(std::memory_order_acquire) != c->dest_gen) {
     expire_conn(w, c);
     return drop(w, m, kDestExpired);
   }
-  if (!track(w, *c, m, p, false)) return;
-  DestCounters& dc = w.dest_counters[c->dest_slot];
-  dc.outpkts++;
-  dc.outbytes += p.ip_total_len;
-  rewrite_l3l4_raw(rte_pktmbuf_mtod(m, uint8_t*), p, __builtin_bswap32(c->vaddr), __builtin_bswap32(c->caddr),
+  if (!track(w, *c, m, p, false, dc)) return;
+  dc->outpkts++;
+  dc->outbytes += p.ip_total_len;
+  uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
+  rewrite_l3l4_fwd(f, p, __builtin_bswap32(c->vaddr), __builtin_bswap32(c->caddr),
                    __builtin_bswap32(port_pair(*c, offsetof(Conn, cport))));
-  if (c->proxy) [[unlikely]] proxy_from_backend(rte_pktmbuf_mtod(m, uint8_t*), p, w.proxy.at(c->proxy));
-  output_conn(w, m, c->caddr, c->route_c);
+  if (c->proxy) [[unlikely]] proxy_from_backend(f, p, w.proxy.at(c->proxy));
+  output_conn(w, m, f, c->caddr, c->route_c);
 }
 
 [[gnu::noinline]] void from_dest(Worker& w, rte_mbuf* m, const PktInfo& pi) { reply_to_client(w, m, pi); }
@@ -819,8 +849,6 @@ namespace {
 // through the ring, or there is one worker); from_peer tells the two apart.
 void process_one(Worker& w, rte_mbuf* m, const PktInfo& pi, bool from_ring) {
   Shared& sh = *w.sh;
-  uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
-  const size_t len = rte_pktmbuf_data_len(m);
   const Parsed& p = pi.p;  // frame checks and parse_frame: done, drop reason kept
   // kDrop also for IPv4 to a broadcast/multicast MAC (kNotForUs, burst.cc).
   if (p.kind != FrameKind::kIpv4) return process_other(w, m, p, from_ring);
@@ -857,6 +885,9 @@ void process_one(Worker& w, rte_mbuf* m, const PktInfo& pi, bool from_ring) {
     return drop(w, m, kNoService);
   }
   if (p.proto == kProtoIcmp) {
+    // (The frame's address only here: loaded at the top, the forwarded
+    // packets would pay for it.)
+    uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
     if (is_icmp_error(p)) {  // quoting a NATed flow: translated like it (icmp_error.h)
       IcmpQuote q;
       DropReason r = parse_icmp_quote(sh, f, p, &q);
@@ -872,7 +903,7 @@ void process_one(Worker& w, rte_mbuf* m, const PktInfo& pi, bool from_ring) {
     // With the exception path, the kernel answers for the port's own address.
     if (sh.exc_to_kernel && is_port_ip(sh, p.dst)) return to_kernel(w, m, kLocalUnhandled);
     if (is_port_ip(sh, p.dst) || is_vip_addr(sh, p.dst) || local_addr_index(sh, p.dst) >= 0) {
-      if (make_icmp_echo_reply(f, p)) return reply_same_port(w, m, len);
+      if (make_icmp_echo_reply(f, p)) return reply_same_port(w, m, rte_pktmbuf_data_len(m));
       return drop(w, m, kLocalUnhandled);
     }
     return drop(w, m, kNoService);

@@ -208,9 +208,11 @@ struct Worker {
   // destination, so that a connection whose entry keeps its route code
   // checks it with one compare; 0 (never a key): none.
   // nh_hdr: the Ethernet addresses to write for it (its MAC, then the MAC of
-  // the egress port), one 12-byte copy a packet.
+  // the egress port), one 12-byte copy a packet; nh_pidx: that port's index
+  // (what the key's route code says, without decoding it).
   uint64_t nh_key = 0;
   uint8_t nh_hdr[12]{};
+  uint16_t nh_pidx = 0;
   PktInfo burst[2][kBurst];  // what prepare_burst found: the burst in hand, the next one
   Worker6* v6 = nullptr;     // IPv6 forwarding state (v6_tables.h), with Shared::v6
   // Connection hand-over (docs/gateway.md, "Hand-over"): the rate's token
