@@ -240,7 +240,7 @@ const std::vector<Setting>& settings() {
     r.push_back(number("resteer-pool", "N", &DataplaneSettings::resteer_pool, 0, 16777216,
         "dpdk: saved SYNs per worker for re-steering (connections waiting for their SYN-ACK); 0 = off",
         "dpdk mode: SYNs each worker keeps for re-steering, one per connection waiting for its SYN-ACK (about "
-        "130 bytes each). New connections that find it full are counted (`vipd_worker_resteer_pool_full_total`) "
+        "130 bytes each; 64 more each with IPv6 forwarding on, for a SYN's extension headers). New connections that find it full are counted (`vipd_worker_resteer_pool_full_total`) "
         "and go without re-steering; 0 turns re-steering off."));
     r.push_back(number("eject-failures", "N", &DataplaneSettings::eject_failures, 0, 1000,
         "dpdk: consecutive failed connections (as re-steering sees them) that eject a backend from scheduling; "
