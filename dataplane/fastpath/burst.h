@@ -2,7 +2,7 @@
 // of a burst is checked and parsed, and the connection key of each TCP/UDP
 // packet hashed once (flow_hash.h) and its two buckets prefetched at once
 // (ConnTable::buckets_of); then the tags are compared for the whole burst
-// (ConnTable::candidates_of): the entry the first matching tag names is the
+// (ConnTable::candidate_of): the entry the first matching tag names is the
 // packet's candidate, its key compared by the per-packet stage (burst_conn,
 // worker.cc), which reads that line anyway. A full-NAT reply is found in the
 // port index instead (conn_table.h), by its local address and port. The VIP

@@ -100,17 +100,12 @@ bool ConnTable::init(const std::string& name, uint32_t capacity, int socket, std
   return true;
 }
 
-inline __attribute__((always_inline)) bool ConnTable::matches(uint32_t pos, const FlowKey& k) const noexcept {
-  const Conn& c = entries_[pos >> 1];
-  return (pos & 1) ? reply_matches(c, k) : key_equal(k, c);
-}
-
 // The first of the slots `hits` (tag_hits of a, b) whose key is k, or -1.
 int32_t ConnTable::match_in(const Bucket& a, const Bucket& b, uint32_t hits, const FlowKey& k) const noexcept {
   for (; hits; hits &= hits - 1) {
     const uint32_t s = static_cast<uint32_t>(std::countr_zero(hits));
     const uint32_t p1 = (s < kBucketSlots ? a : b).pos1[s & (kBucketSlots - 1)];
-    if (matches(p1 - 1, k)) return static_cast<int32_t>(p1 - 1);
+    if (holds(static_cast<int32_t>(p1 - 1), k)) return static_cast<int32_t>(p1 - 1);
   }
   return -1;
 }
@@ -141,55 +136,6 @@ Conn* ConnTable::lookup(const FlowKey& k, uint32_t sig, bool* reply) noexcept {
   return decode(pos, reply);
 }
 
-uint64_t ConnTable::lookup_bulk(const void** keys, uint32_t* sigs, uint32_t n, int32_t* pos) noexcept {
-  const uint32_t mask = mask_;
-  if (!mask) return 0;
-  const Bucket* const buckets = buckets_;
-  const Conn* const entries = entries_;
-  // Stage 1: both buckets of every key.
-  const Bucket* ba[64];
-  const Bucket* bb[64];
-  uint16_t tags[64];
-  for (uint32_t i = 0; i < n; ++i) {
-    const uint32_t sig = sigs[i];
-    const uint16_t tag = tag_of(sig);
-    const uint32_t b1 = sig & mask;
-    tags[i] = tag;
-    ba[i] = &buckets[b1];
-    bb[i] = &buckets[other_bucket(b1, tag, mask)];
-    rte_prefetch0(ba[i]);
-    rte_prefetch0(bb[i]);
-  }
-  // Stage 2: the tags; the entry of each key's first matching tag.
-  uint32_t hits[64], first[64];
-  for (uint32_t i = 0; i < n; ++i) {
-    const uint32_t h = tag_hits(*ba[i], *bb[i], tags[i]);
-    hits[i] = h;
-    first[i] = 0;
-    if (!h) continue;
-    const uint32_t s = static_cast<uint32_t>(std::countr_zero(h));
-    const uint32_t p1 = (s < kBucketSlots ? ba[i] : bb[i])->pos1[s & (kBucketSlots - 1)];
-    first[i] = p1;
-    rte_prefetch0(&entries[(p1 - 1) >> 1]);
-  }
-  // Stage 3: the keys.
-  uint64_t found = 0;
-  for (uint32_t i = 0; i < n; ++i) {
-    const FlowKey& k = *static_cast<const FlowKey*>(keys[i]);
-    const uint32_t f1 = first[i];
-    int32_t p = -1;
-    if (f1 && matches(f1 - 1, k)) [[likely]] {
-      p = static_cast<int32_t>(f1 - 1);
-      found |= uint64_t{1} << i;
-    } else if (hits[i] & (hits[i] - 1)) {
-      p = match_in(*ba[i], *bb[i], hits[i] & (hits[i] - 1), k);  // another key with the same tag
-      found |= uint64_t{p >= 0} << i;
-    }
-    pos[i] = p;
-  }
-  return found;
-}
-
 void ConnTable::lookup_candidates(const uint32_t* sigs, uint32_t n, uint32_t* cand) noexcept {
   if (!mask_) {
     for (uint32_t i = 0; i < n; ++i) cand[i] = 0;
@@ -199,12 +145,7 @@ void ConnTable::lookup_candidates(const uint32_t* sigs, uint32_t n, uint32_t* ca
   const void* bb[64];
   uint16_t tags[64];
   for (uint32_t i = 0; i < n; ++i) buckets_of(sigs[i], &ba[i], &bb[i], &tags[i]);
-  candidates_of(ba, bb, tags, n, cand);
-}
-
-void ConnTable::candidates_of(const void* const* a, const void* const* b, const uint16_t* tags, uint32_t n,
-                              uint32_t* cand) noexcept {
-  for (uint32_t i = 0; i < n; ++i) cand[i] = candidate_of(a[i], b[i], tags[i]);
+  for (uint32_t i = 0; i < n; ++i) cand[i] = candidate_of(ba[i], bb[i], tags[i]);
 }
 
 // Breadth-first from the key's two buckets (all their slots taken): each

@@ -3,7 +3,7 @@
 // Connection table: a cuckoo hash from flow keys to connection entries, and
 // an incremental expiry sweep. The burst path (burst.cc) hashes keys itself
 // (conn_hash), asks for their buckets (buckets_of) and takes the entry the
-// first matching tag names as a candidate (candidates_of), its key compared
+// first matching tag names as a candidate (candidate_of), its key compared
 // later; a per-burst change log tells which of those results a later packet
 // of the same burst may have made stale.
 //
@@ -204,20 +204,15 @@ class ConnTable {
   // Same with the key's precomputed hash (conn_hash(k)).
   Conn* lookup(const FlowKey& k, uint32_t sig, bool* reply) noexcept;
 
-  // Looks up n (1..64) FlowKeys with precomputed hashes at once in the hash
-  // (not the port index: a full-NAT reply key never hits here): prefetches
-  // all their buckets, then the entries their tags name, before comparing
-  // any key. Returns the bitmask of hits; pos[i] of a hit goes to decode().
-  uint64_t lookup_bulk(const void** keys, uint32_t* sigs, uint32_t n, int32_t* pos) noexcept;
-  // lookup_bulk's first two stages only: cand[i] is 1 + the position of the
-  // first slot of sigs[i]'s buckets whose tag is the key's (prefetched),
-  // else 0. No key is compared: the caller checks the candidate (holds) or
-  // finds the key by itself (find_pos) when it is not that one. n <= 64.
-  // (The burst path runs it as the two steps below.)
+  // The burst path's lookup, for n (<= 64) keys with precomputed hashes in
+  // the hash (not the port index: a full-NAT reply key never hits here):
+  // cand[i] is 1 + the position of the first slot of sigs[i]'s buckets whose
+  // tag is the key's (its entry prefetched), else 0. No key is compared: the
+  // caller checks the candidate (holds) or finds the key by itself
+  // (find_pos) when it is not that one. burst.cc runs it in two steps,
+  // buckets_of in its loop right after each key's hash, candidate_of after.
   void lookup_candidates(const uint32_t* sigs, uint32_t n, uint32_t* cand) noexcept;
-  // lookup_candidates in two steps, so that the first runs in the caller's
-  // loop right after each key's hash: the key's buckets (prefetched) and tag
-  // (a non-empty table: buckets() > 0); then, for n keys, their candidates.
+  // A key's buckets (prefetched) and tag (a non-empty table: buckets() > 0).
   void buckets_of(uint32_t sig, const void** a, const void** b, uint16_t* tag) const noexcept {
     const uint16_t t = tag_of(sig);
     const uint32_t b1 = sig & mask_;
@@ -227,11 +222,8 @@ class ConnTable {
     rte_prefetch0(*a);
     rte_prefetch0(*b);
   }
-  void candidates_of(const void* const* a, const void* const* b, const uint16_t* tags, uint32_t n,
-                     uint32_t* cand) noexcept;
-  // candidates_of for one key, inline: 1 + the position the first slot of
-  // its buckets a, b (buckets_of) with its tag holds (the entry prefetched),
-  // else 0.
+  // A key's candidate: 1 + the position the first slot of its buckets a, b
+  // (buckets_of) with its tag holds (the entry prefetched), else 0.
   uint32_t candidate_of(const void* a, const void* b, uint16_t tag) const noexcept {
     const Bucket& ba = *static_cast<const Bucket*>(a);
     const Bucket& bb = *static_cast<const Bucket*>(b);
@@ -243,14 +235,13 @@ class ConnTable {
     return p1;
   }
   // Whether position `pos` holds key k.
-  bool holds(int32_t pos, const FlowKey& k) const noexcept {
+  [[gnu::always_inline]] bool holds(int32_t pos, const FlowKey& k) const noexcept {
     const Conn& c = entries_[static_cast<uint32_t>(pos) >> 1];
     return (pos & 1) ? reply_matches(c, k) : key_equal(k, c);
   }
   // Position of the key with this hash, or -1.
   int32_t find_pos(const FlowKey& k, uint32_t sig) const noexcept { return find(k, sig); }
-  // The entry and direction a bulk lookup's position stands for (in cache:
-  // the lookup compared its key).
+  // The entry and direction a position (holds, find_pos) stands for.
   Conn* decode(int32_t pos, bool* reply) noexcept {
     *reply = pos & 1;
     return at(static_cast<uint32_t>(pos) >> 1);
@@ -333,18 +324,16 @@ class ConnTable {
   // first 16 bytes of each and masks the last 3 of them (a Conn's state
   // there, a FlowKey's zero padding) off the second 8-byte word.
   static bool key_equal(const FlowKey& k, const Conn& c) noexcept {
+    uint64_t k0, k1;
+    std::memcpy(&k0, &k, 8);
+    std::memcpy(&k1, reinterpret_cast<const char*>(&k) + 8, 8);
+    return key_words_equal(k0, k1, c);
+  }
+  // key_equal of the key whose two words (flow_word0, flow_word1) are k0, k1
+  // (bytes 13..15 of k1 are not compared).
+  static bool key_words_equal(uint64_t k0, uint64_t k1, const Conn& c) noexcept {
     static_assert(std::endian::native == std::endian::little, "the mask keeps a word's low 5 bytes");
     constexpr uint64_t kLow5Bytes = 0xffffffffffull;  // bytes 8..12: ports and protocol
-    uint64_t a0, a1, b0, b1;
-    std::memcpy(&a0, &k, 8);
-    std::memcpy(&b0, &c, 8);
-    std::memcpy(&a1, reinterpret_cast<const char*>(&k) + 8, 8);
-    std::memcpy(&b1, reinterpret_cast<const char*>(&c) + 8, 8);
-    return ((a0 ^ b0) | ((a1 ^ b1) & kLow5Bytes)) == 0;
-  }
-  // key_equal of the key whose two words (flow_word0, flow_word1) are k0, k1.
-  static bool key_words_equal(uint64_t k0, uint64_t k1, const Conn& c) noexcept {
-    constexpr uint64_t kLow5Bytes = 0xffffffffffull;
     uint64_t b0, b1;
     std::memcpy(&b0, &c, 8);
     std::memcpy(&b1, reinterpret_cast<const char*>(&c) + 8, 8);
@@ -416,8 +405,6 @@ class ConnTable {
   static uint32_t tag_hits(const Bucket& a, const Bucket& b, uint16_t tag) noexcept;
   // Position of the key with this hash, or -1.
   int32_t find(const FlowKey& k, uint32_t sig) const noexcept;
-  // Whether position `pos` holds key k.
-  bool matches(uint32_t pos, const FlowKey& k) const noexcept;
   int32_t match_in(const Bucket& a, const Bucket& b, uint32_t hits, const FlowKey& k) const noexcept;
   // Adds a key that is not in the hash; false when no slot can be made.
   bool add_key(uint32_t sig, uint32_t pos) noexcept;
